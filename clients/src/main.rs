@@ -1,0 +1,173 @@
+//! `pincer`: the command-line client of pincerd (SPEC §4). It is thin:
+//! everything goes through the gRPC API; it never opens the daemon's
+//! databases. Exit codes: 0 ok, 1 error, 2 usage, 3 pincerd not running.
+
+mod chat;
+mod commands;
+mod init;
+mod render;
+mod rpc;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use rpc::CliError;
+
+#[derive(Parser)]
+#[command(name = "pincer", version, about = "Talk to pincerd, your personal AI agent daemon.")]
+pub struct Cli {
+    /// PINCER_HOME (default: $PINCER_HOME, then ~/.pincer).
+    #[arg(long, global = true, value_name = "PATH")]
+    home: Option<PathBuf>,
+    /// Print JSON (one document; streams print one JSON object per line).
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Write a starter config.toml and workspace files (never overwrites).
+    Init,
+    /// Version, uptime, agents, sessions.
+    Status,
+    /// Interactive chat; Ctrl-C aborts the running turn, Ctrl-D leaves.
+    Chat {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Send one message and print the reply.
+    Send {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        session: Option<String>,
+        /// The message ("-" reads it from stdin).
+        text: String,
+    },
+    /// Abort the running turn of a session.
+    Abort {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// List, show, reset or delete sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Check or reload the configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Show the daemon's log.
+    Logs {
+        /// Keep printing new lines.
+        #[arg(short, long)]
+        follow: bool,
+        /// Lines from the end to show first.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        lines: u32,
+    },
+    /// Check config, socket and providers; one sentence per finding.
+    Doctor,
+}
+
+#[derive(Subcommand)]
+pub enum SessionsCommand {
+    /// All sessions, most recent first.
+    List {
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// A session's details and transcript.
+    Show {
+        session: String,
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only the last N entries.
+        #[arg(short = 'n', long, default_value_t = 0)]
+        limit: u32,
+    },
+    /// Start the session afresh (the old transcript is kept on disk).
+    Reset {
+        session: String,
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Delete a session and its transcript.
+    Delete {
+        session: String,
+        #[arg(long)]
+        agent: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ConfigCommand {
+    /// Validate config.toml (exit 78 when invalid).
+    Check,
+    /// Apply config changes to the running daemon.
+    Reload,
+}
+
+/// Where the home is and whether the user named it.
+pub struct Ctx {
+    pub home: PathBuf,
+    pub explicit_home: bool,
+    pub json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let explicit_home = cli.home.is_some() || std::env::var_os("PINCER_HOME").is_some_and(|h| !h.is_empty());
+    let home = match resolve_home(cli.home) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("pincer: {}", e.message);
+            return ExitCode::from(e.code);
+        }
+    };
+    let ctx = Ctx { home, explicit_home, json: cli.json };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("pincer: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(commands::run(&ctx, cli.command)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("pincer: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+fn resolve_home(explicit: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    let home = match explicit {
+        Some(p) => p,
+        None => match std::env::var_os("PINCER_HOME").filter(|h| !h.is_empty()) {
+            Some(h) => PathBuf::from(h),
+            None => std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".pincer"))
+                .ok_or_else(|| CliError::failed("cannot find the home directory: set HOME or PINCER_HOME"))?,
+        },
+    };
+    if home.is_absolute() {
+        Ok(home)
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(home))
+            .map_err(|e| CliError::failed(format!("cannot resolve the home path: {e}")))
+    }
+}

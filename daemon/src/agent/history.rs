@@ -1,0 +1,153 @@
+//! Rebuilds the provider-neutral conversation from transcript entries.
+//!
+//! The transcript keeps everything, including turns cut short by an abort
+//! or a crash; this makes them valid for providers: every tool call gets a
+//! result (a synthetic "interrupted" error where none was written).
+
+use crate::llm::{Message, Part, Role, ToolCall};
+use crate::session::transcript::{Body, Entry};
+
+pub const INTERRUPTED: &str = "the call was interrupted before it finished (turn aborted or daemon stopped); its result is unknown";
+
+pub fn messages(entries: &[Entry]) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::new();
+    // Calls of the last assistant message still waiting for their results.
+    let mut open_calls: Vec<(String, String)> = Vec::new();
+
+    fn close_open(out: &mut Vec<Message>, open: &mut Vec<(String, String)>) {
+        if open.is_empty() {
+            return;
+        }
+        let parts = open
+            .drain(..)
+            .map(|(call_id, name)| Part::ToolResult {
+                call_id,
+                name,
+                content: INTERRUPTED.to_string(),
+                is_error: true,
+            })
+            .collect();
+        push_results(out, parts);
+    }
+
+    for entry in entries {
+        match &entry.body {
+            Body::User { text } => {
+                close_open(&mut out, &mut open_calls);
+                out.push(Message::user(text.clone()));
+            }
+            Body::Assistant { text, .. } => {
+                close_open(&mut out, &mut open_calls);
+                out.push(Message {
+                    role: Role::Assistant,
+                    parts: if text.is_empty() { Vec::new() } else { vec![Part::Text(text.clone())] },
+                });
+            }
+            Body::ToolCall { call_id, name, arguments } => {
+                let call = Part::ToolCall(ToolCall {
+                    id: call_id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                });
+                match out.last_mut() {
+                    Some(m) if m.role == Role::Assistant => m.parts.push(call),
+                    _ => out.push(Message { role: Role::Assistant, parts: vec![call] }),
+                }
+                open_calls.push((call_id.clone(), name.clone()));
+            }
+            Body::ToolResult { call_id, name, content, is_error, .. } => {
+                let Some(pos) = open_calls.iter().position(|(id, _)| id == call_id) else {
+                    continue; // a result without its call cannot be sent
+                };
+                open_calls.remove(pos);
+                push_results(
+                    &mut out,
+                    vec![Part::ToolResult {
+                        call_id: call_id.clone(),
+                        name: name.clone(),
+                        content: content.clone(),
+                        is_error: *is_error,
+                    }],
+                );
+            }
+            Body::Compaction { .. } | Body::Meta { .. } => {}
+        }
+    }
+    close_open(&mut out, &mut open_calls);
+    // Drop assistant messages left empty (an aborted call that said nothing).
+    out.retain(|m| !m.parts.is_empty());
+    out
+}
+
+fn push_results(out: &mut Vec<Message>, parts: Vec<Part>) {
+    match out.last_mut() {
+        Some(m) if m.role == Role::User && m.parts.iter().all(|p| matches!(p, Part::ToolResult { .. })) => {
+            m.parts.extend(parts)
+        }
+        _ => out.push(Message { role: Role::User, parts }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(body: Body) -> Entry {
+        Entry { id: "i".into(), parent: None, ts: "t".into(), turn: None, body }
+    }
+
+    fn call(id: &str) -> Body {
+        Body::ToolCall { call_id: id.into(), name: "exec".into(), arguments: "{}".into() }
+    }
+
+    fn result(id: &str) -> Body {
+        Body::ToolResult { call_id: id.into(), name: "exec".into(), content: "ok".into(), is_error: false, duration_ms: 1 }
+    }
+
+    #[test]
+    fn calls_join_their_assistant_message_and_results_follow() {
+        let m = messages(&[
+            e(Body::User { text: "hi".into() }),
+            e(Body::Assistant { text: "looking".into(), model: "m".into(), usage: None, stop: "tool_calls".into() }),
+            e(call("a")),
+            e(call("b")),
+            e(result("a")),
+            e(result("b")),
+            e(Body::Assistant { text: "done".into(), model: "m".into(), usage: None, stop: "stop".into() }),
+        ]);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[1].parts.len(), 3);
+        assert_eq!(m[2].role, Role::User);
+        assert_eq!(m[2].parts.len(), 2);
+    }
+
+    #[test]
+    fn interrupted_calls_get_a_synthetic_error_result() {
+        let m = messages(&[
+            e(Body::User { text: "run it".into() }),
+            e(Body::Assistant { text: String::new(), model: "m".into(), usage: None, stop: "tool_calls".into() }),
+            e(call("a")),
+            // crash here; after restart the user speaks again
+            e(Body::User { text: "still there?".into() }),
+        ]);
+        assert_eq!(m.len(), 4);
+        match &m[2].parts[0] {
+            Part::ToolResult { call_id, is_error, content, .. } => {
+                assert_eq!(call_id, "a");
+                assert!(is_error);
+                assert_eq!(content, INTERRUPTED);
+            }
+            other => panic!("expected a tool result, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_aborted_assistant_messages_are_dropped() {
+        let m = messages(&[
+            e(Body::User { text: "x".into() }),
+            e(Body::Assistant { text: String::new(), model: "m".into(), usage: None, stop: "aborted".into() }),
+            e(Body::Meta { event: "turn_aborted".into(), detail: String::new() }),
+        ]);
+        assert_eq!(m.len(), 1);
+    }
+}

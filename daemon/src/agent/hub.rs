@@ -1,0 +1,277 @@
+//! The session hub: one turn at a time per session, follow-ups queued and
+//! delivered together as the next turn, sessions in parallel up to the
+//! global limit (SPEC §6).
+//!
+//! A session's transcript is owned by the task that drives its turns; the
+//! hub's lock is held only to queue, subscribe or abort, never across a turn.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::turn::{SessionLog, Turn};
+use super::{Event, Runtime};
+use crate::session::SessionKey;
+use crate::session::registry::SessionRow;
+use crate::session::transcript::Transcript;
+
+pub type Subscriber = mpsc::UnboundedSender<Event>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("no agent `{agent}` is configured (agents: {known})")]
+    UnknownAgent { agent: String, known: String },
+    #[error("{0}")]
+    Registry(#[from] crate::session::registry::RegistryError),
+    #[error("cannot open the transcript: {0}")]
+    Transcript(std::io::Error),
+    #[error("a turn is running in session {0}; abort it first (pincer abort --session {0})")]
+    Busy(String),
+    #[error("pincerd is shutting down")]
+    ShuttingDown,
+}
+
+struct Pending {
+    text: String,
+    subscriber: Subscriber,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// Set while a driver task runs this session's turns.
+    running: Option<Running>,
+    pending: Vec<Pending>,
+    /// Loaded transcript kept between turns (taken by the driver).
+    log: Option<SessionLog>,
+}
+
+struct Running {
+    cancel: CancellationToken,
+    subscribers: Arc<Mutex<Vec<Subscriber>>>,
+}
+
+/// Cloneable handle to every session's turn state.
+#[derive(Clone)]
+pub struct Hub {
+    rt: Runtime,
+    slots: Arc<Mutex<HashMap<String, Slot>>>,
+    limit: Arc<Semaphore>,
+    max_turns: usize,
+    /// Cancelled when running turns must stop (end of the shutdown grace).
+    shutdown: CancellationToken,
+    /// Set when shutdown begins: no new turns start.
+    closing: Arc<std::sync::atomic::AtomicBool>,
+    tasks: tokio_util::task::TaskTracker,
+}
+
+impl Hub {
+    pub fn new(rt: Runtime, max_concurrent_turns: usize) -> Self {
+        Self {
+            rt,
+            slots: Arc::default(),
+            limit: Arc::new(Semaphore::new(max_concurrent_turns.max(1))),
+            max_turns: max_concurrent_turns.max(1),
+            shutdown: CancellationToken::new(),
+            closing: Arc::default(),
+            tasks: tokio_util::task::TaskTracker::new(),
+        }
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    pub fn max_concurrent_turns(&self) -> usize {
+        self.max_turns
+    }
+
+    /// Turns running right now.
+    pub fn running_turns(&self) -> usize {
+        self.max_turns - self.limit.available_permits()
+    }
+
+    /// Whether a session has a turn running or queued.
+    pub fn is_running(&self, key: &str) -> bool {
+        self.lock().get(key).is_some_and(|s| s.running.is_some())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolves an agent id (empty: the default agent).
+    pub fn agent_id(&self, requested: &str) -> Result<String, HubError> {
+        let config = self.rt.config();
+        let id = if requested.is_empty() { config.default_agent.clone() } else { requested.to_string() };
+        if config.agents.contains_key(&id) {
+            Ok(id)
+        } else {
+            Err(HubError::UnknownAgent {
+                agent: id,
+                known: config.agents.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+        }
+    }
+
+    /// Delivers a message to a session: starts a turn, or queues it behind
+    /// the running one. Events go to `subscriber`.
+    pub async fn chat(&self, key: SessionKey, text: String, subscriber: Subscriber) -> Result<(), HubError> {
+        if self.is_closing() {
+            return Err(HubError::ShuttingDown);
+        }
+        self.agent_id(key.agent())?;
+        // Make sure the session exists before anything is queued.
+        let row = self.rt.registry.get_or_create(&key.to_string(), key.agent(), key.channel()).await?;
+        let mut slots = self.lock();
+        let slot = slots.entry(key.to_string()).or_default();
+        if slot.running.is_some() {
+            slot.pending.push(Pending { text, subscriber: subscriber.clone() });
+            let _ = subscriber.send(Event::Queued { position: slot.pending.len() as u32 });
+            return Ok(());
+        }
+        let running = Running {
+            cancel: self.shutdown.child_token(),
+            subscribers: Arc::new(Mutex::new(vec![subscriber])),
+        };
+        let cancel = running.cancel.clone();
+        let subscribers = running.subscribers.clone();
+        slot.running = Some(running);
+        let log = slot.log.take();
+        drop(slots);
+        let hub = self.clone();
+        self.tasks.spawn(async move { hub.drive(key, row, log, text, cancel, subscribers).await });
+        Ok(())
+    }
+
+    /// Runs turns for one session until its queue is empty.
+    async fn drive(
+        self,
+        key: SessionKey,
+        mut row: SessionRow,
+        mut log: Option<SessionLog>,
+        mut text: String,
+        mut cancel: CancellationToken,
+        mut subscribers: Arc<Mutex<Vec<Subscriber>>>,
+    ) {
+        loop {
+            let emit_to = subscribers.clone();
+            let emit: super::turn::Emit = Arc::new(move |event: Event| {
+                let mut subs = emit_to.lock().unwrap_or_else(|e| e.into_inner());
+                // A client that went away stops receiving; the turn goes on.
+                subs.retain(|s| s.send(event.clone()).is_ok());
+            });
+            let outcome = self.one_turn(&key, &mut row, &mut log, text, cancel, emit.clone()).await;
+            if let Err(e) = outcome {
+                emit(Event::Error { code: "internal", message: e.to_string() });
+            }
+
+            let mut slots = self.lock();
+            let Some(slot) = slots.get_mut(&key.to_string()) else { return };
+            if slot.pending.is_empty() || self.is_closing() {
+                for p in slot.pending.drain(..) {
+                    let _ = p.subscriber.send(Event::Error {
+                        code: "aborted",
+                        message: "pincerd is shutting down; the message was not delivered".into(),
+                    });
+                }
+                slot.running = None;
+                slot.log = log;
+                return;
+            }
+            // Everything that queued up becomes the next turn.
+            let pending: Vec<Pending> = slot.pending.drain(..).collect();
+            text = pending.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n\n");
+            subscribers = Arc::new(Mutex::new(pending.into_iter().map(|p| p.subscriber).collect()));
+            cancel = self.shutdown.child_token();
+            slot.running = Some(Running { cancel: cancel.clone(), subscribers: subscribers.clone() });
+        }
+    }
+
+    async fn one_turn(
+        &self,
+        key: &SessionKey,
+        row: &mut SessionRow,
+        log: &mut Option<SessionLog>,
+        text: String,
+        cancel: CancellationToken,
+        emit: super::turn::Emit,
+    ) -> Result<(), HubError> {
+        let _permit = tokio::select! {
+            p = self.limit.clone().acquire_owned() => p.map_err(|_| HubError::ShuttingDown)?,
+            _ = cancel.cancelled() => {
+                emit(Event::Finished { text: String::new(), stop_reason: "aborted", model_calls: 0, tool_calls: 0 });
+                return Ok(());
+            }
+        };
+        // The registry may have a new id after a reset; reload the row.
+        *row = self.rt.registry.get_or_create(&key.to_string(), key.agent(), key.channel()).await?;
+        if log.as_ref().is_none_or(|l| !l.transcript.path().ends_with(format!("{}.jsonl", row.id))) {
+            let path = self.rt.home.sessions_dir(key.agent()).join(format!("{}.jsonl", row.id));
+            let opened = tokio::task::spawn_blocking(move || Transcript::open(&path))
+                .await
+                .map_err(|e| HubError::Transcript(std::io::Error::other(e)))?
+                .map_err(HubError::Transcript)?;
+            let (transcript, entries, _recovery) = opened;
+            *log = Some(SessionLog { transcript, entries });
+        }
+        let Some(session_log) = log.as_mut() else { return Ok(()) };
+        let config = self.rt.config();
+        let Some(agent) = config.agent(key.agent()).cloned() else {
+            return Err(HubError::UnknownAgent { agent: key.agent().to_string(), known: String::new() });
+        };
+        let turn = Turn {
+            rt: &self.rt,
+            config: config.clone(),
+            agent: &agent,
+            session: row,
+            key,
+            turn_id: uuid::Uuid::now_v7().to_string(),
+            cancel,
+            emit,
+        };
+        let outcome = turn.run(session_log, text).await;
+        self.rt.registry.finish_turn(&row.id, outcome).await?;
+        Ok(())
+    }
+
+    fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Aborts the running turn of a session; false if none runs.
+    pub fn abort(&self, key: &str) -> bool {
+        match self.lock().get(key).and_then(|s| s.running.as_ref()) {
+            Some(r) => {
+                r.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets a session's cached transcript (after reset or delete);
+    /// refused while a turn runs.
+    pub fn forget(&self, key: &str) -> Result<(), HubError> {
+        let mut slots = self.lock();
+        if slots.get(key).is_some_and(|s| s.running.is_some()) {
+            return Err(HubError::Busy(key.to_string()));
+        }
+        slots.remove(key);
+        Ok(())
+    }
+
+    /// Stops accepting turns, aborts queued ones and waits up to `grace`
+    /// for running turns to finish, then aborts them.
+    pub async fn shutdown(&self, grace: std::time::Duration) {
+        self.closing.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.tasks.close();
+        if tokio::time::timeout(grace, self.tasks.wait()).await.is_err() {
+            tracing::warn!("turns still running after {grace:?}; aborting them");
+            self.shutdown.cancel();
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.tasks.wait()).await;
+        }
+        self.shutdown.cancel();
+    }
+}

@@ -1,0 +1,115 @@
+//! The agent (SPEC §7): [`hub::Hub`] serialises turns per session and
+//! bounds them globally; [`turn`] runs one turn (model calls and tool calls
+//! until a final answer); [`history`] rebuilds the conversation from the
+//! transcript; [`prompt`] writes the system prompt.
+//!
+//! [`Runtime`] is the cloneable handle to what turns need: the live config,
+//! the model client, the tools and the registry.
+
+pub mod history;
+pub mod hub;
+pub mod prompt;
+pub mod turn;
+
+use std::sync::{Arc, RwLock};
+
+use crate::config::Config;
+use crate::home::Home;
+use crate::llm::client::ModelClient;
+use crate::session::registry::Registry;
+use crate::tools::ToolRegistry;
+
+/// What a running turn reports, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    TurnStarted {
+        session_key: String,
+        session_id: String,
+        turn_id: String,
+        agent: String,
+        model: String,
+    },
+    Text(String),
+    ToolStarted {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolFinished {
+        call_id: String,
+        name: String,
+        status: &'static str,
+        result: String,
+        duration_ms: u64,
+    },
+    Usage {
+        model: String,
+        input: u64,
+        output: u64,
+    },
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+        model: String,
+    },
+    Queued {
+        position: u32,
+    },
+    Finished {
+        text: String,
+        stop_reason: &'static str,
+        model_calls: u32,
+        tool_calls: u32,
+    },
+    Error {
+        code: &'static str,
+        message: String,
+    },
+}
+
+/// Live, swappable parts of the runtime (replaced on config reload).
+pub struct Live {
+    pub config: Arc<Config>,
+    pub models: Arc<ModelClient>,
+}
+
+/// Shared state every turn uses; clone freely.
+#[derive(Clone)]
+pub struct Runtime {
+    pub home: Home,
+    pub registry: Registry,
+    pub tools: Arc<ToolRegistry>,
+    live: Arc<RwLock<Live>>,
+}
+
+impl Runtime {
+    pub fn new(home: Home, registry: Registry, config: Config, models: ModelClient) -> Self {
+        Self {
+            home,
+            registry,
+            tools: Arc::new(ToolRegistry::core()),
+            live: Arc::new(RwLock::new(Live {
+                config: Arc::new(config),
+                models: Arc::new(models),
+            })),
+        }
+    }
+
+    /// The config in force now (a snapshot: a reload does not change it
+    /// under a running turn).
+    pub fn config(&self) -> Arc<Config> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).config.clone()
+    }
+
+    pub fn models(&self) -> Arc<ModelClient> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).models.clone()
+    }
+
+    /// Swaps in a new config and model client.
+    pub fn replace(&self, config: Config, models: ModelClient) {
+        let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+        live.config = Arc::new(config);
+        live.models = Arc::new(models);
+    }
+}

@@ -1,0 +1,328 @@
+//! One agent turn: the user's message, then model calls and tool calls until
+//! the model answers without tools, the turn is aborted, or a limit is hit
+//! (then one last call without tools produces the answer).
+//!
+//! Every step is appended to the transcript as it happens, so an abort or a
+//! crash loses nothing that was said; the transcript is fsynced when the
+//! turn ends.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Event, Runtime, history, prompt};
+use crate::config::{AgentSettings, Config};
+use crate::llm::client::Note;
+use crate::llm::{FinishReason, LlmError, Message, Request};
+use crate::session::SessionKey;
+use crate::session::registry::SessionRow;
+use crate::session::transcript::{Body, Entry, Transcript, Usage};
+use crate::tools::{ToolContext, ToolOutput};
+use crate::util::{cap_head_tail, preview};
+
+/// How many times a reply cut by `finish_reason = length` is continued.
+const MAX_CONTINUATIONS: u32 = 2;
+/// Characters of a tool result shown to clients (the model gets more).
+const RESULT_PREVIEW: usize = 2000;
+/// Environment variables that always count as secrets.
+const WELL_KNOWN_SECRETS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
+
+pub type Emit = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// A session's transcript and its entries in memory.
+pub struct SessionLog {
+    pub transcript: Transcript,
+    pub entries: Vec<Entry>,
+}
+
+impl SessionLog {
+    fn append(&mut self, turn: &str, body: Body) -> Result<(), String> {
+        let entry = self
+            .transcript
+            .append(Some(turn), body)
+            .map_err(|e| format!("cannot write the transcript {}: {e}", self.transcript.path().display()))?;
+        self.entries.push(entry);
+        Ok(())
+    }
+}
+
+/// Everything one turn needs.
+pub struct Turn<'a> {
+    pub rt: &'a Runtime,
+    pub config: Arc<Config>,
+    pub agent: &'a AgentSettings,
+    pub session: &'a SessionRow,
+    pub key: &'a SessionKey,
+    pub turn_id: String,
+    pub cancel: CancellationToken,
+    pub emit: Emit,
+}
+
+/// The error text recorded on the session, if the turn failed.
+pub type Outcome = Option<String>;
+
+impl Turn<'_> {
+    pub async fn run(&self, log: &mut SessionLog, text: String) -> Outcome {
+        let outcome = self.run_inner(log, text).await;
+        if let Err(e) = log.transcript.sync() {
+            tracing::error!(error = %e, "cannot fsync the transcript");
+        }
+        outcome
+    }
+
+    async fn run_inner(&self, log: &mut SessionLog, text: String) -> Outcome {
+        let model_label = self.agent.models.first().map(|m| m.label()).unwrap_or_default();
+        (self.emit)(Event::TurnStarted {
+            session_key: self.key.to_string(),
+            session_id: self.session.id.clone(),
+            turn_id: self.turn_id.clone(),
+            agent: self.agent.id.clone(),
+            model: model_label,
+        });
+        if let Err(e) = log.append(&self.turn_id, Body::User { text }) {
+            return self.fail(log, "internal", e);
+        }
+        if self.agent.models.is_empty() {
+            let problem = self
+                .config
+                .provider_problem
+                .clone()
+                .unwrap_or_else(|| format!("agent `{}` has no model configured", self.agent.id));
+            return self.fail(log, "config", problem);
+        }
+
+        let specs = self.rt.tools.specs(&self.agent.tools);
+        let system = prompt::system_prompt(self.agent, &specs);
+        let started = Instant::now();
+        let deadline = started + self.agent.max_turn_duration;
+        let mut model_calls = 0u32;
+        let mut tool_calls = 0u32;
+        let mut continuations = 0u32;
+        let mut answer = String::new();
+        let mut last_call = false;
+        let mut extra: Vec<Message> = Vec::new();
+
+        loop {
+            if self.cancel.is_cancelled() {
+                return self.aborted(log, "");
+            }
+            let over_limit = model_calls >= self.agent.max_model_calls || Instant::now() >= deadline;
+            if over_limit && !last_call {
+                last_call = true;
+                extra.push(Message::user(format!(
+                    "[pincer] The turn has reached its limit ({} model calls or {} minutes). Do not call tools; answer now with what you have found so far.",
+                    self.agent.max_model_calls,
+                    self.agent.max_turn_duration.as_secs() / 60
+                )));
+            }
+            let mut messages = history::messages(&log.entries);
+            messages.extend(extra.iter().cloned());
+            let request = Request {
+                model: String::new(),
+                system: system.clone(),
+                messages,
+                tools: if last_call { Vec::new() } else { specs.clone() },
+                max_tokens: 0,
+                temperature: None,
+            };
+            model_calls += 1;
+
+            let mut streamed = String::new();
+            let emit = self.emit.clone();
+            let mut on_note = |note: Note| match note {
+                Note::Text(t) => {
+                    streamed.push_str(&t);
+                    emit(Event::Text(t));
+                }
+                Note::Retrying { attempt, delay, reason, model } => {
+                    // A retry restarts the reply; what streamed so far is void.
+                    streamed.clear();
+                    emit(Event::Retrying { attempt, delay_ms: delay.as_millis() as u64, reason, model });
+                }
+            };
+            // The last call gets a grace period past the deadline to answer.
+            let budget = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(if last_call { 120 } else { 0 }));
+            let models = self.rt.models();
+            let result = tokio::time::timeout(
+                budget,
+                models.complete(&self.agent.models, &request, &mut on_note, &self.cancel),
+            )
+            .await;
+            let (reply, target) = match result {
+                Ok(Ok(ok)) => ok,
+                Ok(Err(LlmError::Aborted)) => return self.aborted(log, &streamed),
+                Ok(Err(e)) => return self.fail(log, "provider", provider_sentence(&e)),
+                Err(_) if !last_call => continue, // the wall-time limit: go to the last call
+                Err(_) => return self.fail(log, "provider", "the final answer did not arrive in time".into()),
+            };
+
+            if reply.usage != Usage::default() {
+                if let Err(e) = self.rt.registry.add_usage(&self.session.id, reply.usage.input, reply.usage.output).await {
+                    tracing::warn!(error = %e, "cannot record usage");
+                }
+                (self.emit)(Event::Usage { model: target.label(), input: reply.usage.input, output: reply.usage.output });
+            }
+            let tool_calls_now = if last_call { Vec::new() } else { reply.tool_calls.clone() };
+            if let Err(e) = log.append(
+                &self.turn_id,
+                Body::Assistant {
+                    text: reply.text.clone(),
+                    model: target.label(),
+                    usage: (reply.usage != Usage::default()).then_some(reply.usage),
+                    stop: reply.finish.as_str().to_string(),
+                },
+            ) {
+                return self.fail(log, "internal", e);
+            }
+            answer.push_str(&reply.text);
+
+            if tool_calls_now.is_empty() {
+                if reply.finish == FinishReason::Length && continuations < MAX_CONTINUATIONS && !last_call {
+                    continuations += 1;
+                    extra = vec![Message::user("[pincer] Your reply was cut off by the output limit. Continue exactly where it stopped, without repeating anything.")];
+                    continue;
+                }
+                (self.emit)(Event::Finished {
+                    text: answer,
+                    stop_reason: if last_call { "limit" } else { "done" },
+                    model_calls,
+                    tool_calls,
+                });
+                return None;
+            }
+            extra.clear();
+            answer.clear();
+            continuations = 0;
+
+            for call in tool_calls_now {
+                if self.cancel.is_cancelled() {
+                    return self.aborted(log, "");
+                }
+                tool_calls += 1;
+                if let Err(e) = log.append(
+                    &self.turn_id,
+                    Body::ToolCall { call_id: call.id.clone(), name: call.name.clone(), arguments: call.arguments.clone() },
+                ) {
+                    return self.fail(log, "internal", e);
+                }
+                (self.emit)(Event::ToolStarted { call_id: call.id.clone(), name: call.name.clone(), arguments: call.arguments.clone() });
+                let started = Instant::now();
+                let output = self.run_tool(&call.name, &call.arguments, deadline).await;
+                let duration_ms = started.elapsed().as_millis() as u64;
+                let content = cap_head_tail(&output.content, self.result_cap(&target));
+                let status = if self.cancel.is_cancelled() {
+                    "aborted"
+                } else if output.is_error {
+                    "error"
+                } else {
+                    "ok"
+                };
+                if let Err(e) = log.append(
+                    &self.turn_id,
+                    Body::ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: content.clone(),
+                        is_error: output.is_error,
+                        duration_ms,
+                    },
+                ) {
+                    return self.fail(log, "internal", e);
+                }
+                (self.emit)(Event::ToolFinished {
+                    call_id: call.id,
+                    name: call.name,
+                    status,
+                    result: preview(&content, RESULT_PREVIEW),
+                    duration_ms,
+                });
+            }
+        }
+    }
+
+    fn result_cap(&self, target: &crate::config::ModelTarget) -> usize {
+        // min(configured chars, 30 % of the context window at ~4 chars/token)
+        let window_chars = (target.context_window as usize).saturating_mul(4) * 3 / 10;
+        self.config.tools.max_result_chars.min(window_chars.max(1000))
+    }
+
+    async fn run_tool(&self, name: &str, arguments: &str, deadline: Instant) -> ToolOutput {
+        let selected = self.rt.tools.selected(&self.agent.tools);
+        let Some(tool) = selected.into_iter().find(|t| t.name == name) else {
+            let available: Vec<String> = self.rt.tools.specs(&self.agent.tools).into_iter().map(|t| t.name).collect();
+            return ToolOutput::error(format!(
+                "unknown tool `{}`; the tools available are: {}",
+                preview(name, 100),
+                if available.is_empty() { "none".to_string() } else { available.join(", ") }
+            ));
+        };
+        if let Err(e) = std::fs::create_dir_all(&self.agent.workspace) {
+            return ToolOutput::error(format!("the workspace {} cannot be created: {e}", self.agent.workspace.display()));
+        }
+        let ctx = ToolContext {
+            agent: self.agent.id.clone(),
+            session_key: self.key.to_string(),
+            workspace: self.agent.workspace.clone(),
+            cancel: self.cancel.child_token(),
+            settings: Arc::new(self.config.tools.clone()),
+            secret_env: Arc::new(self.secret_env()),
+        };
+        let cancel = ctx.cancel.clone();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(remaining, tool.call(arguments, ctx)).await {
+            Ok(out) => out,
+            Err(_) => {
+                cancel.cancel();
+                ToolOutput::error("the turn's time limit was reached while the tool ran; it was stopped")
+            }
+        }
+    }
+
+    fn secret_env(&self) -> Vec<String> {
+        let mut vars: Vec<String> = WELL_KNOWN_SECRETS.iter().map(|s| s.to_string()).collect();
+        for p in self.config.providers.values() {
+            if let crate::config::ApiKey::Found { origin, .. } = &p.api_key
+                && let Some(var) = origin.strip_prefix('$')
+            {
+                vars.push(var.to_string());
+            }
+        }
+        vars.sort();
+        vars.dedup();
+        vars
+    }
+
+    fn fail(&self, log: &mut SessionLog, code: &'static str, message: String) -> Outcome {
+        tracing::warn!(session = %self.key, code, error = %message, "turn failed");
+        let _ = log.append(&self.turn_id, Body::Meta { event: "turn_error".into(), detail: message.clone() });
+        (self.emit)(Event::Error { code, message: message.clone() });
+        Some(message)
+    }
+
+    fn aborted(&self, log: &mut SessionLog, partial: &str) -> Outcome {
+        if !partial.is_empty() {
+            let _ = log.append(
+                &self.turn_id,
+                Body::Assistant { text: partial.to_string(), model: String::new(), usage: None, stop: "aborted".into() },
+            );
+        }
+        let _ = log.append(&self.turn_id, Body::Meta { event: "turn_aborted".into(), detail: String::new() });
+        (self.emit)(Event::Finished { text: partial.to_string(), stop_reason: "aborted", model_calls: 0, tool_calls: 0 });
+        None
+    }
+}
+
+/// A provider failure as a sentence for the user.
+fn provider_sentence(e: &LlmError) -> String {
+    match e {
+        LlmError::NotConfigured(s) => s.clone(),
+        LlmError::Http { status: 401 | 403, message, .. } => {
+            format!("the provider rejected the API key (HTTP 401/403: {message}); check the key pincerd uses (`pincer doctor`)")
+        }
+        LlmError::Http { status: 404, message, .. } => {
+            format!("the provider does not know this model or endpoint (HTTP 404: {message}); check `model` and `base_url`")
+        }
+        other => format!("the model call failed after retries and fallbacks: {other}"),
+    }
+}

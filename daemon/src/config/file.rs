@@ -1,0 +1,132 @@
+//! The shape of `config.toml` as serde types. Every table denies unknown keys
+//! so that a typo is an error with a suggestion, never a silent default.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub daemon: DaemonSection,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderSection>,
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelSection>,
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentSection>,
+    #[serde(default)]
+    pub tools: ToolsSection,
+    pub default_agent: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSection {
+    pub max_concurrent_turns: Option<Spanned<u32>>,
+    pub log_level: Option<String>,
+    pub shutdown_grace_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI chat completions and every compatible server.
+    Openai,
+    /// Anthropic messages.
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolFormat {
+    #[default]
+    Native,
+    Hermes,
+    Xml,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSection {
+    pub kind: ProviderKind,
+    pub base_url: Option<Spanned<String>>,
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<String>,
+    pub tool_format: Option<Spanned<ToolFormat>>,
+    pub connect_timeout_s: Option<u64>,
+    pub idle_timeout_s: Option<u64>,
+    #[serde(default)]
+    pub retry: RetrySection,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySection {
+    pub max_attempts: Option<u32>,
+    pub initial_backoff_ms: Option<u64>,
+    pub max_backoff_ms: Option<u64>,
+    pub max_retry_after_s: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    pub provider: Spanned<String>,
+    pub model: String,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub fallbacks: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    pub model: Option<Spanned<String>>,
+    pub workspace: Option<String>,
+    pub max_model_calls: Option<Spanned<u32>>,
+    pub max_turn_seconds: Option<u64>,
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub tools: AgentToolsSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentToolsSection {
+    pub profile: Option<Spanned<String>>,
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    #[serde(default)]
+    pub exec: ExecSection,
+    pub max_result_chars: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecSection {
+    pub timeout_s: Option<u64>,
+    pub max_output_chars: Option<usize>,
+}

@@ -1,0 +1,626 @@
+//! Reading and validating `config.toml`. Errors carry the file, line, column
+//! and dotted key, and a reason a person can act on (with the nearest valid
+//! key when a key is unknown).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::env::{self, Detected};
+use super::file::{AgentSection, ConfigFile, ModelSection, ProviderKind, ProviderSection};
+use super::{
+    AgentSettings, ApiKey, Config, DaemonSettings, ModelTarget, ProviderSettings, RetrySettings,
+    Secret, ToolFilter, ToolFormat, ToolSettings,
+};
+use crate::home::{Home, expand_tilde};
+
+/// A configuration problem, located in the file where possible.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: cannot read the config file: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(Box<Problem>),
+}
+
+/// Where and why the config is invalid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub path: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    /// Dotted key, e.g. `agents.main.model`.
+    pub key: Option<String>,
+    pub reason: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.path.display(), self.line, self.column)?;
+        if let Some(key) = &self.key {
+            write!(f, "key `{key}`: ")?;
+        }
+        f.write_str(&self.reason)
+    }
+}
+
+impl ConfigError {
+    /// The located problem, if the file was readable.
+    pub fn problem(&self) -> Option<&Problem> {
+        match self {
+            Self::Invalid(p) => Some(p),
+            Self::Read { .. } => None,
+        }
+    }
+}
+
+/// Loads `home/config.toml`, or the zero-config default when it is absent.
+pub fn load(home: &Home) -> Result<Config, ConfigError> {
+    let path = home.config_file();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse(home, &path, &text, &env::detect),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(resolve(home, None, "", ConfigFile::default(), &env::detect)
+                .unwrap_or_else(|_| unreachable_default(home)))
+        }
+        Err(source) => Err(ConfigError::Read { path, source }),
+    }
+}
+
+/// The empty file cannot fail validation; this keeps `load` panic-free even
+/// if that ever changes.
+fn unreachable_default(home: &Home) -> Config {
+    Config {
+        source: None,
+        daemon: daemon_settings(&ConfigFile::default()),
+        providers: BTreeMap::new(),
+        agents: BTreeMap::new(),
+        default_agent: "main".into(),
+        tools: tool_settings(&ConfigFile::default()),
+        provider_problem: Some(format!(
+            "the default configuration could not be built; write {}",
+            home.config_file().display()
+        )),
+    }
+}
+
+/// Parses and validates config text. `detect` supplies zero-config
+/// providers (injected so tests do not depend on the environment).
+pub fn parse(
+    home: &Home,
+    path: &Path,
+    text: &str,
+    detect: &dyn Fn() -> Option<Detected>,
+) -> Result<Config, ConfigError> {
+    let file: ConfigFile = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        ConfigError::Invalid(Box::new(problem_from_toml(path, text, span, e.message())))
+    })?;
+    resolve(home, Some(path), text, file, detect)
+}
+
+fn problem_from_toml(path: &Path, text: &str, span: Range<usize>, message: &str) -> Problem {
+    let (line, column) = line_col(text, span.start);
+    let mut key = key_path_at(text, span.start);
+    let mut reason = message.trim().to_string();
+    if let Some(field) = between(message, "unknown field `", "`") {
+        let expected = expected_names(message);
+        key = Some(replace_last_segment(key, field));
+        reason = format!("unknown key `{field}`");
+        match nearest(field, &expected) {
+            Some(best) => reason.push_str(&format!(" (did you mean `{best}`?)")),
+            None if !expected.is_empty() => {
+                reason.push_str(&format!("; valid keys here: {}", expected.join(", ")))
+            }
+            None => {}
+        }
+    } else if let Some(field) = between(message, "missing field `", "`") {
+        reason = format!("missing required key `{field}` in this table");
+        key = key_path_at_header(text, span.start).map(|t| format!("{t}.{field}"));
+    }
+    Problem {
+        path: path.to_path_buf(),
+        line,
+        column,
+        key,
+        reason,
+    }
+}
+
+fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let from = s.find(start)? + start.len();
+    let len = s[from..].find(end)?;
+    Some(&s[from..from + len])
+}
+
+/// The backquoted names after "expected" in a serde message.
+fn expected_names(message: &str) -> Vec<String> {
+    let Some(at) = message.find("expected") else {
+        return Vec::new();
+    };
+    message[at..]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+fn nearest(word: &str, candidates: &[String]) -> Option<String> {
+    candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(word, c), c))
+        .filter(|(score, _)| *score >= 0.75)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c.clone())
+}
+
+fn replace_last_segment(path: Option<String>, field: &str) -> String {
+    match path {
+        Some(p) => match p.rsplit_once('.') {
+            Some((table, _)) => format!("{table}.{field}"),
+            None => field.to_string(),
+        },
+        None => field.to_string(),
+    }
+}
+
+/// 1-based line and column of a byte offset.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The table header (`agents.main`) that governs the line holding `offset`.
+fn key_path_at_header(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset)?;
+    // The line holding the offset may itself be the header.
+    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    let upto = text.get(..line_end).unwrap_or(before);
+    upto.lines().rev().find_map(|l| {
+        let l = l.trim();
+        let inner = l
+            .strip_prefix("[[")
+            .and_then(|r| r.split("]]").next())
+            .or_else(|| l.strip_prefix('[').and_then(|r| r.split(']').next()))?;
+        Some(inner.trim().replace(['"', '\''], ""))
+    })
+}
+
+/// The dotted key at `offset`: the governing header plus the key written on
+/// that line, when the line is `key = value`.
+fn key_path_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().replace(['"', '\''], ""))
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let table = key_path_at_header(text, offset);
+    match (table, key) {
+        (Some(t), Some(k)) => Some(format!("{t}.{k}")),
+        (None, Some(k)) => Some(k),
+        (Some(t), None) => Some(t),
+        (None, None) => None,
+    }
+}
+
+struct Locator<'a> {
+    path: Option<&'a Path>,
+    text: &'a str,
+}
+
+impl Locator<'_> {
+    fn at(&self, span: Range<usize>, reason: impl Into<String>) -> ConfigError {
+        let (line, column) = line_col(self.text, span.start);
+        ConfigError::Invalid(Box::new(Problem {
+            path: self
+                .path
+                .map_or_else(|| PathBuf::from("<default config>"), Path::to_path_buf),
+            line,
+            column,
+            key: key_path_at(self.text, span.start),
+            reason: reason.into(),
+        }))
+    }
+}
+
+fn resolve(
+    home: &Home,
+    path: Option<&Path>,
+    text: &str,
+    file: ConfigFile,
+    detect: &dyn Fn() -> Option<Detected>,
+) -> Result<Config, ConfigError> {
+    let loc = Locator { path, text };
+    let daemon = daemon_settings(&file);
+    if let Some(n) = &file.daemon.max_concurrent_turns
+        && *n.get_ref() == 0
+    {
+        return Err(loc.at(n.span(), "must be at least 1"));
+    }
+
+    let mut providers = BTreeMap::new();
+    for (name, section) in &file.providers {
+        providers.insert(name.clone(), provider_settings(home, &loc, name, section)?);
+    }
+
+    // Zero config: with no [providers], take one from the environment.
+    let mut detected_target = None;
+    let mut provider_problem = None;
+    if file.providers.is_empty() {
+        match detect() {
+            Some(found) => {
+                detected_target = Some(found.target.clone());
+                providers.insert(found.provider.name.clone(), found.provider);
+            }
+            None => provider_problem = Some(env::NO_PROVIDER.to_string()),
+        }
+    }
+
+    let resolver = ModelResolver {
+        loc: &loc,
+        providers: &providers,
+        models: &file.models,
+        detected: detected_target.as_ref(),
+    };
+    // Validate every [models] entry even if no agent uses it.
+    for name in file.models.keys() {
+        resolver.chain(name, None)?;
+    }
+
+    let mut agents = BTreeMap::new();
+    let default_section = AgentSection::default();
+    let main_id = "main".to_string();
+    let agent_sections: Vec<(&String, &AgentSection)> = if file.agents.is_empty() {
+        vec![(&main_id, &default_section)]
+    } else {
+        file.agents.iter().collect()
+    };
+    for (id, section) in agent_sections {
+        if !valid_id(id) {
+            return Err(loc.at(
+                header_span(text, &format!("agents.{id}")),
+                format!(
+                    "agent id `{id}` may only contain letters, digits, `-` and `_` (it is part of session keys and file names)"
+                ),
+            ));
+        }
+        agents.insert(
+            id.clone(),
+            agent_settings(home, &loc, &resolver, id, section, provider_problem.is_some())?,
+        );
+    }
+
+    let default_agent = match &file.default_agent {
+        Some(name) => {
+            if !agents.contains_key(name.get_ref()) {
+                return Err(loc.at(
+                    name.span(),
+                    format!(
+                        "no agent `{}` is defined (agents: {})",
+                        name.get_ref(),
+                        join_keys(&agents)
+                    ),
+                ));
+            }
+            name.get_ref().clone()
+        }
+        None if agents.contains_key("main") => "main".to_string(),
+        None => agents.keys().next().cloned().unwrap_or_else(|| "main".into()),
+    };
+
+    Ok(Config {
+        source: path.map(Path::to_path_buf),
+        daemon,
+        providers,
+        agents,
+        default_agent,
+        tools: tool_settings(&file),
+        provider_problem,
+    })
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn header_span(text: &str, header: &str) -> Range<usize> {
+    let needle = format!("[{header}]");
+    text.find(&needle).map_or(0..0, |i| i..i + needle.len())
+}
+
+fn join_keys<V>(map: &BTreeMap<String, V>) -> String {
+    let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+    if keys.is_empty() {
+        "none".into()
+    } else {
+        keys.join(", ")
+    }
+}
+
+fn daemon_settings(file: &ConfigFile) -> DaemonSettings {
+    DaemonSettings {
+        max_concurrent_turns: file
+            .daemon
+            .max_concurrent_turns
+            .as_ref()
+            .map_or(8, |n| *n.get_ref() as usize),
+        log_level: file
+            .daemon
+            .log_level
+            .clone()
+            .unwrap_or_else(|| "info".into()),
+        shutdown_grace: Duration::from_secs(file.daemon.shutdown_grace_s.unwrap_or(10)),
+    }
+}
+
+fn tool_settings(file: &ConfigFile) -> ToolSettings {
+    ToolSettings {
+        exec_timeout: Duration::from_secs(file.tools.exec.timeout_s.unwrap_or(120)),
+        exec_max_output_chars: file.tools.exec.max_output_chars.unwrap_or(30_000),
+        max_result_chars: file.tools.max_result_chars.unwrap_or(40_000),
+    }
+}
+
+fn provider_settings(
+    home: &Home,
+    loc: &Locator<'_>,
+    name: &str,
+    section: &ProviderSection,
+) -> Result<ProviderSettings, ConfigError> {
+    if let Some(format) = &section.tool_format
+        && *format.get_ref() != ToolFormat::Native
+    {
+        return Err(loc.at(
+            format.span(),
+            "only tool_format = \"native\" is available in this version (hermes and xml text formats are not implemented yet)",
+        ));
+    }
+    let base_url = match &section.base_url {
+        Some(url) => {
+            let value = url.get_ref().trim_end_matches('/').to_string();
+            if !(value.starts_with("http://") || value.starts_with("https://")) {
+                return Err(loc.at(
+                    url.span(),
+                    format!("`{value}` is not an http:// or https:// URL"),
+                ));
+            }
+            value
+        }
+        None => match section.kind {
+            ProviderKind::Openai => "https://api.openai.com/v1".into(),
+            ProviderKind::Anthropic => "https://api.anthropic.com".into(),
+        },
+    };
+    let api_key = match (&section.api_key_env, &section.api_key_file) {
+        (Some(var), _) => match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => ApiKey::Found {
+                origin: format!("${var}"),
+                value: Secret(v.trim().to_string()),
+            },
+            _ => ApiKey::Missing {
+                problem: format!(
+                    "provider `{name}` reads its API key from ${var}, which is not set in pincerd's environment"
+                ),
+            },
+        },
+        (None, Some(file)) => {
+            let path = home.secrets_dir().join(expand_tilde(file));
+            match std::fs::read_to_string(&path) {
+                Ok(v) if !v.trim().is_empty() => ApiKey::Found {
+                    origin: path.display().to_string(),
+                    value: Secret(v.trim().to_string()),
+                },
+                _ => ApiKey::Missing {
+                    problem: format!(
+                        "provider `{name}` reads its API key from {}, which is missing or empty",
+                        path.display()
+                    ),
+                },
+            }
+        }
+        (None, None) => ApiKey::None,
+    };
+    let retry = &section.retry;
+    Ok(ProviderSettings {
+        name: name.to_string(),
+        kind: section.kind,
+        base_url,
+        api_key,
+        tool_format: ToolFormat::Native,
+        connect_timeout: Duration::from_secs(section.connect_timeout_s.unwrap_or(10)),
+        idle_timeout: Duration::from_secs(section.idle_timeout_s.unwrap_or(300)),
+        retry: RetrySettings {
+            max_attempts: retry.max_attempts.unwrap_or(6).max(1),
+            initial_backoff: Duration::from_millis(retry.initial_backoff_ms.unwrap_or(1000)),
+            max_backoff: Duration::from_millis(retry.max_backoff_ms.unwrap_or(30_000)),
+            max_retry_after: Duration::from_secs(retry.max_retry_after_s.unwrap_or(60)),
+        },
+        headers: section.headers.clone(),
+    })
+}
+
+struct ModelResolver<'a> {
+    loc: &'a Locator<'a>,
+    providers: &'a BTreeMap<String, ProviderSettings>,
+    models: &'a BTreeMap<String, ModelSection>,
+    detected: Option<&'a ModelTarget>,
+}
+
+impl ModelResolver<'_> {
+    /// A model reference (`[models]` name or `provider/model`) and the
+    /// fallbacks of a named model, in order.
+    fn chain(&self, reference: &str, span: Option<Range<usize>>) -> Result<Vec<ModelTarget>, ConfigError> {
+        match self.models.get(reference) {
+            Some(section) => {
+                let mut chain = vec![self.named(reference, section)?];
+                for fallback in &section.fallbacks {
+                    let target = match self.models.get(fallback.get_ref()) {
+                        Some(s) => self.named(fallback.get_ref(), s)?,
+                        None => self.direct(fallback.get_ref(), fallback.span())?,
+                    };
+                    chain.push(target);
+                }
+                Ok(chain)
+            }
+            None if reference == "default" && self.detected.is_some() => {
+                Ok(self.detected.cloned().into_iter().collect())
+            }
+            None => self.direct(reference, span.unwrap_or(0..0)).map(|t| vec![t]),
+        }
+    }
+
+    fn named(&self, name: &str, section: &ModelSection) -> Result<ModelTarget, ConfigError> {
+        let provider = section.provider.get_ref();
+        if !self.providers.contains_key(provider) {
+            return Err(self.loc.at(
+                section.provider.span(),
+                format!(
+                    "model `{name}` names provider `{provider}`, which is not defined (providers: {})",
+                    join_keys(self.providers)
+                ),
+            ));
+        }
+        Ok(ModelTarget {
+            provider: provider.clone(),
+            model: section.model.clone(),
+            context_window: section
+                .context_window
+                .unwrap_or_else(|| default_context_window(&section.model)),
+            max_output_tokens: section.max_output_tokens.unwrap_or(4096),
+            temperature: section.temperature,
+        })
+    }
+
+    fn direct(&self, reference: &str, span: Range<usize>) -> Result<ModelTarget, ConfigError> {
+        if let Some((provider, model)) = reference.split_once('/')
+            && self.providers.contains_key(provider)
+            && !model.is_empty()
+        {
+            return Ok(ModelTarget {
+                provider: provider.to_string(),
+                model: model.to_string(),
+                context_window: default_context_window(model),
+                max_output_tokens: 4096,
+                temperature: None,
+            });
+        }
+        Err(self.loc.at(
+            span,
+            format!(
+                "unknown model `{reference}`: name a [models] entry ({}) or write `provider/model` with a defined provider ({})",
+                join_keys(self.models),
+                join_keys(self.providers)
+            ),
+        ))
+    }
+}
+
+/// Context windows of well-known model families; anything else gets a
+/// conservative 32k until configured.
+pub fn default_context_window(model: &str) -> u64 {
+    let m = model.to_ascii_lowercase();
+    if m.contains("gpt-4.1") {
+        1_047_576
+    } else if m.contains("claude") {
+        200_000
+    } else if m.contains("gpt-4o") || m.contains("gpt-5") || m.starts_with("o3") || m.starts_with("o4") {
+        128_000
+    } else {
+        32_768
+    }
+}
+
+fn agent_settings(
+    home: &Home,
+    loc: &Locator<'_>,
+    resolver: &ModelResolver<'_>,
+    id: &str,
+    section: &AgentSection,
+    no_provider: bool,
+) -> Result<AgentSettings, ConfigError> {
+    let models = match &section.model {
+        Some(reference) => resolver.chain(reference.get_ref(), Some(reference.span()))?,
+        // Without any provider the turn reports `provider_problem` instead.
+        None if no_provider => Vec::new(),
+        None => match resolver.chain("default", None) {
+            Ok(chain) => chain,
+            Err(_) => {
+                return Err(loc.at(
+                    header_span(loc.text, &format!("agents.{id}")),
+                    format!(
+                        "agent `{id}` has no `model` and there is no [models.default]; add `model = \"...\"`"
+                    ),
+                ));
+            }
+        },
+    };
+    if let Some(n) = &section.max_model_calls
+        && *n.get_ref() == 0
+    {
+        return Err(loc.at(n.span(), "must be at least 1"));
+    }
+    if let Some(profile) = &section.tools.profile
+        && !["minimal", "messaging", "coding", "full"].contains(&profile.get_ref().as_str())
+    {
+        return Err(loc.at(
+            profile.span(),
+            format!(
+                "unknown tool profile `{}`: use minimal, messaging, coding or full",
+                profile.get_ref()
+            ),
+        ));
+    }
+    let workspace = match &section.workspace {
+        Some(w) => {
+            let p = expand_tilde(w);
+            if p.is_absolute() { p } else { home.root().join(p) }
+        }
+        None if id == "main" => home.default_workspace(),
+        None => home.agent_workspace(id),
+    };
+    Ok(AgentSettings {
+        id: id.to_string(),
+        models,
+        workspace,
+        max_model_calls: section.max_model_calls.as_ref().map_or(40, |n| *n.get_ref()),
+        max_turn_duration: Duration::from_secs(section.max_turn_seconds.unwrap_or(30 * 60)),
+        system_prompt: section.system_prompt.clone(),
+        tools: ToolFilter {
+            profile: section.tools.profile.as_ref().map(|p| p.get_ref().clone()),
+            allow: section.tools.allow.clone(),
+            deny: section.tools.deny.clone(),
+        },
+    })
+}
+
+/// The key of the API key, for messages: never the value.
+pub fn describe_key(key: &ApiKey) -> String {
+    match key {
+        ApiKey::None => "no API key".into(),
+        ApiKey::Found { origin, .. } => format!("API key from {origin}"),
+        ApiKey::Missing { problem } => problem.clone(),
+    }
+}
+
+#[doc(hidden)]
+pub fn secret_value(key: &ApiKey) -> Option<&Secret> {
+    match key {
+        ApiKey::Found { value, .. } => Some(value),
+        _ => None,
+    }
+}

@@ -1,0 +1,138 @@
+//! Configuration (SPEC §5): the TOML file's shape ([`file`]), loading with
+//! errors that name file, line and key ([`load`]), and the zero-config
+//! defaults taken from the environment ([`env`]).
+//!
+//! Everything else in the daemon reads the validated [`Config`], never the
+//! raw file.
+
+pub mod env;
+pub mod file;
+pub mod load;
+
+pub use load::{ConfigError, load};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use file::{ProviderKind, ToolFormat};
+
+/// Exit status for invalid configuration (`EX_CONFIG`); the service unit does
+/// not restart on it.
+pub const EXIT_CONFIG: i32 = 78;
+
+/// The validated configuration the daemon runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from; `None` for the zero-config default.
+    pub source: Option<PathBuf>,
+    pub daemon: DaemonSettings,
+    pub providers: BTreeMap<String, ProviderSettings>,
+    pub agents: BTreeMap<String, AgentSettings>,
+    pub default_agent: String,
+    pub tools: ToolSettings,
+    /// Why no model can be called, as a sentence for the user; set when no
+    /// provider was configured or detected.
+    pub provider_problem: Option<String>,
+}
+
+impl Config {
+    pub fn agent(&self, id: &str) -> Option<&AgentSettings> {
+        self.agents.get(id)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonSettings {
+    pub max_concurrent_turns: usize,
+    pub log_level: String,
+    pub shutdown_grace: Duration,
+}
+
+/// A secret value; never printed.
+#[derive(Clone, PartialEq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// Where a provider's API key comes from, and whether it was found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiKey {
+    /// No key configured (local servers).
+    None,
+    Found { origin: String, value: Secret },
+    /// Configured but absent: the turn fails with this sentence.
+    Missing { problem: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrySettings {
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    pub max_retry_after: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSettings {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub base_url: String,
+    pub api_key: ApiKey,
+    pub tool_format: ToolFormat,
+    pub connect_timeout: Duration,
+    /// Longest silence allowed while a response streams.
+    pub idle_timeout: Duration,
+    pub retry: RetrySettings,
+    pub headers: BTreeMap<String, String>,
+}
+
+/// One concrete model to call: a provider and the model id it knows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelTarget {
+    pub provider: String,
+    pub model: String,
+    pub context_window: u64,
+    pub max_output_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+impl ModelTarget {
+    /// `provider/model`, as shown to users.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.provider, self.model)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSettings {
+    pub id: String,
+    /// The primary model first, then its fallbacks in order.
+    pub models: Vec<ModelTarget>,
+    pub workspace: PathBuf,
+    pub max_model_calls: u32,
+    pub max_turn_duration: Duration,
+    pub system_prompt: Option<String>,
+    pub tools: ToolFilter,
+}
+
+/// The per-agent tool selection available before the full policy pipeline
+/// (tool orchestration issue): a profile, an allowlist and a denylist.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolFilter {
+    pub profile: Option<String>,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSettings {
+    pub exec_timeout: Duration,
+    pub exec_max_output_chars: usize,
+    pub max_result_chars: usize,
+}

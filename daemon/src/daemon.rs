@@ -1,0 +1,179 @@
+//! Start-up, reload and shutdown of the daemon: the one place where the
+//! parts are wired together (home, config, logging, registry, model client,
+//! hub, gRPC server, signals).
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Runtime;
+use crate::agent::hub::Hub;
+use crate::config::{self, Config, ConfigError};
+use crate::home::Home;
+use crate::llm::client::ModelClient;
+use crate::server::{self, daemon::ReloadReport, socket};
+use crate::session::registry::Registry;
+
+/// Why the daemon could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid config: {0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Socket(#[from] socket::SocketError),
+    #[error("cannot prepare {path}: {source}")]
+    Home { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Registry(#[from] crate::session::registry::RegistryError),
+    #[error("{0}")]
+    Llm(#[from] crate::llm::LlmError),
+    #[error("the gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+impl StartError {
+    /// The process exit status for this error (78 for config, SPEC §3).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Config(_) => config::EXIT_CONFIG,
+            _ => 1,
+        }
+    }
+}
+
+/// Runs the daemon until SIGTERM/SIGINT or `Daemon.Shutdown`.
+pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
+    let started = Instant::now();
+    let home_err = |source| StartError::Home { path: home.root().display().to_string(), source };
+    home.create_dirs().map_err(home_err)?;
+    let config = config::load(&home)?;
+    // Lock before logging: a refused second instance must not write into
+    // the running daemon's log.
+    let _lock = socket::lock_instance(&home.run_dir(), home.root())?;
+    if let Err(e) = crate::logging::init(&home.log_file(), &config.daemon.log_level, log_to_stderr) {
+        eprintln!("pincerd: cannot open the log file {}: {e}", home.log_file().display());
+    }
+    let registry = Registry::open(&home.registry_db())?;
+    let models = ModelClient::new(&config.providers)?;
+    if let Some(problem) = &config.provider_problem {
+        tracing::warn!("{problem}");
+    }
+    let grace = config.daemon.shutdown_grace;
+    let hub = Hub::new(Runtime::new(home.clone(), registry, config.clone(), models), config.daemon.max_concurrent_turns);
+    let listener = socket::bind(&home.socket_path())?;
+
+    let stop = CancellationToken::new();
+    let (reload_tx, reload_rx) = mpsc::channel(4);
+    tokio::spawn(handle_signals(stop.clone(), reload_tx.clone()));
+    tokio::spawn(handle_reloads(home.clone(), hub.clone(), reload_rx));
+
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        pid = std::process::id(),
+        home = %home.root().display(),
+        socket = %home.socket_path().display(),
+        ready_ms = started.elapsed().as_millis() as u64,
+        "pincerd is ready"
+    );
+    let state = server::State { hub: hub.clone(), started, stop: stop.clone(), reload: reload_tx };
+    let served = server::serve(listener, state).await;
+    tracing::info!("stopping: letting running turns finish (up to {grace:?})");
+    hub.shutdown(grace).await;
+    tracing::info!("pincerd stopped");
+    served.map_err(StartError::from)
+}
+
+async fn handle_signals(stop: CancellationToken, reload: mpsc::Sender<oneshot::Sender<ReloadReport>>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop pincerd with `pincer` or SIGKILL");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM received"); stop.cancel(); return; }
+            _ = int.recv() => { tracing::info!("SIGINT received"); stop.cancel(); return; }
+            _ = hup.recv() => {
+                let (tx, rx) = oneshot::channel();
+                if reload.send(tx).await.is_err() { return; }
+                match rx.await {
+                    Ok(Ok((applied, restart))) => tracing::info!(?applied, needs_restart = ?restart, "config reloaded (SIGHUP)"),
+                    Ok(Err(e)) => tracing::error!("config reload (SIGHUP) refused: {e}"),
+                    Err(_) => return,
+                }
+            }
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
+async fn handle_reloads(home: Home, hub: Hub, mut requests: mpsc::Receiver<oneshot::Sender<ReloadReport>>) {
+    while let Some(reply) = requests.recv().await {
+        let report = reload(&home, &hub);
+        let _ = reply.send(report);
+    }
+}
+
+/// Loads the config again and applies what can change live.
+fn reload(home: &Home, hub: &Hub) -> ReloadReport {
+    let new = config::load(home).map_err(|e| e.to_string())?;
+    let rt = hub.runtime();
+    let old = rt.config();
+    let (applied, needs_restart) = diff(&old, &new);
+    let models = ModelClient::new(&new.providers).map_err(|e| e.to_string())?;
+    rt.replace(new, models);
+    Ok((applied, needs_restart))
+}
+
+/// What changed between two configs, split into live and restart-only.
+pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
+    let mut applied = Vec::new();
+    let mut restart = Vec::new();
+    for (id, agent) in &new.agents {
+        match old.agents.get(id) {
+            None => applied.push(format!("agent `{id}` added")),
+            Some(a) if a != agent => applied.push(format!("agent `{id}` changed")),
+            _ => {}
+        }
+    }
+    for id in old.agents.keys().filter(|id| !new.agents.contains_key(*id)) {
+        applied.push(format!("agent `{id}` removed"));
+    }
+    for (name, p) in &new.providers {
+        match old.providers.get(name) {
+            None => applied.push(format!("provider `{name}` added")),
+            Some(o) if o != p => applied.push(format!("provider `{name}` changed")),
+            _ => {}
+        }
+    }
+    for name in old.providers.keys().filter(|n| !new.providers.contains_key(*n)) {
+        applied.push(format!("provider `{name}` removed"));
+    }
+    if old.default_agent != new.default_agent {
+        applied.push(format!("default agent is now `{}`", new.default_agent));
+    }
+    if old.tools != new.tools {
+        applied.push("tool settings changed".into());
+    }
+    if old.daemon.max_concurrent_turns != new.daemon.max_concurrent_turns {
+        restart.push(format!(
+            "daemon.max_concurrent_turns ({} → {})",
+            old.daemon.max_concurrent_turns, new.daemon.max_concurrent_turns
+        ));
+    }
+    if old.daemon.log_level != new.daemon.log_level {
+        restart.push(format!("daemon.log_level ({} → {})", old.daemon.log_level, new.daemon.log_level));
+    }
+    if old.daemon.shutdown_grace != new.daemon.shutdown_grace {
+        restart.push("daemon.shutdown_grace_s".into());
+    }
+    (applied, restart)
+}
+
+/// How long `--background` waits for the socket.
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);

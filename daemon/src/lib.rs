@@ -1,0 +1,18 @@
+//! pincerd, the pincer daemon: the library behind the `pincerd` binary.
+//!
+//! The dependency direction is one-way (SPEC §1): [`server`] calls into
+//! [`agent`]; the agent calls [`tools`], [`llm`] and [`session`]; nothing
+//! low calls back up. [`daemon`] wires them together and owns start-up,
+//! reload and shutdown. See ARCHITECTURE.md for the map.
+
+pub mod agent;
+pub mod config;
+pub mod daemon;
+pub mod doctor;
+pub mod home;
+pub mod llm;
+pub mod logging;
+pub mod server;
+pub mod session;
+pub mod tools;
+pub mod util;

@@ -1,0 +1,346 @@
+//! [`ModelClient`]: one model call, streamed, with retries, fallbacks and
+//! abort. It owns an HTTP client per provider and knows nothing about
+//! sessions or tools.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::retry::{self, Decision};
+use super::sse::SseDecoder;
+use super::{LlmError, Reply, ReplyBuilder, Request, anthropic, openai};
+use crate::config::{ApiKey, ModelTarget, ProviderKind, ProviderSettings};
+
+/// Progress reported while a call runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    /// Streamed answer text.
+    Text(String),
+    /// The call failed and will be retried after `delay`.
+    Retrying {
+        attempt: u32,
+        delay: Duration,
+        reason: String,
+        model: String,
+    },
+}
+
+/// Largest error body kept for messages.
+const MAX_ERROR_BODY: usize = 4096;
+
+/// Calls models; cheap to share behind an `Arc`.
+pub struct ModelClient {
+    providers: BTreeMap<String, ProviderSettings>,
+    http: HashMap<String, reqwest::Client>,
+}
+
+impl ModelClient {
+    pub fn new(providers: &BTreeMap<String, ProviderSettings>) -> Result<Self, LlmError> {
+        install_crypto_provider();
+        let mut http = HashMap::new();
+        for (name, p) in providers {
+            let client = reqwest::Client::builder()
+                .connect_timeout(p.connect_timeout)
+                .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| LlmError::NotConfigured(format!("provider `{name}`: cannot build its HTTP client: {e}")))?;
+            http.insert(name.clone(), client);
+        }
+        Ok(Self {
+            providers: providers.clone(),
+            http,
+        })
+    }
+
+    /// Runs `request` against `targets` in order (primary, then fallbacks),
+    /// retrying each per its provider's policy. Returns the reply and the
+    /// target that produced it.
+    pub async fn complete(
+        &self,
+        targets: &[ModelTarget],
+        request: &Request,
+        on: &mut (dyn FnMut(Note) + Send),
+        cancel: &CancellationToken,
+    ) -> Result<(Reply, ModelTarget), LlmError> {
+        let mut last_error = LlmError::NotConfigured("no model is configured for this agent".into());
+        for target in targets {
+            let Some(provider) = self.providers.get(&target.provider) else {
+                last_error = LlmError::NotConfigured(format!("provider `{}` is not configured", target.provider));
+                continue;
+            };
+            let mut req = request.clone();
+            req.model = target.model.clone();
+            req.max_tokens = target.max_output_tokens;
+            req.temperature = target.temperature;
+            match self.with_retries(provider, target, &req, on, cancel).await {
+                Ok(reply) => return Ok((reply, target.clone())),
+                Err(LlmError::Aborted) => return Err(LlmError::Aborted),
+                Err(e) => {
+                    tracing::warn!(model = %target.label(), error = %e, "model failed; trying the next fallback if any");
+                    last_error = e;
+                }
+            }
+        }
+        Err(last_error)
+    }
+
+    async fn with_retries(
+        &self,
+        provider: &ProviderSettings,
+        target: &ModelTarget,
+        req: &Request,
+        on: &mut (dyn FnMut(Note) + Send),
+        cancel: &CancellationToken,
+    ) -> Result<Reply, LlmError> {
+        let mut attempts = 0;
+        let mut retried_repetition = false;
+        loop {
+            attempts += 1;
+            let result = self.attempt(provider, req, on, cancel).await;
+            let error = match result {
+                Ok(mut reply) => match runaway_repetition(&reply.text) {
+                    Some(_) if !retried_repetition => {
+                        retried_repetition = true;
+                        LlmError::Stream {
+                            message: "the reply kept repeating itself".into(),
+                            retryable: true,
+                        }
+                    }
+                    Some(cut) => {
+                        reply.text.truncate(cut);
+                        reply.text.push_str("\n[reply cut: it kept repeating itself]");
+                        return Ok(reply);
+                    }
+                    None => return Ok(reply),
+                },
+                Err(e) => e,
+            };
+            match retry::decide(&error, attempts, &provider.retry) {
+                Decision::GiveUp => return Err(error),
+                Decision::RetryAfter(delay) => {
+                    tracing::info!(model = %target.label(), attempt = attempts, ?delay, error = %error, "retrying model call");
+                    on(Note::Retrying {
+                        attempt: attempts,
+                        delay,
+                        reason: error.to_string(),
+                        model: target.label(),
+                    });
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = cancel.cancelled() => return Err(LlmError::Aborted),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One HTTP request and its stream.
+    async fn attempt(
+        &self,
+        provider: &ProviderSettings,
+        req: &Request,
+        on: &mut (dyn FnMut(Note) + Send),
+        cancel: &CancellationToken,
+    ) -> Result<Reply, LlmError> {
+        let http = self
+            .http
+            .get(&provider.name)
+            .ok_or_else(|| LlmError::NotConfigured(format!("provider `{}` has no HTTP client", provider.name)))?;
+        let key = match &provider.api_key {
+            ApiKey::Missing { problem } => return Err(LlmError::NotConfigured(problem.clone())),
+            ApiKey::Found { value, .. } => Some(value.0.as_str()),
+            ApiKey::None => None,
+        };
+        let (url, body) = match provider.kind {
+            ProviderKind::Openai => (openai::endpoint(&provider.base_url), openai::body(req)),
+            ProviderKind::Anthropic => (anthropic::endpoint(&provider.base_url), anthropic::body(req)),
+        };
+        let mut builder = http.post(&url).json(&body).header("accept", "text/event-stream");
+        builder = match (provider.kind, key) {
+            (ProviderKind::Openai, Some(k)) => builder.bearer_auth(k),
+            (ProviderKind::Anthropic, Some(k)) => builder.header("x-api-key", k),
+            (_, None) => builder,
+        };
+        if provider.kind == ProviderKind::Anthropic {
+            builder = builder.header("anthropic-version", anthropic::API_VERSION);
+        }
+        for (name, value) in &provider.headers {
+            builder = builder.header(name, value);
+        }
+
+        let response = tokio::select! {
+            r = tokio::time::timeout(provider.idle_timeout, builder.send()) => match r {
+                Err(_) => return Err(LlmError::Timeout),
+                Ok(Err(e)) => return Err(classify(e)),
+                Ok(Ok(r)) => r,
+            },
+            _ = cancel.cancelled() => return Err(LlmError::Aborted),
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(retry::parse_retry_after);
+            let body = response.text().await.unwrap_or_default();
+            return Err(LlmError::Http {
+                status: status.as_u16(),
+                message: error_message(&body),
+                retry_after,
+            });
+        }
+
+        let mut sse = SseDecoder::new();
+        let mut decoder = Decoder::new(provider.kind);
+        let mut reply = ReplyBuilder::default();
+        let mut stream = response.bytes_stream();
+        loop {
+            let chunk = tokio::select! {
+                c = tokio::time::timeout(provider.idle_timeout, stream.next()) => match c {
+                    Err(_) => return Err(LlmError::Timeout),
+                    Ok(c) => c,
+                },
+                _ = cancel.cancelled() => return Err(LlmError::Aborted),
+            };
+            let ended = chunk.is_none();
+            let events = match chunk {
+                Some(Ok(bytes)) => sse.push(&bytes),
+                Some(Err(e)) => {
+                    return Err(LlmError::Truncated(format!("connection broke mid-stream: {e}")));
+                }
+                None => sse.finish(),
+            };
+            for event in &events {
+                for delta in decoder.event(event)? {
+                    if let super::Delta::Text(t) = &delta {
+                        on(Note::Text(t.clone()));
+                    }
+                    reply.apply(delta);
+                }
+            }
+            if decoder.finished() {
+                return Ok(reply.finish());
+            }
+            if ended {
+                return Err(LlmError::Truncated(match provider.kind {
+                    ProviderKind::Openai => "no `data: [DONE]`".into(),
+                    ProviderKind::Anthropic => "no `message_stop` event".into(),
+                }));
+            }
+        }
+    }
+}
+
+enum Decoder {
+    OpenAi(openai::Decoder),
+    Anthropic(anthropic::Decoder),
+}
+
+impl Decoder {
+    fn new(kind: ProviderKind) -> Self {
+        match kind {
+            ProviderKind::Openai => Self::OpenAi(Default::default()),
+            ProviderKind::Anthropic => Self::Anthropic(Default::default()),
+        }
+    }
+    fn event(&mut self, ev: &super::sse::SseEvent) -> Result<Vec<super::Delta>, LlmError> {
+        match self {
+            Self::OpenAi(d) => d.event(ev),
+            Self::Anthropic(d) => d.event(ev),
+        }
+    }
+    fn finished(&self) -> bool {
+        match self {
+            Self::OpenAi(d) => d.finished(),
+            Self::Anthropic(d) => d.finished(),
+        }
+    }
+}
+
+fn classify(e: reqwest::Error) -> LlmError {
+    if e.is_timeout() {
+        LlmError::Timeout
+    } else if e.is_connect() {
+        LlmError::Connect(source_chain(&e))
+    } else {
+        LlmError::Connect(source_chain(&e))
+    }
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        cur = inner.source();
+    }
+    s
+}
+
+/// The `error.message` of a JSON error body, else the body itself (capped).
+fn error_message(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .or_else(|| v.get("error").filter(|e| e.is_string()))
+                .and_then(|m| m.as_str().map(str::to_string))
+        })
+        .unwrap_or_else(|| crate::util::preview(body.trim(), MAX_ERROR_BODY))
+}
+
+/// Installs rustls' ring provider once (reqwest is built without a default
+/// provider so that aws-lc is not compiled).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// If the text ends by repeating its last 50 characters more than 5 times,
+/// returns where the repetition starts (SPEC §7: cut and retried once).
+pub fn runaway_repetition(text: &str) -> Option<usize> {
+    const UNIT: usize = 50;
+    const MAX_REPEATS: usize = 5;
+    if text.len() < UNIT * (MAX_REPEATS + 1) {
+        return None;
+    }
+    let mut start = text.len() - UNIT;
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let unit = &text[start..];
+    let mut count = 1;
+    let mut pos = start;
+    while pos >= unit.len() && text.get(pos - unit.len()..pos) == Some(unit) {
+        count += 1;
+        pos -= unit.len();
+    }
+    (count > MAX_REPEATS).then_some(pos + unit.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repetition_is_detected_only_past_five_repeats() {
+        let unit = "the same fifty characters again and again, always!";
+        assert_eq!(unit.len(), 50);
+        let five = format!("Intro. {}", unit.repeat(5));
+        assert_eq!(runaway_repetition(&five), None);
+        let text = format!("Intro. {}", unit.repeat(8));
+        let cut = runaway_repetition(&text).unwrap();
+        assert_eq!(&text[..cut], format!("Intro. {unit}"));
+        assert_eq!(runaway_repetition("short"), None);
+    }
+
+    #[test]
+    fn error_bodies_become_messages() {
+        assert_eq!(error_message(r#"{"error":{"message":"Rate limited","type":"x"}}"#), "Rate limited");
+        assert_eq!(error_message("plain failure"), "plain failure");
+    }
+}

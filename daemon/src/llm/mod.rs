@@ -1,0 +1,269 @@
+//! Model providers (SPEC §7): the provider-neutral conversation types, the
+//! two wire formats ([`openai`] chat completions, [`anthropic`] messages),
+//! SSE decoding ([`sse`]), retry decisions ([`retry`]) and the
+//! [`client::ModelClient`] that streams one model call with retries,
+//! fallbacks and abort.
+
+pub mod anthropic;
+pub mod client;
+pub mod openai;
+pub mod retry;
+pub mod sse;
+
+use std::time::Duration;
+
+use crate::session::transcript::Usage;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// A tool call as the model produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// Raw JSON text; may be invalid (then the tool returns an error).
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text(String),
+    ToolCall(ToolCall),
+    ToolResult {
+        call_id: String,
+        name: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub parts: Vec<Part>,
+}
+
+impl Message {
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            parts: vec![Part::Text(text.into())],
+        }
+    }
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// One model call.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    Length,
+    Other(String),
+}
+
+impl FinishReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stop => "stop",
+            Self::ToolCalls => "tool_calls",
+            Self::Length => "length",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+/// A streamed piece of a reply, in provider-neutral form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta {
+    Text(String),
+    /// A tool call begins at `index` (ids and names may come in pieces too).
+    ToolCallStart { index: usize, id: String, name: String },
+    ToolCallArgs { index: usize, fragment: String },
+    Usage(Usage),
+    Finish(FinishReason),
+}
+
+/// A complete reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    pub finish: FinishReason,
+}
+
+/// Builds a [`Reply`] from deltas.
+#[derive(Debug, Default)]
+pub struct ReplyBuilder {
+    text: String,
+    calls: Vec<(usize, ToolCall)>,
+    usage: Usage,
+    finish: Option<FinishReason>,
+}
+
+impl ReplyBuilder {
+    pub fn apply(&mut self, delta: Delta) {
+        match delta {
+            Delta::Text(t) => self.text.push_str(&t),
+            Delta::ToolCallStart { index, id, name } => {
+                let call = self.call_at(index);
+                if !id.is_empty() {
+                    call.id = id;
+                }
+                call.name.push_str(&name);
+            }
+            Delta::ToolCallArgs { index, fragment } => self.call_at(index).arguments.push_str(&fragment),
+            Delta::Usage(u) => {
+                // Providers report input and output at different moments;
+                // keep the largest seen of each.
+                self.usage.input = self.usage.input.max(u.input);
+                self.usage.output = self.usage.output.max(u.output);
+            }
+            Delta::Finish(f) => self.finish = Some(f),
+        }
+    }
+
+    fn call_at(&mut self, index: usize) -> &mut ToolCall {
+        let pos = match self.calls.iter().position(|(i, _)| *i == index) {
+            Some(pos) => pos,
+            None => {
+                self.calls.push((
+                    index,
+                    ToolCall {
+                        id: String::new(),
+                        name: String::new(),
+                        arguments: String::new(),
+                    },
+                ));
+                self.calls.len() - 1
+            }
+        };
+        &mut self.calls[pos].1
+    }
+
+    pub fn finish(mut self) -> Reply {
+        self.calls.sort_by_key(|(i, _)| *i);
+        let tool_calls: Vec<ToolCall> = self
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(n, (_, mut c))| {
+                if c.id.is_empty() {
+                    c.id = format!("call_{n}");
+                }
+                c
+            })
+            .collect();
+        let finish = self.finish.unwrap_or(if tool_calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        });
+        Reply {
+            text: self.text,
+            tool_calls,
+            usage: self.usage,
+            finish,
+        }
+    }
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error("HTTP {status}: {message}")]
+    Http {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    #[error("the provider stopped sending data (idle timeout)")]
+    Timeout,
+    #[error("the response stream ended before its terminator ({0}); this is not taken as an answer")]
+    Truncated(String),
+    #[error("the provider reported an error in the stream: {message}")]
+    Stream { message: String, retryable: bool },
+    #[error("unexpected response: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    NotConfigured(String),
+    #[error("aborted")]
+    Aborted,
+}
+
+impl LlmError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Http { status, .. } => matches!(status, 408 | 409 | 429) || *status >= 500,
+            Self::Connect(_) | Self::Timeout | Self::Truncated(_) => true,
+            Self::Stream { retryable, .. } => *retryable,
+            Self::Protocol(_) | Self::NotConfigured(_) | Self::Aborted => false,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Turns a reply's arguments into a JSON object for providers that need
+/// one; invalid or non-object arguments become `{}` (the tool result tells
+/// the model what was wrong).
+pub fn arguments_object(raw: &str) -> serde_json::Value {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v @ serde_json::Value::Object(_)) => v,
+        _ => serde_json::json!({}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_joins_split_tool_calls_in_index_order() {
+        let mut b = ReplyBuilder::default();
+        b.apply(Delta::ToolCallStart { index: 1, id: "b".into(), name: "exec".into() });
+        b.apply(Delta::ToolCallStart { index: 0, id: "a".into(), name: "re".into() });
+        b.apply(Delta::ToolCallStart { index: 0, id: String::new(), name: "ad".into() });
+        b.apply(Delta::ToolCallArgs { index: 0, fragment: "{\"pa".into() });
+        b.apply(Delta::ToolCallArgs { index: 1, fragment: "{}".into() });
+        b.apply(Delta::ToolCallArgs { index: 0, fragment: "th\":\"x\"}".into() });
+        b.apply(Delta::Usage(Usage { input: 10, output: 0 }));
+        b.apply(Delta::Usage(Usage { input: 0, output: 4 }));
+        let r = b.finish();
+        assert_eq!(r.tool_calls[0], ToolCall { id: "a".into(), name: "read".into(), arguments: "{\"path\":\"x\"}".into() });
+        assert_eq!(r.tool_calls[1].name, "exec");
+        assert_eq!(r.usage, Usage { input: 10, output: 4 });
+        assert_eq!(r.finish, FinishReason::ToolCalls);
+    }
+}

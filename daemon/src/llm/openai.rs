@@ -1,0 +1,243 @@
+//! The OpenAI chat-completions wire format (also OpenRouter, Ollama,
+//! llama.cpp server, vLLM, LM Studio): request body and stream decoding.
+//! The stream's terminator is `data: [DONE]`.
+
+use serde_json::{Value, json};
+
+use super::sse::SseEvent;
+use super::{Delta, FinishReason, LlmError, Message, Part, Request, Role, arguments_object};
+use crate::session::transcript::Usage;
+
+pub fn endpoint(base_url: &str) -> String {
+    format!("{}/chat/completions", base_url.trim_end_matches('/'))
+}
+
+pub fn body(req: &Request) -> Value {
+    let mut messages = Vec::with_capacity(req.messages.len() + 1);
+    if !req.system.is_empty() {
+        messages.push(json!({"role": "system", "content": req.system}));
+    }
+    for m in &req.messages {
+        push_message(&mut messages, m);
+    }
+    let mut body = json!({
+        "model": req.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "max_tokens": req.max_tokens,
+    });
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters}})
+            })
+            .collect();
+    }
+    if let Some(t) = req.temperature {
+        body["temperature"] = json!(t);
+    }
+    body
+}
+
+fn push_message(out: &mut Vec<Value>, m: &Message) {
+    match m.role {
+        Role::User => {
+            let mut text = String::new();
+            for part in &m.parts {
+                match part {
+                    Part::Text(t) => {
+                        if !text.is_empty() {
+                            text.push_str("\n\n");
+                        }
+                        text.push_str(t);
+                    }
+                    Part::ToolResult { call_id, content, is_error, .. } => {
+                        let content = if *is_error { format!("ERROR: {content}") } else { content.clone() };
+                        out.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
+                    }
+                    Part::ToolCall(_) => {}
+                }
+            }
+            if !text.is_empty() {
+                out.push(json!({"role": "user", "content": text}));
+            }
+        }
+        Role::Assistant => {
+            let text: String = m
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text(t) => Some(t.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let calls: Vec<Value> = m
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::ToolCall(c) => Some(json!({
+                        "id": c.id, "type": "function",
+                        "function": {"name": c.name, "arguments": arguments_object(&c.arguments).to_string()}
+                    })),
+                    _ => None,
+                })
+                .collect();
+            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+            if !calls.is_empty() {
+                msg["tool_calls"] = Value::Array(calls);
+            }
+            out.push(msg);
+        }
+    }
+}
+
+/// Stream decoder state.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    done: bool,
+}
+
+impl Decoder {
+    /// True once `[DONE]` arrived.
+    pub fn finished(&self) -> bool {
+        self.done
+    }
+
+    pub fn event(&mut self, ev: &SseEvent) -> Result<Vec<Delta>, LlmError> {
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(Vec::new());
+        }
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| LlmError::Protocol(format!("stream chunk is not JSON ({e}): {}", crate::util::preview(data, 200))))?;
+        if let Some(err) = v.get("error") {
+            let message = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| err.to_string(), str::to_string);
+            return Err(LlmError::Stream { message, retryable: true });
+        }
+        let mut out = Vec::new();
+        if let Some(choice) = v.get("choices").and_then(|c| c.get(0)) {
+            let delta = choice.get("delta").or_else(|| choice.get("message"));
+            if let Some(delta) = delta {
+                if let Some(text) = delta.get("content").and_then(Value::as_str)
+                    && !text.is_empty()
+                {
+                    out.push(Delta::Text(text.to_string()));
+                }
+                if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                    for (n, call) in calls.iter().enumerate() {
+                        let index = call.get("index").and_then(Value::as_u64).map_or(n, |i| i as usize);
+                        let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+                        let function = call.get("function");
+                        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or_default();
+                        if !id.is_empty() || !name.is_empty() {
+                            out.push(Delta::ToolCallStart { index, id: id.into(), name: name.into() });
+                        }
+                        match function.and_then(|f| f.get("arguments")) {
+                            Some(Value::String(s)) if !s.is_empty() => {
+                                out.push(Delta::ToolCallArgs { index, fragment: s.clone() })
+                            }
+                            // Some servers send the arguments as an object.
+                            Some(obj @ Value::Object(_)) => {
+                                out.push(Delta::ToolCallArgs { index, fragment: obj.to_string() })
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                out.push(Delta::Finish(match reason {
+                    "stop" => FinishReason::Stop,
+                    "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                    "length" => FinishReason::Length,
+                    other => FinishReason::Other(other.to_string()),
+                }));
+            }
+        }
+        if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
+            out.push(Delta::Usage(Usage {
+                input: usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+                output: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+            }));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ReplyBuilder, ToolCall, ToolSpec};
+
+    fn data(s: &str) -> SseEvent {
+        SseEvent { event: None, data: s.to_string() }
+    }
+
+    #[test]
+    fn decodes_text_tool_deltas_usage_and_done() {
+        let mut d = Decoder::default();
+        let mut b = ReplyBuilder::default();
+        for chunk in [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"read","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.txt\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5}}"#,
+        ] {
+            for delta in d.event(&data(chunk)).unwrap() {
+                b.apply(delta);
+            }
+        }
+        assert!(!d.finished());
+        d.event(&data("[DONE]")).unwrap();
+        assert!(d.finished());
+        let r = b.finish();
+        assert_eq!(r.text, "Hi");
+        assert_eq!(r.tool_calls, vec![ToolCall { id: "c1".into(), name: "read".into(), arguments: "{\"path\":\"a.txt\"}".into() }]);
+        assert_eq!(r.usage, Usage { input: 12, output: 5 });
+        assert_eq!(r.finish, FinishReason::ToolCalls);
+    }
+
+    #[test]
+    fn error_chunks_and_garbage_are_errors() {
+        let mut d = Decoder::default();
+        assert!(matches!(d.event(&data(r#"{"error":{"message":"overloaded"}}"#)), Err(LlmError::Stream { .. })));
+        assert!(matches!(d.event(&data("{not json")), Err(LlmError::Protocol(_))));
+    }
+
+    #[test]
+    fn body_maps_tool_history() {
+        let req = Request {
+            model: "m".into(),
+            system: "sys".into(),
+            messages: vec![
+                Message::user("hi"),
+                Message { role: Role::Assistant, parts: vec![Part::ToolCall(ToolCall { id: "c".into(), name: "ls".into(), arguments: "not json".into() })] },
+                Message { role: Role::User, parts: vec![Part::ToolResult { call_id: "c".into(), name: "ls".into(), content: "boom".into(), is_error: true }] },
+            ],
+            tools: vec![ToolSpec { name: "ls".into(), description: "list".into(), parameters: json!({"type":"object"}) }],
+            max_tokens: 100,
+            temperature: None,
+        };
+        let b = body(&req);
+        let msgs = b["messages"].as_array().unwrap();
+        assert_eq!(msgs[0]["role"], "system");
+        assert_eq!(msgs[2]["tool_calls"][0]["function"]["arguments"], "{}");
+        assert_eq!(msgs[3]["role"], "tool");
+        assert_eq!(msgs[3]["content"], "ERROR: boom");
+        assert_eq!(b["tools"][0]["function"]["name"], "ls");
+        assert_eq!(b["stream"], true);
+    }
+}

@@ -1,0 +1,191 @@
+//! `pincerd`: the pincer daemon.
+//!
+//! `pincerd` runs in the foreground (what a service manager wants);
+//! `pincerd --background` starts it detached and returns once its socket
+//! answers; `pincerd check-config` and `pincerd doctor` diagnose without
+//! starting it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use pincer_daemon::config::{self, EXIT_CONFIG};
+use pincer_daemon::daemon;
+use pincer_daemon::doctor::{self, Level};
+use pincer_daemon::home::Home;
+
+#[derive(Parser)]
+#[command(name = "pincerd", version, about = "The pincer daemon: sessions, agents, tools and the gRPC API on a Unix socket.")]
+struct Args {
+    /// PINCER_HOME (default: $PINCER_HOME, then ~/.pincer).
+    #[arg(long, global = true, value_name = "PATH")]
+    home: Option<PathBuf>,
+    /// Start detached; return once the socket answers.
+    #[arg(long)]
+    background: bool,
+    /// Also log to stderr (foreground only).
+    #[arg(long)]
+    log_stderr: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate config.toml and exit (0 valid, 78 invalid).
+    CheckConfig,
+    /// Check config, providers and the home folder; print one line per finding.
+    Doctor,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let home = match Home::resolve(args.home.as_deref()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("pincerd: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match args.command {
+        Some(Command::CheckConfig) => check_config(&home),
+        Some(Command::Doctor) => run_async(doctor_offline(home)),
+        None if args.background => start_background(&home),
+        None => run_async(async move {
+            match daemon::run(home, args.log_stderr).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("pincerd: {e}");
+                    tracing::error!("{e}");
+                    ExitCode::from(e.exit_code() as u8)
+                }
+            }
+        }),
+    }
+}
+
+fn run_async(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(fut),
+        Err(e) => {
+            eprintln!("pincerd: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn check_config(home: &Home) -> ExitCode {
+    match config::load(home) {
+        Ok(c) => {
+            match &c.source {
+                Some(p) => println!("{} is valid ({} agent(s))", p.display(), c.agents.len()),
+                None => println!("no config file at {}; the zero-config defaults apply", home.config_file().display()),
+            }
+            if let Some(p) = &c.provider_problem {
+                println!("note: {p}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(EXIT_CONFIG as u8)
+        }
+    }
+}
+
+async fn doctor_offline(home: Home) -> ExitCode {
+    let config = match config::load(&home) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("error\tconfig\t{e}");
+            return ExitCode::from(EXIT_CONFIG as u8);
+        }
+    };
+    let findings = doctor::check_running(&home, &config).await;
+    let mut worst = Level::Ok;
+    for f in &findings {
+        println!("{}\t{}\t{}", f.level.as_str(), f.subject, f.message);
+        if f.level == Level::Error {
+            worst = Level::Error;
+        }
+    }
+    if worst == Level::Error { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// Re-executes pincerd detached (new session, stdio to files) and waits
+/// until its socket accepts connections.
+fn start_background(home: &Home) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    if let Err(e) = home.create_dirs() {
+        eprintln!("pincerd: cannot prepare {}: {e}", home.root().display());
+        return ExitCode::from(1);
+    }
+    // Fail fast, in this terminal, on a bad config.
+    if let Err(e) = config::load(home) {
+        eprintln!("pincerd: invalid config: {e}");
+        return ExitCode::from(EXIT_CONFIG as u8);
+    }
+    if std::os::unix::net::UnixStream::connect(home.socket_path()).is_ok() {
+        let pid = std::fs::read_to_string(home.pid_file()).unwrap_or_default();
+        eprintln!(
+            "pincerd is already running for {} (pid {}); talk to it with `pincer status`",
+            home.root().display(),
+            pid.trim()
+        );
+        return ExitCode::from(1);
+    }
+    let stderr_path = home.logs_dir().join("pincerd.stderr");
+    let stderr = match std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("pincerd: cannot open {}: {e}", stderr_path.display());
+            return ExitCode::from(1);
+        }
+    };
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("pincerd: cannot find my own executable: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut child = match std::process::Command::new(exe)
+        .arg("--home")
+        .arg(home.root())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pincerd: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let started = Instant::now();
+    let socket = home.socket_path();
+    while started.elapsed() < daemon::START_TIMEOUT {
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            let last = tail.lines().last().unwrap_or("(no message)");
+            eprintln!("pincerd exited during start-up ({status}): {last}");
+            return ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8);
+        }
+        let ours = std::fs::read_to_string(home.pid_file()).is_ok_and(|p| p.trim() == child.id().to_string());
+        if ours && std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            println!(
+                "pincerd started (pid {}) for {}; logs in {}",
+                child.id(),
+                home.root().display(),
+                home.log_file().display()
+            );
+            return ExitCode::SUCCESS;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    eprintln!("pincerd did not open {} within {:?}; see {}", socket.display(), daemon::START_TIMEOUT, home.log_file().display());
+    ExitCode::from(1)
+}

@@ -1,0 +1,162 @@
+//! `pincer.v1.Daemon`: status, shutdown, reload, logs and doctor.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::time::Duration;
+
+use pincer_proto::v1 as pb;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::State;
+
+/// What a reload changed, or why it was refused.
+pub type ReloadReport = Result<(Vec<String>, Vec<String>), String>;
+
+pub struct DaemonService {
+    state: State,
+}
+
+impl DaemonService {
+    pub fn new(state: State) -> Self {
+        Self { state }
+    }
+}
+
+type LogStream = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::LogLine, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::daemon_server::Daemon for DaemonService {
+    async fn status(&self, _: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+        let rt = self.state.hub.runtime();
+        let config = rt.config();
+        let agents = config
+            .agents
+            .values()
+            .map(|a| pb::AgentInfo {
+                id: a.id.clone(),
+                model: a.models.first().map(|m| m.model.clone()).unwrap_or_default(),
+                provider: a.models.first().map(|m| m.provider.clone()).unwrap_or_default(),
+                workspace: a.workspace.display().to_string(),
+            })
+            .collect();
+        Ok(Response::new(pb::StatusResponse {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            uptime_ms: self.state.started.elapsed().as_millis() as u64,
+            home: rt.home.root().display().to_string(),
+            agents,
+            running_turns: self.state.hub.running_turns() as u32,
+            max_concurrent_turns: self.state.hub.max_concurrent_turns() as u32,
+            sessions: rt.registry.count().await.unwrap_or(0),
+            config_path: config
+                .source
+                .as_ref()
+                .map_or_else(|| "(none: zero-config defaults)".into(), |p| p.display().to_string()),
+            provider_problem: config.provider_problem.clone().unwrap_or_default(),
+        }))
+    }
+
+    async fn shutdown(&self, _: Request<pb::ShutdownRequest>) -> Result<Response<pb::ShutdownResponse>, Status> {
+        tracing::info!("shutdown requested over gRPC");
+        self.state.stop.cancel();
+        Ok(Response::new(pb::ShutdownResponse {}))
+    }
+
+    async fn reload(&self, _: Request<pb::ReloadRequest>) -> Result<Response<pb::ReloadResponse>, Status> {
+        let (tx, rx) = oneshot::channel();
+        self.state
+            .reload
+            .send(tx)
+            .await
+            .map_err(|_| Status::unavailable("pincerd is shutting down"))?;
+        match rx.await {
+            Ok(Ok((applied, needs_restart))) => Ok(Response::new(pb::ReloadResponse { applied, needs_restart })),
+            Ok(Err(problem)) => Err(Status::failed_precondition(format!(
+                "the new config is invalid and was not applied: {problem}"
+            ))),
+            Err(_) => Err(Status::unavailable("pincerd is shutting down")),
+        }
+    }
+
+    type LogsStream = LogStream;
+
+    async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
+        let req = request.into_inner();
+        let path = self.state.hub.runtime().home.log_file();
+        let lines = if req.lines == 0 && !req.follow { 50 } else { req.lines as usize };
+        let (tx, rx) = mpsc::channel(256);
+        let stop = self.state.stop.clone();
+        tokio::task::spawn_blocking(move || tail(&path, lines, req.follow, &tx, &stop));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn doctor(&self, _: Request<pb::DoctorRequest>) -> Result<Response<pb::DoctorResponse>, Status> {
+        let rt = self.state.hub.runtime();
+        let findings = crate::doctor::check_running(&rt.home, &rt.config()).await;
+        Ok(Response::new(pb::DoctorResponse {
+            findings: findings
+                .into_iter()
+                .map(|f| pb::Finding { level: f.level.as_str().into(), subject: f.subject, message: f.message })
+                .collect(),
+        }))
+    }
+}
+
+/// Sends the last `lines` lines, then (if `follow`) new lines as they come,
+/// surviving rotation, until the client leaves or the daemon stops.
+fn tail(
+    path: &std::path::Path,
+    lines: usize,
+    follow: bool,
+    tx: &mpsc::Sender<Result<pb::LogLine, Status>>,
+    stop: &tokio_util::sync::CancellationToken,
+) {
+    let send = |line: &str| tx.blocking_send(Ok(pb::LogLine { line: line.to_string() })).is_ok();
+    let Ok(mut file) = std::fs::File::open(path) else {
+        let _ = tx.blocking_send(Err(Status::not_found(format!("no log file at {}", path.display()))));
+        return;
+    };
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    let all: Vec<&str> = text.lines().collect();
+    for line in &all[all.len().saturating_sub(lines)..] {
+        if !send(line) {
+            return;
+        }
+    }
+    if !follow {
+        return;
+    }
+    let mut pos = text.len() as u64;
+    let mut partial = String::new();
+    while !stop.is_cancelled() && !tx.is_closed() {
+        std::thread::sleep(Duration::from_millis(200));
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if len < pos {
+            // Rotated: the file was replaced by a new, shorter one.
+            match std::fs::File::open(path) {
+                Ok(f) => file = f,
+                Err(_) => continue,
+            }
+            pos = 0;
+        }
+        if len == pos {
+            continue;
+        }
+        if file.seek(SeekFrom::Start(pos)).is_err() {
+            continue;
+        }
+        let mut chunk = String::new();
+        if let Ok(n) = (&mut file).take(len - pos).read_to_string(&mut chunk) {
+            pos += n as u64;
+        }
+        partial.push_str(&chunk);
+        while let Some(i) = partial.find('\n') {
+            let line: String = partial.drain(..=i).collect();
+            if !send(line.trim_end_matches('\n')) {
+                return;
+            }
+        }
+    }
+}

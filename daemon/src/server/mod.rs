@@ -1,0 +1,82 @@
+//! The gRPC server (SPEC §3): the socket ([`socket`]), one module per
+//! service ([`agent`], [`sessions`], [`daemon`]), plus gRPC health and
+//! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
+//! request passes the peer-uid check first.
+
+pub mod agent;
+pub mod daemon;
+pub mod sessions;
+pub mod socket;
+
+use std::time::Instant;
+
+use pincer_proto::v1::agent_server::AgentServer;
+use pincer_proto::v1::daemon_server::DaemonServer;
+use pincer_proto::v1::sessions_server::SessionsServer;
+use tokio_util::sync::CancellationToken;
+use tonic::service::InterceptorLayer;
+
+use crate::agent::hub::Hub;
+
+/// Largest request accepted (SPEC §3: messages over 1 MiB are refused).
+pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// What every service shares.
+#[derive(Clone)]
+pub struct State {
+    pub hub: Hub,
+    pub started: Instant,
+    /// Cancelled to stop the daemon (Daemon.Shutdown, signals).
+    pub stop: CancellationToken,
+    /// Sends reload requests to the main task, which owns reloading.
+    pub reload: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<daemon::ReloadReport>>,
+}
+
+/// Serves until `state.stop` is cancelled.
+pub async fn serve(
+    listener: interprocess::local_socket::tokio::Listener,
+    state: State,
+) -> Result<(), tonic::transport::Error> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<AgentServer<agent::AgentService>>().await;
+    health.set_serving::<SessionsServer<sessions::SessionsService>>().await;
+    health.set_serving::<DaemonServer<daemon::DaemonService>>().await;
+
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1();
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha();
+
+    let stop = state.stop.clone();
+    let mut builder = tonic::transport::Server::builder().layer(InterceptorLayer::new(socket::check_peer));
+    let mut router = builder
+        .add_service(health_service)
+        .add_service(
+            AgentServer::new(agent::AgentService::new(state.clone()))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES + 4096),
+        )
+        .add_service(SessionsServer::new(sessions::SessionsService::new(state.clone())))
+        .add_service(DaemonServer::new(daemon::DaemonService::new(state.clone())));
+    match (reflection_v1, reflection_v1alpha) {
+        (Ok(v1), Ok(v1alpha)) => router = router.add_service(v1).add_service(v1alpha),
+        (Err(e), _) | (_, Err(e)) => tracing::error!(error = %e, "gRPC reflection is unavailable"),
+    }
+    router
+        .serve_with_incoming_shutdown(socket::incoming(listener), stop.cancelled_owned())
+        .await
+}
+
+/// Maps hub errors to gRPC statuses with a sentence a person can act on.
+pub fn status_of(e: &crate::agent::hub::HubError) -> tonic::Status {
+    use crate::agent::hub::HubError;
+    match e {
+        HubError::UnknownAgent { .. } => tonic::Status::not_found(e.to_string()),
+        HubError::Busy(_) => tonic::Status::failed_precondition(e.to_string()),
+        HubError::ShuttingDown => tonic::Status::unavailable(e.to_string()),
+        HubError::Registry(_) | HubError::Transcript(_) => tonic::Status::internal(e.to_string()),
+    }
+}

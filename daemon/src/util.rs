@@ -1,0 +1,55 @@
+//! Small helpers shared across modules: time stamps and text capping.
+
+/// The current time as RFC 3339 (UTC).
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| String::from("1970-01-01T00:00:00Z"))
+}
+
+/// Caps `text` at about `max_chars` characters by keeping the head and the
+/// tail (2:1) around a marker that says how much was left out.
+pub fn cap_head_tail(text: &str, max_chars: usize) -> String {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.to_string();
+    }
+    let head_chars = max_chars * 2 / 3;
+    let tail_chars = max_chars - head_chars;
+    let omitted = total - head_chars - tail_chars;
+    let head: String = text.chars().take(head_chars).collect();
+    let tail: String = text.chars().skip(total - tail_chars).collect();
+    format!("{head}\n[… {omitted} characters omitted …]\n{tail}")
+}
+
+/// The first `max_chars` characters, with `…` when cut (for display).
+pub fn preview(text: &str, max_chars: usize) -> String {
+    let mut out: String = text.chars().take(max_chars).collect();
+    if text.chars().nth(max_chars).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_keeps_head_and_tail_and_counts_the_gap() {
+        let text: String = (0..1000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let capped = cap_head_tail(&text, 90);
+        assert!(capped.starts_with(&text[..60]));
+        assert!(capped.ends_with(&text[970..]));
+        assert!(capped.contains("910 characters omitted"));
+        assert_eq!(cap_head_tail("short", 90), "short");
+    }
+
+    #[test]
+    fn cap_is_char_safe() {
+        let text = "数".repeat(500);
+        let capped = cap_head_tail(&text, 30);
+        assert!(capped.contains("470 characters omitted"));
+        assert_eq!(preview("数据库", 2), "数据…");
+    }
+}
