@@ -1,1 +1,8 @@
-fn main() {}
+//! End-to-end tests: the real `pincerd` and `pincer` binaries in temporary
+//! homes, against our scripted model and the real peers of SPEC §15.
+
+mod fakellm;
+mod grpc;
+mod lifecycle;
+mod llmock;
+mod scripted;

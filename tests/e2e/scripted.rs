@@ -1,0 +1,362 @@
+//! Fast cases against the in-repo scripted model: tool turns, bad model
+//! output, limits, abort, queueing, parallel sessions, crash recovery.
+
+use std::time::Duration;
+
+use pincer_testkit::harness::{TestHome, provider_config};
+use pincer_testkit::scripted::{ScriptedLlm, Step};
+use serde_json::{Value, json};
+
+async fn setup(extra: &str) -> (TestHome, ScriptedLlm) {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    home.write_config(&provider_config("openai", &format!("{}/v1", llm.base_url()), extra));
+    (home, llm)
+}
+
+/// The tool messages the model received in a request (OpenAI form).
+fn tool_messages(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_turn_reads_and_execs_then_answers() {
+    let (home, llm) = setup("").await;
+    std::fs::create_dir_all(home.workspace()).unwrap();
+    std::fs::write(home.workspace().join("notes.txt"), "the secret number is 42\n").unwrap();
+    llm.script(
+        "[tool-turn]",
+        vec![
+            Step { text: "Let me look.".into(), ..Step::tool("read", json!({"path": "notes.txt"})) },
+            Step::tool("exec", json!({"command": "echo from-exec; pwd"})),
+            Step::text("The number is 42 and exec said from-exec."),
+        ],
+    );
+    let _d = home.start();
+    let out = home.cli(&["send", "--json", "[tool-turn] what is the number?"]).await;
+    let events = out.json_lines();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"turn_started"));
+    assert_eq!(kinds.last(), Some(&"turn_finished"));
+    let started: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_call_started").collect();
+    assert_eq!(started.len(), 2);
+    assert_eq!(started[0]["name"], "read");
+    // The argument deltas were joined into one JSON document.
+    assert_eq!(serde_json::from_str::<Value>(started[0]["arguments"].as_str().unwrap()).unwrap(), json!({"path": "notes.txt"}));
+    let finished: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_call_finished").collect();
+    assert_eq!(finished[0]["status"], "ok");
+    assert!(finished[0]["result"].as_str().unwrap().contains("the secret number is 42"));
+    assert!(finished[1]["result"].as_str().unwrap().contains("from-exec"));
+    let final_event = events.last().unwrap();
+    assert_eq!(final_event["text"], "The number is 42 and exec said from-exec.");
+    assert_eq!(final_event["model_calls"], 3);
+    assert_eq!(final_event["tool_calls"], 2);
+
+    // The model saw both results; exec ran inside the workspace.
+    let journal = llm.journal();
+    assert_eq!(journal.len(), 3);
+    let results = tool_messages(&journal[2]);
+    assert!(results[0].contains("the secret number is 42"));
+    let ws = home.workspace().canonicalize().unwrap();
+    assert!(results[1].contains(ws.to_str().unwrap()), "{results:?}");
+    // The tools were offered with their schemas.
+    let tools: Vec<&str> = journal[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert!(tools.contains(&"read") && tools.contains(&"exec"));
+
+    // Everything is in the transcript, in order.
+    let kinds: Vec<String> = home.transcript("main").iter().map(|e| e["kind"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds, ["user", "assistant", "tool_call", "tool_result", "assistant", "tool_call", "tool_result", "assistant"]);
+    // The human rendering shows text and tool calls.
+    llm.script("[tool-turn-2]", vec![Step::tool("ls", json!({})), Step::text("listed")]);
+    let out = home.cli(&["send", "--session", "other", "[tool-turn-2] list"]).await;
+    assert_eq!(out.ok().trim(), "listed");
+    assert!(out.stderr.contains("⚙ ls"), "{}", out.stderr);
+    // Usage was accounted in the registry.
+    let list = home.cli(&["--json", "sessions", "list"]).await.json();
+    let main = list.as_array().unwrap().iter().find(|s| s["key"] == "agent:main:main").unwrap();
+    assert_eq!(main["input_tokens"], 33);
+    assert_eq!(main["output_tokens"], 21);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_wire_format_round_trip() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let home = TestHome::new();
+    home.write_config(&provider_config("anthropic", &llm.base_url(), ""));
+    llm.script("[anthropic]", vec![Step::tool("ls", json!({"path": "."})), Step::text("Empty workspace.")]);
+    let _d = home.start();
+    let out = home.cli(&["send", "[anthropic] list files"]).await;
+    assert_eq!(out.ok().trim(), "Empty workspace.");
+    let journal = llm.journal();
+    // The second request carries the tool_use and its tool_result.
+    let msgs = journal[1]["messages"].as_array().unwrap();
+    assert_eq!(msgs[1]["content"][0]["type"], "tool_use");
+    assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
+    assert_eq!(journal[0]["tools"][0]["input_schema"]["type"], "object");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_model_output_becomes_tool_errors_the_model_sees() {
+    let (home, llm) = setup("").await;
+    llm.script(
+        "[bad-output]",
+        vec![
+            Step {
+                tool_calls: vec![
+                    ("read".into(), "{\"path\": \"a.txt\"".into()),      // truncated JSON
+                    ("no_such_tool".into(), "{}".into()),                 // unknown tool
+                    ("read".into(), "{\"path\": \"../../etc/passwd\"}".into()), // outside the workspace
+                    ("read".into(), "{\"file\": \"a.txt\"}".into()),      // wrong parameter
+                ],
+                ..Default::default()
+            },
+            Step::text("I see the errors."),
+        ],
+    );
+    let _d = home.start();
+    let out = home.cli(&["send", "[bad-output] go"]).await;
+    assert_eq!(out.ok().trim(), "I see the errors.");
+    let results = tool_messages(&llm.journal()[1]);
+    assert_eq!(results.len(), 4);
+    assert!(results[0].contains("not valid JSON"), "{}", results[0]);
+    assert!(results[1].contains("unknown tool `no_such_tool`") && results[1].contains("read"), "{}", results[1]);
+    assert!(results[2].contains("outside the workspace"), "{}", results[2]);
+    assert!(results[3].contains("invalid arguments") && results[3].contains("path"), "{}", results[3]);
+    assert!(results.iter().all(|r| r.starts_with("ERROR: ")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn call_limit_ends_with_a_last_call_without_tools() {
+    let (home, llm) = setup("max_model_calls = 2").await;
+    llm.script(
+        "[limit]",
+        vec![
+            Step::tool("ls", json!({})),
+            Step::tool("ls", json!({})),
+            Step::text("Here is what I found."),
+        ],
+    );
+    let _d = home.start();
+    let out = home.cli(&["send", "--json", "[limit] loop forever"]).await;
+    let last = out.json_lines().pop().unwrap();
+    assert_eq!(last["stop_reason"], "limit");
+    assert_eq!(last["text"], "Here is what I found.");
+    let journal = llm.journal();
+    assert_eq!(journal.len(), 3);
+    assert!(journal[2].get("tools").is_none(), "the last call must offer no tools");
+    let last_user = journal[2]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(last_user.contains("Do not call tools"), "{last_user}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn abort_mid_turn_kills_the_process_group_and_records_the_turn() {
+    let (home, llm) = setup("").await;
+    llm.script(
+        "[abort]",
+        vec![Step::tool("exec", json!({"command": "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"}))],
+    );
+    let _d = home.start();
+    let send = home.cli_spawn(&["send", "--json", "[abort] run something long"]);
+    // Wait until the command is running.
+    let shell_pid = home.workspace().join("shell.pid");
+    let child_pid = home.workspace().join("child.pid");
+    for _ in 0..500 {
+        if child_pid.exists() && shell_pid.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let abort = home.cli(&["--json", "abort"]).await;
+    assert_eq!(abort.json()["aborted"], true);
+    let out = tokio::time::timeout(Duration::from_secs(20), send.wait_with_output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["stop_reason"], "aborted");
+    assert_eq!(out.status.code(), Some(130));
+    // The whole process group is gone, background child included.
+    for file in [&shell_pid, &child_pid] {
+        let pid: i32 = std::fs::read_to_string(file).unwrap().trim().parse().unwrap();
+        let mut alive = true;
+        for _ in 0..100 {
+            // SAFETY: signal 0 only checks for existence.
+            alive = unsafe { libc::kill(pid, 0) } == 0 && !is_zombie(pid);
+            if !alive {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!alive, "process {pid} survived the abort");
+    }
+    let transcript = home.transcript("main");
+    let kinds: Vec<&str> = transcript.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["user", "assistant", "tool_call", "tool_result", "meta"]);
+    assert_eq!(transcript[4]["event"], "turn_aborted");
+    // Abort with nothing running says so.
+    assert_eq!(home.cli(&["--json", "abort"]).await.json()["aborted"], false);
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_sessions_run_in_parallel() {
+    let (home, llm) = setup("").await;
+    // Each command waits for the other to start: only parallel turns finish.
+    let wait_for = |me: &str, other: &str| {
+        format!("touch {me}; for i in $(seq 400); do [ -f {other} ] && echo met && exit 0; sleep 0.05; done; echo alone; exit 1")
+    };
+    llm.script("[par-a]", vec![Step::tool("exec", json!({"command": wait_for("a", "b")})), Step::text("a done")]);
+    llm.script("[par-b]", vec![Step::tool("exec", json!({"command": wait_for("b", "a")})), Step::text("b done")]);
+    let _d = home.start();
+    let (a, b) = tokio::join!(
+        home.cli(&["send", "--session", "a", "[par-a] go"]),
+        home.cli(&["send", "--session", "b", "[par-b] go"])
+    );
+    assert_eq!(a.ok().trim(), "a done");
+    assert_eq!(b.ok().trim(), "b done");
+    for req in &llm.journal()[2..] {
+        assert!(tool_messages(req)[0].contains("met"), "{req}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn follow_ups_queue_behind_the_running_turn() {
+    let (home, llm) = setup("").await;
+    llm.script(
+        "[queue]",
+        vec![
+            Step::tool("exec", json!({"command": "for i in $(seq 400); do [ -f go ] && exit 0; sleep 0.05; done"})),
+            Step::text("first answered"),
+            Step::text("second answered"),
+        ],
+    );
+    let _d = home.start();
+    let first = home.cli_spawn(&["send", "--json", "[queue] first"]);
+    while !home.path().join("sessions/main").exists() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = home.cli_spawn(&["send", "--json", "second, while busy"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(home.workspace().join("go"), "").unwrap();
+    let first = String::from_utf8_lossy(&first.wait_with_output().await.unwrap().stdout).into_owned();
+    let second = String::from_utf8_lossy(&second.wait_with_output().await.unwrap().stdout).into_owned();
+    assert!(first.contains("first answered"), "{first}");
+    assert!(second.contains("\"queued\""), "{second}");
+    assert!(second.contains("second answered"), "{second}");
+    // The queued message was delivered as its own next turn.
+    let journal = llm.journal();
+    assert_eq!(journal.len(), 3);
+    let last_user = journal[2]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last_user["content"], "second, while busy");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_mid_turn_then_restart_continues_the_session() {
+    let (home, llm) = setup("").await;
+    llm.script(
+        "[crash]",
+        vec![
+            Step::tool("exec", json!({"command": "touch started; sleep 300"})),
+            Step::text("back after the crash"),
+        ],
+    );
+    let daemon = home.start();
+    let send = home.cli_spawn(&["send", "[crash] start"]);
+    while !home.workspace().join("started").exists() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon.kill9();
+    let out = send.wait_with_output().await.unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    // A torn line, as if the crash hit mid-write.
+    let path = home.transcript_path("main");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(br#"{"id":"torn","ts":"2026-01-01T00:00:00Z","kind":"assistant","te"#);
+    std::fs::write(&path, bytes).unwrap();
+
+    let _d = home.start(); // the stale socket is replaced
+    let show = home.cli(&["--json", "sessions", "show", "main"]).await.json();
+    assert_eq!(show["recovered_torn_line"], true);
+    let kinds: Vec<&str> = show["entries"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["user", "assistant", "tool_call"]);
+
+    let out = home.cli(&["send", "[crash] are you there?"]).await;
+    assert_eq!(out.ok().trim(), "back after the crash");
+    // The interrupted call got a synthetic result, so the history stays valid.
+    let results = tool_messages(llm.journal().last().unwrap());
+    assert_eq!(results.len(), 1);
+    assert!(results[0].contains("interrupted"), "{results:?}");
+    let show = home.cli(&["--json", "sessions", "show", "main"]).await.json();
+    assert_eq!(show["recovered_torn_line"], false);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retries_then_falls_back_to_the_next_model() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let home = TestHome::new();
+    home.write_config(&format!(
+        r#"[providers.p]
+kind = "openai"
+base_url = "{base}/v1"
+retry = {{ max_attempts = 2, initial_backoff_ms = 10 }}
+
+[models.primary]
+provider = "p"
+model = "primary"
+fallbacks = ["p/backup"]
+
+[agents.main]
+model = "primary"
+"#,
+        base = llm.base_url()
+    ));
+    llm.script(
+        "[fallback]",
+        vec![
+            Step { status: Some(503), ..Default::default() },
+            Step { text: "cut".into(), truncate: true, ..Default::default() },
+            Step::text("from the backup"),
+        ],
+    );
+    let _d = home.start();
+    let out = home.cli(&["send", "--json", "[fallback] hi"]).await;
+    let events = out.json_lines();
+    let retries: Vec<&Value> = events.iter().filter(|e| e["type"] == "retrying").collect();
+    assert_eq!(retries.len(), 1, "{events:?}");
+    assert!(retries[0]["reason"].as_str().unwrap().contains("503"));
+    assert_eq!(events.last().unwrap()["text"], "from the backup");
+    let models: Vec<String> = llm.journal().iter().map(|r| r["model"].as_str().unwrap().to_string()).collect();
+    assert_eq!(models, ["primary", "primary", "backup"]);
+    let transcript = home.transcript("main");
+    assert_eq!(transcript.last().unwrap()["model"], "p/backup");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn length_finish_is_continued() {
+    let (home, llm) = setup("").await;
+    llm.script(
+        "[length]",
+        vec![
+            Step { text: "part one, ".into(), finish: Some("length".into()), ..Default::default() },
+            Step::text("part two."),
+        ],
+    );
+    let _d = home.start();
+    let out = home.cli(&["send", "[length] write a lot"]).await;
+    assert_eq!(out.ok().trim(), "part one, part two.");
+    let journal = llm.journal();
+    let last = journal[1]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(last.contains("Continue exactly where it stopped"), "{last}");
+}

@@ -1,0 +1,267 @@
+//! Runs the real `pincerd` and `pincer` binaries in a temporary
+//! `PINCER_HOME`. The binaries are built once per test process with the
+//! same cargo that runs the tests, so they are never stale.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Paths of the binaries under test.
+pub struct Bins {
+    pub pincerd: PathBuf,
+    pub pincer: PathBuf,
+}
+
+/// Builds the binaries (once) and returns their paths.
+pub fn bins() -> &'static Bins {
+    static BINS: OnceLock<Bins> = OnceLock::new();
+    BINS.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "pincer-daemon", "-p", "pincer-cli", "--bins"])
+            .current_dir(&workspace)
+            .status()
+            .expect("cannot run cargo to build pincerd and pincer");
+        assert!(status.success(), "building pincerd and pincer failed");
+        // target/debug/deps/e2e-… → target/debug
+        let exe = std::env::current_exe().expect("current_exe");
+        let dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
+        let bins = Bins { pincerd: dir.join("pincerd"), pincer: dir.join("pincer") };
+        assert!(bins.pincerd.exists(), "{} is missing after the build", bins.pincerd.display());
+        bins
+    })
+}
+
+/// A temporary PINCER_HOME.
+pub struct TestHome {
+    dir: tempfile::TempDir,
+}
+
+/// What a CLI run printed and returned.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// Asserts exit code 0 and returns stdout.
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "command failed:\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        &self.stdout
+    }
+    /// stdout as JSON lines.
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
+    }
+}
+
+impl Default for TestHome {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestHome {
+    pub fn new() -> Self {
+        Self { dir: tempfile::Builder::new().prefix("pincer-e2e-").tempdir().expect("tempdir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.path().join("workspace")
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.path().join("config.toml"), text).expect("write config");
+    }
+
+    /// Starts `pincerd` in the foreground as a child and waits for its socket.
+    pub fn start(&self) -> Daemon {
+        self.start_with_env(&[])
+    }
+
+    pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
+        let stderr_path = self.path().join("pincerd.stderr");
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut cmd = Command::new(&bins().pincerd);
+        cmd.arg("--home").arg(self.path()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+        for var in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "PINCER_MODEL", "PINCER_HOME"] {
+            cmd.env_remove(var);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn pincerd");
+        let socket = self.path().join("run/pincerd.sock");
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("pincerd exited at start ({status}): {}", std::fs::read_to_string(&stderr_path).unwrap_or_default());
+            }
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "pincerd did not open its socket in 20 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Daemon { child: Some(child) }
+    }
+
+    /// Runs `pincer --home H args…` to completion.
+    pub async fn cli(&self, args: &[&str]) -> Output {
+        self.cli_with_stdin(args, "").await
+    }
+
+    pub async fn cli_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        use tokio::io::AsyncWriteExt;
+        let mut child = tokio::process::Command::new(&bins().pincer)
+            .arg("--home")
+            .arg(self.path())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn pincer");
+        if let Some(mut input) = child.stdin.take() {
+            let _ = input.write_all(stdin.as_bytes()).await;
+        }
+        let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+            .await
+            .expect("pincer did not finish in 120 s")
+            .expect("pincer output");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Starts `pincer args…` without waiting (for abort and queue tests).
+    pub fn cli_spawn(&self, args: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new(&bins().pincer)
+            .arg("--home")
+            .arg(self.path())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn pincer")
+    }
+
+    /// Entries of the only transcript of `agent`, parsed.
+    pub fn transcript(&self, agent: &str) -> Vec<serde_json::Value> {
+        let dir = self.path().join("sessions").join(agent);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("no transcripts in {}: {e}", dir.display()))
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        files.sort();
+        let path = files.last().expect("a transcript");
+        std::fs::read_to_string(path)
+            .expect("read transcript")
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The path of the only transcript of `agent`.
+    pub fn transcript_path(&self, agent: &str) -> PathBuf {
+        let dir = self.path().join("sessions").join(agent);
+        std::fs::read_dir(&dir)
+            .expect("sessions dir")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .expect("a transcript")
+    }
+}
+
+/// A running daemon; killed when dropped.
+pub struct Daemon {
+    child: Option<Child>,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill9(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns the exit code.
+    pub fn stop(mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        // SAFETY: sends SIGTERM to our own child process.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status.code();
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = c.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A config with one OpenAI-kind provider at `base_url` (which must end in
+/// `/v1` for OpenAI) and fast retries.
+pub fn provider_config(kind: &str, base_url: &str, extra: &str) -> String {
+    format!(
+        r#"[providers.test]
+kind = "{kind}"
+base_url = "{base_url}"
+
+[providers.test.retry]
+max_attempts = 4
+initial_backoff_ms = 20
+max_backoff_ms = 200
+
+[models.default]
+provider = "test"
+model = "test-model"
+
+[agents.main]
+model = "default"
+{extra}
+"#
+    )
+}

@@ -1,0 +1,261 @@
+//! A zero-latency scripted LLM server speaking the OpenAI chat-completions
+//! and Anthropic messages streaming formats. No real peer can be scripted
+//! this precisely or answer this fast, so it serves the fast end-to-end
+//! cases and the benches; fakellm and llmock cover the rest.
+//!
+//! A script is a list of [`Step`]s per conversation; a request belongs to
+//! the conversation whose marker occurs in its first user message. Every
+//! request body is kept in a journal for assertions.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+/// One scripted reply.
+#[derive(Debug, Clone, Default)]
+pub struct Step {
+    /// Answer with this HTTP status and an error body instead.
+    pub status: Option<u16>,
+    /// `Retry-After` seconds sent with `status`.
+    pub retry_after: Option<u64>,
+    pub text: String,
+    /// (name, raw arguments text — sent as-is, so it may be invalid JSON).
+    pub tool_calls: Vec<(String, String)>,
+    /// Stop before the stream's terminator (a truncated stream).
+    pub truncate: bool,
+    /// After the text, keep the stream open without finishing.
+    pub hang: bool,
+    /// `finish_reason` to report (default: stop or tool_calls).
+    pub finish: Option<String>,
+}
+
+impl Step {
+    pub fn text(t: &str) -> Self {
+        Self { text: t.into(), ..Default::default() }
+    }
+    pub fn tool(name: &str, args: Value) -> Self {
+        Self { tool_calls: vec![(name.into(), args.to_string())], ..Default::default() }
+    }
+    pub fn tools(calls: &[(&str, Value)]) -> Self {
+        Self { tool_calls: calls.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect(), ..Default::default() }
+    }
+    pub fn raw_tool(name: &str, raw_args: &str) -> Self {
+        Self { tool_calls: vec![(name.into(), raw_args.into())], ..Default::default() }
+    }
+    pub fn status(code: u16) -> Self {
+        Self { status: Some(code), ..Default::default() }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    scripts: Vec<(String, VecDeque<Step>)>,
+    journal: Vec<Value>,
+}
+
+/// A running scripted server; dropped with the test's runtime.
+#[derive(Clone)]
+pub struct ScriptedLlm {
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl ScriptedLlm {
+    /// Starts on an ephemeral loopback port.
+    pub async fn start() -> std::io::Result<Self> {
+        let inner: Arc<Mutex<Inner>> = Arc::default();
+        let app = Router::new()
+            .route("/v1/chat/completions", post(openai))
+            .route("/v1/messages", post(anthropic))
+            .route("/v1/models", get(|| async { axum::Json(json!({"data": [{"id": "scripted"}]})) }))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { addr, inner })
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Adds a conversation: requests whose first user message contains
+    /// `marker` get `steps` in order.
+    pub fn script(&self, marker: &str, steps: Vec<Step>) {
+        self.lock().scripts.push((marker.to_string(), steps.into()));
+    }
+
+    /// Every request body received so far.
+    pub fn journal(&self) -> Vec<Value> {
+        self.lock().journal.clone()
+    }
+
+    /// Steps not yet consumed for `marker`.
+    pub fn remaining(&self, marker: &str) -> usize {
+        self.lock().scripts.iter().find(|(m, _)| m == marker).map_or(0, |(_, s)| s.len())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn first_user_text(body: &Value) -> String {
+    let messages = body.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+    for m in messages {
+        if m.get("role").and_then(Value::as_str) != Some("user") {
+            continue;
+        }
+        match m.get("content") {
+            Some(Value::String(s)) => return s.clone(),
+            Some(Value::Array(blocks)) => {
+                for b in blocks {
+                    if let Some(t) = b.get("text").and_then(Value::as_str) {
+                        return t.to_string();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    String::new()
+}
+
+fn next_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Option<Step> {
+    let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
+    let first = first_user_text(&body);
+    inner.journal.push(body);
+    inner
+        .scripts
+        .iter_mut()
+        .find(|(marker, _)| first.contains(marker.as_str()))
+        .and_then(|(_, steps)| steps.pop_front())
+}
+
+fn error_response(step: &Step, code: u16) -> Response {
+    let mut resp = (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        axum::Json(json!({"error": {"message": format!("scripted HTTP {code}"), "type": "scripted"}})),
+    )
+        .into_response();
+    if let Some(secs) = step.retry_after
+        && let Ok(v) = secs.to_string().parse()
+    {
+        resp.headers_mut().insert("retry-after", v);
+    }
+    resp
+}
+
+fn sse(events: Vec<String>, hang: bool) -> Response {
+    let stream = futures_util::stream::unfold((events.into_iter(), hang), |(mut it, hang)| async move {
+        match it.next() {
+            Some(e) => Some((Ok::<_, std::io::Error>(e), (it, hang))),
+            None if hang => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                None
+            }
+            None => None,
+        }
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn exhausted() -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(json!({"error": {"message": "scripted LLM: no step left for this conversation"}})))
+        .into_response()
+}
+
+/// Splits `s` into up to three pieces on char boundaries (streamed deltas).
+fn pieces(s: &str) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() < 3 {
+        return vec![s.to_string()];
+    }
+    let third = chars.len() / 3;
+    vec![
+        chars[..third].iter().collect(),
+        chars[third..2 * third].iter().collect(),
+        chars[2 * third..].iter().collect(),
+    ]
+}
+
+async fn openai(State(inner): State<Arc<Mutex<Inner>>>, _headers: HeaderMap, axum::Json(body): axum::Json<Value>) -> Response {
+    let Some(step) = next_step(&inner, body) else { return exhausted() };
+    if let Some(code) = step.status {
+        return error_response(&step, code);
+    }
+    let chunk = |delta: Value, finish: Value| format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}));
+    let mut events = vec![": scripted\n\n".to_string(), chunk(json!({"role": "assistant"}), Value::Null)];
+    for piece in pieces(&step.text) {
+        if !piece.is_empty() {
+            events.push(chunk(json!({"content": piece}), Value::Null));
+        }
+    }
+    for (i, (name, args)) in step.tool_calls.iter().enumerate() {
+        events.push(chunk(json!({"tool_calls": [{"index": i, "id": format!("call_{i}_{}", name), "type": "function", "function": {"name": name, "arguments": ""}}]}), Value::Null));
+        for piece in pieces(args) {
+            events.push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}), Value::Null));
+        }
+    }
+    if step.truncate {
+        return sse(events, false);
+    }
+    if step.hang {
+        return sse(events, true);
+    }
+    let finish = step.finish.clone().unwrap_or_else(|| if step.tool_calls.is_empty() { "stop".into() } else { "tool_calls".into() });
+    events.push(chunk(json!({}), json!(finish)));
+    events.push(format!("data: {}\n\n", json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}})));
+    events.push("data: [DONE]\n\n".into());
+    sse(events, false)
+}
+
+async fn anthropic(State(inner): State<Arc<Mutex<Inner>>>, axum::Json(body): axum::Json<Value>) -> Response {
+    let Some(step) = next_step(&inner, body) else { return exhausted() };
+    if let Some(code) = step.status {
+        return error_response(&step, code);
+    }
+    let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut events = vec![ev("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 11, "output_tokens": 1}}}))];
+    let mut index = 0;
+    if !step.text.is_empty() {
+        events.push(ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})));
+        for piece in pieces(&step.text) {
+            events.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})));
+        }
+        events.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    for (name, args) in &step.tool_calls {
+        events.push(ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("toolu_{index}"), "name": name, "input": {}}})));
+        for piece in pieces(args) {
+            events.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})));
+        }
+        events.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    if step.truncate {
+        return sse(events, false);
+    }
+    if step.hang {
+        return sse(events, true);
+    }
+    let stop = step.finish.clone().unwrap_or_else(|| if step.tool_calls.is_empty() { "end_turn".into() } else { "tool_use".into() });
+    events.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 7}})));
+    events.push(ev("message_stop", json!({"type": "message_stop"})));
+    sse(events, false)
+}
