@@ -6,12 +6,17 @@ use std::io::Write;
 use pincer_proto::v1 as pb;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::Ctx;
 use crate::render::{self, End};
 use crate::rpc::{self, CliError, Clients};
-use crate::Ctx;
 
 /// Sends one message; prints the streamed reply (or JSON lines).
-pub async fn send(ctx: &Ctx, agent: Option<String>, session: Option<String>, text: String) -> Result<u8, CliError> {
+pub async fn send(
+    ctx: &Ctx,
+    agent: Option<String>,
+    session: Option<String>,
+    text: String,
+) -> Result<u8, CliError> {
     let text = if text == "-" {
         let mut buf = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut buf)
@@ -31,8 +36,18 @@ pub async fn send(ctx: &Ctx, agent: Option<String>, session: Option<String>, tex
 }
 
 /// Runs one turn, rendering events until it ends; Ctrl-C sends Abort.
-async fn turn(clients: &mut Clients, agent: &str, session: &str, text: String, json: bool) -> Result<End, CliError> {
-    let request = pb::ChatRequest { agent: agent.to_string(), session: session.to_string(), message: text };
+async fn turn(
+    clients: &mut Clients,
+    agent: &str,
+    session: &str,
+    text: String,
+    json: bool,
+) -> Result<End, CliError> {
+    let request = pb::ChatRequest {
+        agent: agent.to_string(),
+        session: session.to_string(),
+        message: text,
+    };
     let mut stream = clients.agent.chat(request).await?.into_inner();
     let mut out = std::io::stdout();
     let mut err = std::io::stderr();
@@ -48,7 +63,9 @@ async fn turn(clients: &mut Clients, agent: &str, session: &str, text: String, j
             }
         };
         let Some(event) = next? else {
-            return Err(CliError::failed("the daemon closed the stream before the turn ended (was it stopped?)"));
+            return Err(CliError::failed(
+                "the daemon closed the stream before the turn ended (was it stopped?)",
+            ));
         };
         let Some(event) = event.event else { continue };
         let end = if json {
@@ -64,15 +81,30 @@ async fn turn(clients: &mut Clients, agent: &str, session: &str, text: String, j
 }
 
 /// The interactive loop.
-pub async fn interactive(ctx: &Ctx, agent: Option<String>, session: Option<String>) -> Result<u8, CliError> {
+pub async fn interactive(
+    ctx: &Ctx,
+    agent: Option<String>,
+    session: Option<String>,
+) -> Result<u8, CliError> {
     let mut clients = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     let agent = agent.unwrap_or_default();
     let session = session.unwrap_or_default();
-    let status = clients.daemon.status(pb::StatusRequest {}).await?.into_inner();
+    let status = clients
+        .daemon
+        .status(pb::StatusRequest {})
+        .await?
+        .into_inner();
     if !status.provider_problem.is_empty() {
         eprintln!("note: {}", status.provider_problem);
     }
-    eprintln!("pincer chat — {} (Ctrl-C aborts a turn, Ctrl-D or /exit leaves, /reset starts afresh)", if session.is_empty() { "main session" } else { session.as_str() });
+    eprintln!(
+        "pincer chat — {} (Ctrl-C aborts a turn, Ctrl-D or /exit leaves, /reset starts afresh)",
+        if session.is_empty() {
+            "main session"
+        } else {
+            session.as_str()
+        }
+    );
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     loop {
         eprint!("› ");
@@ -90,10 +122,23 @@ pub async fn interactive(ctx: &Ctx, agent: Option<String>, session: Option<Strin
             "" => continue,
             "/exit" | "/quit" => return Ok(0),
             "/new" | "/reset" => {
-                let target = if session.is_empty() { "main".to_string() } else { session.clone() };
-                match clients.sessions.reset(pb::SessionRef { agent: agent.clone(), session: target }).await {
+                let target = if session.is_empty() {
+                    "main".to_string()
+                } else {
+                    session.clone()
+                };
+                match clients
+                    .sessions
+                    .reset(pb::SessionRef {
+                        agent: agent.clone(),
+                        session: target,
+                    })
+                    .await
+                {
                     Ok(_) => eprintln!("  session reset; the old transcript is kept on disk"),
-                    Err(s) if s.code() == tonic::Code::NotFound => eprintln!("  nothing to reset yet"),
+                    Err(s) if s.code() == tonic::Code::NotFound => {
+                        eprintln!("  nothing to reset yet")
+                    }
                     Err(s) => eprintln!("error: {}", s.message()),
                 }
                 continue;

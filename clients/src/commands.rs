@@ -15,12 +15,19 @@ pub async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         Command::Init => init::run(&ctx.home),
         Command::Status => status(ctx).await,
         Command::Chat { agent, session } => chat::interactive(ctx, agent, session).await,
-        Command::Send { agent, session, text } => chat::send(ctx, agent, session, text).await,
+        Command::Send {
+            agent,
+            session,
+            text,
+        } => chat::send(ctx, agent, session, text).await,
         Command::Abort { agent, session } => {
             let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
             let r = c
                 .agent
-                .abort(pb::AbortRequest { agent: agent.unwrap_or_default(), session: session.unwrap_or_default() })
+                .abort(pb::AbortRequest {
+                    agent: agent.unwrap_or_default(),
+                    session: session.unwrap_or_default(),
+                })
                 .await?
                 .into_inner();
             if ctx.json {
@@ -33,12 +40,19 @@ pub async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
             Ok(0)
         }
         Command::Sessions { command } => sessions(ctx, command).await,
-        Command::Config { command: ConfigCommand::Check } => config_check(ctx),
-        Command::Config { command: ConfigCommand::Reload } => {
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => config_check(ctx),
+        Command::Config {
+            command: ConfigCommand::Reload,
+        } => {
             let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
             let r = c.daemon.reload(pb::ReloadRequest {}).await?.into_inner();
             if ctx.json {
-                println!("{}", json!({"applied": r.applied, "needs_restart": r.needs_restart}));
+                println!(
+                    "{}",
+                    json!({"applied": r.applied, "needs_restart": r.needs_restart})
+                );
             } else {
                 if r.applied.is_empty() && r.needs_restart.is_empty() {
                     println!("config reloaded: nothing changed");
@@ -54,7 +68,11 @@ pub async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         }
         Command::Logs { follow, lines } => {
             let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
-            let mut stream = c.daemon.logs(pb::LogsRequest { lines, follow }).await?.into_inner();
+            let mut stream = c
+                .daemon
+                .logs(pb::LogsRequest { lines, follow })
+                .await?
+                .into_inner();
             while let Some(line) = stream.message().await? {
                 if ctx.json {
                     println!("{}", json!({"line": line.line}));
@@ -85,14 +103,26 @@ async fn status(ctx: &Ctx) -> Result<u8, CliError> {
         );
         return Ok(0);
     }
-    println!("pincerd {} (pid {}), up {}", s.version, s.pid, human_duration(s.uptime_ms));
+    println!(
+        "pincerd {} (pid {}), up {}",
+        s.version,
+        s.pid,
+        human_duration(s.uptime_ms)
+    );
     println!("home:     {}", s.home);
     println!("config:   {}", s.config_path);
-    println!("turns:    {} running (limit {})", s.running_turns, s.max_concurrent_turns);
+    println!(
+        "turns:    {} running (limit {})",
+        s.running_turns, s.max_concurrent_turns
+    );
     println!("sessions: {}", s.sessions);
     println!("agents:");
     for a in &s.agents {
-        let model = if a.model.is_empty() { "(no model)".to_string() } else { format!("{}/{}", a.provider, a.model) };
+        let model = if a.model.is_empty() {
+            "(no model)".to_string()
+        } else {
+            format!("{}/{}", a.provider, a.model)
+        };
         println!("  {:<12} {:<40} {}", a.id, model, a.workspace);
     }
     if !s.provider_problem.is_empty() {
@@ -114,7 +144,13 @@ async fn sessions(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     match command {
         SessionsCommand::List { agent } => {
-            let list = c.sessions.list(pb::ListSessionsRequest { agent: agent.unwrap_or_default() }).await?.into_inner();
+            let list = c
+                .sessions
+                .list(pb::ListSessionsRequest {
+                    agent: agent.unwrap_or_default(),
+                })
+                .await?
+                .into_inner();
             if ctx.json {
                 let v: Vec<_> = list.sessions.iter().map(session_json).collect();
                 println!("{}", serde_json::Value::Array(v));
@@ -124,7 +160,10 @@ async fn sessions(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
                 println!("no sessions yet; `pincer chat` starts one");
                 return Ok(0);
             }
-            println!("{:<40} {:<20} {:>8} {:>14}  STATE", "KEY", "UPDATED", "ENTRIES", "TOKENS IN/OUT");
+            println!(
+                "{:<40} {:<20} {:>8} {:>14}  STATE",
+                "KEY", "UPDATED", "ENTRIES", "TOKENS IN/OUT"
+            );
             for s in &list.sessions {
                 let state = if s.running {
                     "running".to_string()
@@ -143,15 +182,26 @@ async fn sessions(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
             }
             Ok(0)
         }
-        SessionsCommand::Show { session, agent, limit } => {
+        SessionsCommand::Show {
+            session,
+            agent,
+            limit,
+        } => {
             let h = c
                 .sessions
-                .history(pb::HistoryRequest { agent: agent.unwrap_or_default(), session, limit })
+                .history(pb::HistoryRequest {
+                    agent: agent.unwrap_or_default(),
+                    session,
+                    limit,
+                })
                 .await?
                 .into_inner();
             if ctx.json {
-                let entries: Vec<serde_json::Value> =
-                    h.entries.iter().filter_map(|e| serde_json::from_str(&e.json).ok()).collect();
+                let entries: Vec<serde_json::Value> = h
+                    .entries
+                    .iter()
+                    .filter_map(|e| serde_json::from_str(&e.json).ok())
+                    .collect();
                 println!(
                     "{}",
                     json!({"session": h.session.as_ref().map(session_json), "entries": entries, "recovered_torn_line": h.recovered_torn_line})
@@ -159,14 +209,22 @@ async fn sessions(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
                 return Ok(0);
             }
             if let Some(s) = &h.session {
-                println!("{} (id {}, agent {}, channel {})", s.key, s.id, s.agent, s.channel);
-                println!("created {}, updated {}, tokens {}/{}", s.created_at, s.updated_at, s.input_tokens, s.output_tokens);
+                println!(
+                    "{} (id {}, agent {}, channel {})",
+                    s.key, s.id, s.agent, s.channel
+                );
+                println!(
+                    "created {}, updated {}, tokens {}/{}",
+                    s.created_at, s.updated_at, s.input_tokens, s.output_tokens
+                );
                 if !s.last_error.is_empty() {
                     println!("last error: {}", s.last_error);
                 }
             }
             if h.recovered_torn_line {
-                println!("note: the transcript ended in a torn line (a crash mid-write); it was skipped");
+                println!(
+                    "note: the transcript ended in a torn line (a crash mid-write); it was skipped"
+                );
             }
             println!();
             for e in &h.entries {
@@ -175,16 +233,33 @@ async fn sessions(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
             Ok(0)
         }
         SessionsCommand::Reset { session, agent } => {
-            let r = c.sessions.reset(pb::SessionRef { agent: agent.unwrap_or_default(), session }).await?.into_inner();
+            let r = c
+                .sessions
+                .reset(pb::SessionRef {
+                    agent: agent.unwrap_or_default(),
+                    session,
+                })
+                .await?
+                .into_inner();
             if ctx.json {
                 println!("{}", json!({"old_id": r.old_id, "new_id": r.new_id}));
             } else {
-                println!("reset: new session id {} (the old transcript {} is kept)", r.new_id, r.old_id);
+                println!(
+                    "reset: new session id {} (the old transcript {} is kept)",
+                    r.new_id, r.old_id
+                );
             }
             Ok(0)
         }
         SessionsCommand::Delete { session, agent } => {
-            let r = c.sessions.delete(pb::SessionRef { agent: agent.unwrap_or_default(), session }).await?.into_inner();
+            let r = c
+                .sessions
+                .delete(pb::SessionRef {
+                    agent: agent.unwrap_or_default(),
+                    session,
+                })
+                .await?
+                .into_inner();
             if ctx.json {
                 println!("{}", json!({"deleted": r.deleted}));
             } else {
@@ -202,19 +277,36 @@ fn session_json(s: &pb::SessionInfo) -> serde_json::Value {
 }
 
 fn print_entry(line: &str) {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { return };
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string();
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+        return;
+    };
+    let s = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
     let ts = s("ts");
     let ts = ts.get(11..19).unwrap_or("");
     match s("kind").as_str() {
         "user" => println!("{ts} you:       {}", s("text")),
-        "assistant" if s("stop") == "aborted" => println!("{ts} assistant: {} [aborted]", s("text")),
+        "assistant" if s("stop") == "aborted" => {
+            println!("{ts} assistant: {} [aborted]", s("text"))
+        }
         "assistant" if !s("text").is_empty() => println!("{ts} assistant: {}", s("text")),
         "assistant" => {}
         "tool_call" => println!("{ts}   ⚙ {} {}", s("name"), one_line(&s("arguments"), 120)),
         "tool_result" => {
-            let mark = if v.get("is_error").and_then(|b| b.as_bool()).unwrap_or(false) { "✗" } else { "✓" };
-            println!("{ts}   {mark} {} {}", s("name"), one_line(&s("content"), 120));
+            let mark = if v.get("is_error").and_then(|b| b.as_bool()).unwrap_or(false) {
+                "✗"
+            } else {
+                "✓"
+            };
+            println!(
+                "{ts}   {mark} {} {}",
+                s("name"),
+                one_line(&s("content"), 120)
+            );
         }
         "meta" => println!("{ts}   · {} {}", s("event"), s("detail")),
         other => println!("{ts}   · {other}"),
@@ -250,9 +342,17 @@ async fn doctor(ctx: &Ctx) -> Result<u8, CliError> {
     let mut findings: Vec<(String, String, String)> = Vec::new();
     match rpc::connect(&ctx.home, ctx.explicit_home).await {
         Ok(mut c) => {
-            findings.push(("ok".into(), "socket".into(), "pincerd answers on its socket".into()));
+            findings.push((
+                "ok".into(),
+                "socket".into(),
+                "pincerd answers on its socket".into(),
+            ));
             let r = c.daemon.doctor(pb::DoctorRequest {}).await?.into_inner();
-            findings.extend(r.findings.into_iter().map(|f| (f.level, f.subject, f.message)));
+            findings.extend(
+                r.findings
+                    .into_iter()
+                    .map(|f| (f.level, f.subject, f.message)),
+            );
         }
         Err(e) => {
             findings.push(("error".into(), "socket".into(), e.message));
@@ -260,7 +360,9 @@ async fn doctor(ctx: &Ctx) -> Result<u8, CliError> {
             let out = run_pincerd(&ctx.home, &["doctor"])?;
             for line in String::from_utf8_lossy(&out.stdout).lines() {
                 let mut parts = line.splitn(3, '\t');
-                if let (Some(level), Some(subject), Some(message)) = (parts.next(), parts.next(), parts.next()) {
+                if let (Some(level), Some(subject), Some(message)) =
+                    (parts.next(), parts.next(), parts.next())
+                {
                     findings.push((level.into(), subject.into(), message.into()));
                 }
             }
@@ -268,7 +370,10 @@ async fn doctor(ctx: &Ctx) -> Result<u8, CliError> {
     }
     let failed = findings.iter().any(|(level, _, _)| level == "error");
     if ctx.json {
-        let v: Vec<_> = findings.iter().map(|(l, s, m)| json!({"level": l, "subject": s, "message": m})).collect();
+        let v: Vec<_> = findings
+            .iter()
+            .map(|(l, s, m)| json!({"level": l, "subject": s, "message": m}))
+            .collect();
         println!("{}", serde_json::Value::Array(v));
     } else {
         for (level, subject, message) in &findings {

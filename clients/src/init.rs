@@ -47,7 +47,8 @@ max_output_chars = 30000
 
 const AGENTS_MD: &str = "# AGENTS.md\n\nHow this agent works with you. Write down conventions, preferences and\nrules the agent should follow in this workspace.\n";
 const SOUL_MD: &str = "# SOUL.md\n\nWho the agent is: its voice and values. Keep it short.\n";
-const USER_MD: &str = "# USER.md\n\nAbout you: name, time zone, what you work on, how you like answers.\n";
+const USER_MD: &str =
+    "# USER.md\n\nAbout you: name, time zone, what you work on, how you like answers.\n";
 const MEMORY_MD: &str = "# MEMORY.md\n\nLong-term notes the agent keeps about you and your work.\n";
 
 pub fn run(home: &Path) -> Result<u8, CliError> {
@@ -62,18 +63,31 @@ pub fn run(home: &Path) -> Result<u8, CliError> {
         (workspace.join("MEMORY.md"), MEMORY_MD),
     ];
     for (path, content) in files {
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
             Ok(mut f) => {
-                std::io::Write::write_all(&mut f, content.as_bytes())
-                    .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?;
+                std::io::Write::write_all(&mut f, content.as_bytes()).map_err(|e| {
+                    CliError::failed(format!("cannot write {}: {e}", path.display()))
+                })?;
                 println!("wrote {}", path.display());
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 println!("kept  {} (already exists)", path.display());
             }
-            Err(e) => return Err(CliError::failed(format!("cannot create {}: {e}", path.display()))),
+            Err(e) => {
+                return Err(CliError::failed(format!(
+                    "cannot create {}: {e}",
+                    path.display()
+                )));
+            }
         }
     }
-    println!("next: edit {} (or export OPENAI_API_KEY), then `pincerd --background` and `pincer chat`", home.join("config.toml").display());
+    println!(
+        "next: edit {} (or export OPENAI_API_KEY), then `pincerd --background` and `pincer chat`",
+        home.join("config.toml").display()
+    );
     Ok(0)
 }

@@ -16,7 +16,11 @@ use clap::{Parser, Subcommand};
 use rpc::CliError;
 
 #[derive(Parser)]
-#[command(name = "pincer", version, about = "Talk to pincerd, your personal AI agent daemon.")]
+#[command(
+    name = "pincer",
+    version,
+    about = "Talk to pincerd, your personal AI agent daemon."
+)]
 pub struct Cli {
     /// PINCER_HOME (default: $PINCER_HOME, then ~/.pincer).
     #[arg(long, global = true, value_name = "PATH")]
@@ -127,7 +131,8 @@ pub struct Ctx {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let explicit_home = cli.home.is_some() || std::env::var_os("PINCER_HOME").is_some_and(|h| !h.is_empty());
+    let explicit_home =
+        cli.home.is_some() || std::env::var_os("PINCER_HOME").is_some_and(|h| !h.is_empty());
     let home = match resolve_home(cli.home) {
         Ok(h) => h,
         Err(e) => {
@@ -135,8 +140,15 @@ fn main() -> ExitCode {
             return ExitCode::from(e.code);
         }
     };
-    let ctx = Ctx { home, explicit_home, json: cli.json };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let ctx = Ctx {
+        home,
+        explicit_home,
+        json: cli.json,
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("pincer: cannot start: {e}");
@@ -160,7 +172,9 @@ fn resolve_home(explicit: Option<PathBuf>) -> Result<PathBuf, CliError> {
             None => std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
                 .map(|h| PathBuf::from(h).join(".pincer"))
-                .ok_or_else(|| CliError::failed("cannot find the home directory: set HOME or PINCER_HOME"))?,
+                .ok_or_else(|| {
+                    CliError::failed("cannot find the home directory: set HOME or PINCER_HOME")
+                })?,
         },
     };
     if home.is_absolute() {

@@ -32,15 +32,32 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
                 "aborted" => "■",
                 _ => "✗",
             };
-            let _ = writeln!(err, "  {mark} {} ({} ms) {}", t.name, t.duration_ms, one_line(&t.result, 160));
+            let _ = writeln!(
+                err,
+                "  {mark} {} ({} ms) {}",
+                t.name,
+                t.duration_ms,
+                one_line(&t.result, 160)
+            );
             None
         }
         Event::Retrying(r) => {
-            let _ = writeln!(err, "\n  ↻ retry {} of {} in {:.1} s: {}", r.attempt, r.model, r.delay_ms as f64 / 1000.0, one_line(&r.reason, 200));
+            let _ = writeln!(
+                err,
+                "\n  ↻ retry {} of {} in {:.1} s: {}",
+                r.attempt,
+                r.model,
+                r.delay_ms as f64 / 1000.0,
+                one_line(&r.reason, 200)
+            );
             None
         }
         Event::Queued(q) => {
-            let _ = writeln!(err, "  … queued behind the running turn (position {}); it will be answered next", q.position);
+            let _ = writeln!(
+                err,
+                "  … queued behind the running turn (position {}); it will be answered next",
+                q.position
+            );
             None
         }
         Event::TurnFinished(f) => {
@@ -50,16 +67,23 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
                     let _ = writeln!(err, "  ■ turn aborted");
                 }
                 "limit" => {
-                    let _ = writeln!(err, "  ■ the turn reached its limit; this answer came from a last call without tools");
+                    let _ = writeln!(
+                        err,
+                        "  ■ the turn reached its limit; this answer came from a last call without tools"
+                    );
                 }
                 _ => {}
             }
-            Some(End::Finished { stop_reason: f.stop_reason.clone() })
+            Some(End::Finished {
+                stop_reason: f.stop_reason.clone(),
+            })
         }
         Event::Error(e) => {
             let _ = writeln!(out);
             let _ = writeln!(err, "error: {}", e.message);
-            Some(End::Failed { message: e.message.clone() })
+            Some(End::Failed {
+                message: e.message.clone(),
+            })
         }
     }
 }
@@ -67,23 +91,41 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
 /// One JSON object per event (`--json`).
 pub fn json(event: &Event) -> serde_json::Value {
     match event {
-        Event::TurnStarted(t) => json!({"type": "turn_started", "session_key": t.session_key, "session_id": t.session_id, "turn_id": t.turn_id, "agent": t.agent, "model": t.model}),
+        Event::TurnStarted(t) => {
+            json!({"type": "turn_started", "session_key": t.session_key, "session_id": t.session_id, "turn_id": t.turn_id, "agent": t.agent, "model": t.model})
+        }
         Event::TextDelta(t) => json!({"type": "text_delta", "text": t.text}),
-        Event::ToolCallStarted(t) => json!({"type": "tool_call_started", "call_id": t.call_id, "name": t.name, "arguments": t.arguments_json}),
-        Event::ToolCallFinished(t) => json!({"type": "tool_call_finished", "call_id": t.call_id, "name": t.name, "status": t.status, "result": t.result, "duration_ms": t.duration_ms}),
-        Event::Usage(u) => json!({"type": "usage", "model": u.model, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens}),
-        Event::TurnFinished(f) => json!({"type": "turn_finished", "text": f.text, "stop_reason": f.stop_reason, "model_calls": f.model_calls, "tool_calls": f.tool_calls}),
+        Event::ToolCallStarted(t) => {
+            json!({"type": "tool_call_started", "call_id": t.call_id, "name": t.name, "arguments": t.arguments_json})
+        }
+        Event::ToolCallFinished(t) => {
+            json!({"type": "tool_call_finished", "call_id": t.call_id, "name": t.name, "status": t.status, "result": t.result, "duration_ms": t.duration_ms})
+        }
+        Event::Usage(u) => {
+            json!({"type": "usage", "model": u.model, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens})
+        }
+        Event::TurnFinished(f) => {
+            json!({"type": "turn_finished", "text": f.text, "stop_reason": f.stop_reason, "model_calls": f.model_calls, "tool_calls": f.tool_calls})
+        }
         Event::Error(e) => json!({"type": "error", "code": e.code, "message": e.message}),
         Event::Queued(q) => json!({"type": "queued", "position": q.position}),
-        Event::Retrying(r) => json!({"type": "retrying", "attempt": r.attempt, "delay_ms": r.delay_ms, "reason": r.reason, "model": r.model}),
-        Event::Compaction(c) => json!({"type": "compaction", "tokens_before": c.tokens_before, "tokens_after": c.tokens_after}),
+        Event::Retrying(r) => {
+            json!({"type": "retrying", "attempt": r.attempt, "delay_ms": r.delay_ms, "reason": r.reason, "model": r.model})
+        }
+        Event::Compaction(c) => {
+            json!({"type": "compaction", "tokens_before": c.tokens_before, "tokens_after": c.tokens_after})
+        }
     }
 }
 
 pub fn end_of(event: &Event) -> Option<End> {
     match event {
-        Event::TurnFinished(f) => Some(End::Finished { stop_reason: f.stop_reason.clone() }),
-        Event::Error(e) => Some(End::Failed { message: e.message.clone() }),
+        Event::TurnFinished(f) => Some(End::Finished {
+            stop_reason: f.stop_reason.clone(),
+        }),
+        Event::Error(e) => Some(End::Failed {
+            message: e.message.clone(),
+        }),
         _ => None,
     }
 }

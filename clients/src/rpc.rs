@@ -22,7 +22,10 @@ pub struct CliError {
 
 impl CliError {
     pub fn new(code: u8, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
     pub fn failed(message: impl Into<String>) -> Self {
         Self::new(1, message)
@@ -31,7 +34,11 @@ impl CliError {
 
 impl From<tonic::Status> for CliError {
     fn from(s: tonic::Status) -> Self {
-        let code = if s.code() == tonic::Code::Unavailable { 3 } else { 1 };
+        let code = if s.code() == tonic::Code::Unavailable {
+            3
+        } else {
+            1
+        };
         Self::new(code, s.message().to_string())
     }
 }
@@ -45,7 +52,12 @@ pub fn not_running(home: &Path, explicit_home: bool) -> CliError {
     } else {
         "pincerd --background".to_string()
     };
-    CliError::new(NOT_RUNNING, format!("pincerd is not running; start it with `{start}` (or `pincer service start` once the service is installed)"))
+    CliError::new(
+        NOT_RUNNING,
+        format!(
+            "pincerd is not running; start it with `{start}` (or `pincer service start` once the service is installed)"
+        ),
+    )
 }
 
 /// The three API clients over one connection.
@@ -60,7 +72,9 @@ pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliErr
     // Probe first so the common failures get precise sentences.
     if let Err(e) = std::os::unix::net::UnixStream::connect(&socket) {
         return Err(match e.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => not_running(home, explicit_home),
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+                not_running(home, explicit_home)
+            }
             io::ErrorKind::PermissionDenied => CliError::failed(format!(
                 "permission denied on {}: the socket belongs to another user (pincerd only serves its own user)",
                 socket.display()

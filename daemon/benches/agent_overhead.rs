@@ -1,1 +1,80 @@
-fn main() {}
+//! Agent overhead per model call (SPEC §14: ≤ 2 ms p50) with a
+//! zero-latency scripted model on loopback: one turn through the hub
+//! (registry, transcript, prompt, HTTP + SSE, tool dispatch) per iteration,
+//! each in a fresh session so the history does not grow between samples.
+//!
+//! Run with `cargo bench -p pincer-daemon --bench agent_overhead`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use pincer_daemon::agent::hub::Hub;
+use pincer_daemon::agent::{Event, Runtime};
+use pincer_daemon::config::{self};
+use pincer_daemon::home::Home;
+use pincer_daemon::llm::client::ModelClient;
+use pincer_daemon::session::SessionKey;
+use pincer_daemon::session::registry::Registry;
+use pincer_testkit::scripted::{ScriptedLlm, Step};
+
+fn setup(rt: &tokio::runtime::Runtime) -> (Hub, ScriptedLlm, tempfile::TempDir) {
+    rt.block_on(async {
+        let llm = ScriptedLlm::start().await.expect("scripted llm");
+        llm.set_journal(false);
+        llm.script_cycle("[text]", vec![Step::text("ok")]);
+        llm.script_cycle("[tool]", vec![Step::tool("ls", serde_json::json!({})), Step::text("listed")]);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Home::at(dir.path());
+        home.create_dirs().expect("dirs");
+        std::fs::write(
+            home.config_file(),
+            format!(
+                "[providers.s]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n[models.default]\nprovider = \"s\"\nmodel = \"m\"\n[agents.main]\nmodel = \"default\"\n",
+                llm.base_url()
+            ),
+        )
+        .expect("config");
+        let config = config::load(&home).expect("config loads");
+        let registry = Registry::open(&home.registry_db()).expect("registry");
+        let models = ModelClient::new(&config.providers).expect("client");
+        let hub = Hub::new(Runtime::new(home, registry, config, models), 8);
+        (hub, llm, dir)
+    })
+}
+
+async fn turn(hub: &Hub, n: u64, marker: &str) {
+    let key = SessionKey::parse(&format!("agent:main:bench-{n}")).expect("key");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    hub.chat(key, format!("{marker} go"), tx)
+        .await
+        .expect("chat");
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Finished { .. } => return,
+            Event::Error { message, .. } => panic!("turn failed: {message}"),
+            _ => {}
+        }
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (hub, _llm, _dir) = setup(&rt);
+    let counter = AtomicU64::new(0);
+    let mut group = c.benchmark_group("agent_turn");
+    group.bench_function("1_model_call_text", |b| {
+        b.to_async(&rt)
+            .iter(|| turn(&hub, counter.fetch_add(1, Ordering::Relaxed), "[text]"))
+    });
+    group.bench_function("2_model_calls_with_ls_tool", |b| {
+        b.to_async(&rt)
+            .iter(|| turn(&hub, counter.fetch_add(1, Ordering::Relaxed), "[tool]"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -23,7 +23,10 @@ pub enum StartError {
     #[error(transparent)]
     Socket(#[from] socket::SocketError),
     #[error("cannot prepare {path}: {source}")]
-    Home { path: String, source: std::io::Error },
+    Home {
+        path: String,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Registry(#[from] crate::session::registry::RegistryError),
     #[error("{0}")]
@@ -45,14 +48,21 @@ impl StartError {
 /// Runs the daemon until SIGTERM/SIGINT or `Daemon.Shutdown`.
 pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let started = Instant::now();
-    let home_err = |source| StartError::Home { path: home.root().display().to_string(), source };
+    let home_err = |source| StartError::Home {
+        path: home.root().display().to_string(),
+        source,
+    };
     home.create_dirs().map_err(home_err)?;
     let config = config::load(&home)?;
     // Lock before logging: a refused second instance must not write into
     // the running daemon's log.
     let _lock = socket::lock_instance(&home.run_dir(), home.root())?;
-    if let Err(e) = crate::logging::init(&home.log_file(), &config.daemon.log_level, log_to_stderr) {
-        eprintln!("pincerd: cannot open the log file {}: {e}", home.log_file().display());
+    if let Err(e) = crate::logging::init(&home.log_file(), &config.daemon.log_level, log_to_stderr)
+    {
+        eprintln!(
+            "pincerd: cannot open the log file {}: {e}",
+            home.log_file().display()
+        );
     }
     let registry = Registry::open(&home.registry_db())?;
     let models = ModelClient::new(&config.providers)?;
@@ -60,7 +70,10 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         tracing::warn!("{problem}");
     }
     let grace = config.daemon.shutdown_grace;
-    let hub = Hub::new(Runtime::new(home.clone(), registry, config.clone(), models), config.daemon.max_concurrent_turns);
+    let hub = Hub::new(
+        Runtime::new(home.clone(), registry, config.clone(), models),
+        config.daemon.max_concurrent_turns,
+    );
     let listener = socket::bind(&home.socket_path())?;
 
     let stop = CancellationToken::new();
@@ -76,7 +89,12 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         ready_ms = started.elapsed().as_millis() as u64,
         "pincerd is ready"
     );
-    let state = server::State { hub: hub.clone(), started, stop: stop.clone(), reload: reload_tx };
+    let state = server::State {
+        hub: hub.clone(),
+        started,
+        stop: stop.clone(),
+        reload: reload_tx,
+    };
     let served = server::serve(listener, state).await;
     tracing::info!("stopping: letting running turns finish (up to {grace:?})");
     hub.shutdown(grace).await;
@@ -84,7 +102,10 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     served.map_err(StartError::from)
 }
 
-async fn handle_signals(stop: CancellationToken, reload: mpsc::Sender<oneshot::Sender<ReloadReport>>) {
+async fn handle_signals(
+    stop: CancellationToken,
+    reload: mpsc::Sender<oneshot::Sender<ReloadReport>>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -112,7 +133,11 @@ async fn handle_signals(stop: CancellationToken, reload: mpsc::Sender<oneshot::S
     }
 }
 
-async fn handle_reloads(home: Home, hub: Hub, mut requests: mpsc::Receiver<oneshot::Sender<ReloadReport>>) {
+async fn handle_reloads(
+    home: Home,
+    hub: Hub,
+    mut requests: mpsc::Receiver<oneshot::Sender<ReloadReport>>,
+) {
     while let Some(reply) = requests.recv().await {
         let report = reload(&home, &hub);
         let _ = reply.send(report);
@@ -151,7 +176,11 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
             _ => {}
         }
     }
-    for name in old.providers.keys().filter(|n| !new.providers.contains_key(*n)) {
+    for name in old
+        .providers
+        .keys()
+        .filter(|n| !new.providers.contains_key(*n))
+    {
         applied.push(format!("provider `{name}` removed"));
     }
     if old.default_agent != new.default_agent {
@@ -167,7 +196,10 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
         ));
     }
     if old.daemon.log_level != new.daemon.log_level {
-        restart.push(format!("daemon.log_level ({} → {})", old.daemon.log_level, new.daemon.log_level));
+        restart.push(format!(
+            "daemon.log_level ({} → {})",
+            old.daemon.log_level, new.daemon.log_level
+        ));
     }
     if old.daemon.shutdown_grace != new.daemon.shutdown_grace {
         restart.push("daemon.shutdown_grace_s".into());

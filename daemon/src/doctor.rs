@@ -33,7 +33,11 @@ pub struct Finding {
 }
 
 fn finding(level: Level, subject: impl Into<String>, message: impl Into<String>) -> Finding {
-    Finding { level, subject: subject.into(), message: message.into() }
+    Finding {
+        level,
+        subject: subject.into(),
+        message: message.into(),
+    }
 }
 
 /// Checks of the config and of every provider and agent it names.
@@ -44,7 +48,10 @@ pub async fn check_running(home: &Home, config: &Config) -> Vec<Finding> {
         None => finding(
             Level::Ok,
             "config",
-            format!("no {} yet: running on zero-config defaults (`pincer init` writes a starter file)", home.config_file().display()),
+            format!(
+                "no {} yet: running on zero-config defaults (`pincer init` writes a starter file)",
+                home.config_file().display()
+            ),
         ),
     });
     if let Some(problem) = &config.provider_problem {
@@ -56,7 +63,11 @@ pub async fn check_running(home: &Home, config: &Config) -> Vec<Finding> {
     }
     for agent in config.agents.values() {
         if agent.models.is_empty() && config.provider_problem.is_none() {
-            out.push(finding(Level::Error, format!("agent {}", agent.id), "has no model; set `model` under its [agents] table"));
+            out.push(finding(
+                Level::Error,
+                format!("agent {}", agent.id),
+                "has no model; set `model` under its [agents] table",
+            ));
         }
     }
     out
@@ -69,7 +80,12 @@ fn check_dirs(home: &Home) -> Vec<Finding> {
         Ok(m) if m.permissions().mode() & 0o077 != 0 => out.push(finding(
             Level::Error,
             "socket",
-            format!("{} is readable by other users (mode {:o}); run `chmod 700 {}`", run.display(), m.permissions().mode() & 0o777, run.display()),
+            format!(
+                "{} is readable by other users (mode {:o}); run `chmod 700 {}`",
+                run.display(),
+                m.permissions().mode() & 0o777,
+                run.display()
+            ),
         )),
         _ => {}
     }
@@ -80,7 +96,11 @@ fn check_dirs(home: &Home) -> Vec<Finding> {
         out.push(finding(
             Level::Error,
             "socket",
-            format!("{} allows other users (mode {:o}); restart pincerd to recreate it as 0600", sock.display(), m.permissions().mode() & 0o777),
+            format!(
+                "{} allows other users (mode {:o}); restart pincerd to recreate it as 0600",
+                sock.display(),
+                m.permissions().mode() & 0o777
+            ),
         ));
     }
     out
@@ -90,41 +110,88 @@ fn check_dirs(home: &Home) -> Vec<Finding> {
 pub async fn check_provider(p: &ProviderSettings) -> Finding {
     let subject = format!("provider {}", p.name);
     let key = match &p.api_key {
-        ApiKey::Missing { problem } => return finding(Level::Error, subject, format!("{problem}; export it before starting pincerd")),
+        ApiKey::Missing { problem } => {
+            return finding(
+                Level::Error,
+                subject,
+                format!("{problem}; export it before starting pincerd"),
+            );
+        }
         ApiKey::Found { value, .. } => Some(value.0.clone()),
         ApiKey::None => None,
     };
     crate::llm::client::install_crypto_provider();
-    let client = match reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).timeout(Duration::from_secs(10)).build() {
+    let client = match reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(10))
+        .build()
+    {
         Ok(c) => c,
-        Err(e) => return finding(Level::Error, subject, format!("cannot build an HTTP client: {e}")),
+        Err(e) => {
+            return finding(
+                Level::Error,
+                subject,
+                format!("cannot build an HTTP client: {e}"),
+            );
+        }
     };
     let url = match p.kind {
         ProviderKind::Openai => format!("{}/models", p.base_url),
-        ProviderKind::Anthropic => crate::llm::anthropic::endpoint(&p.base_url).replace("/messages", "/models"),
+        ProviderKind::Anthropic => {
+            crate::llm::anthropic::endpoint(&p.base_url).replace("/messages", "/models")
+        }
     };
     let mut req = client.get(&url);
     req = match (p.kind, key) {
         (ProviderKind::Openai, Some(k)) => req.bearer_auth(k),
-        (ProviderKind::Anthropic, Some(k)) => req.header("x-api-key", k).header("anthropic-version", crate::llm::anthropic::API_VERSION),
+        (ProviderKind::Anthropic, Some(k)) => req
+            .header("x-api-key", k)
+            .header("anthropic-version", crate::llm::anthropic::API_VERSION),
         (_, None) => req,
     };
     for (name, value) in &p.headers {
         req = req.header(name, value);
     }
     match req.send().await {
-        Err(e) if e.is_timeout() => finding(Level::Error, subject, format!("{} did not answer within 10 s; check base_url and the network", p.base_url)),
-        Err(e) => finding(Level::Error, subject, format!("cannot reach {} ({}); check base_url and that the server runs", p.base_url, root_cause(&e))),
+        Err(e) if e.is_timeout() => finding(
+            Level::Error,
+            subject,
+            format!(
+                "{} did not answer within 10 s; check base_url and the network",
+                p.base_url
+            ),
+        ),
+        Err(e) => finding(
+            Level::Error,
+            subject,
+            format!(
+                "cannot reach {} ({}); check base_url and that the server runs",
+                p.base_url,
+                root_cause(&e)
+            ),
+        ),
         Ok(r) if r.status().as_u16() == 401 || r.status().as_u16() == 403 => finding(
             Level::Error,
             subject,
-            format!("{} rejected the API key (HTTP {}); check the key pincerd reads", p.base_url, r.status().as_u16()),
+            format!(
+                "{} rejected the API key (HTTP {}); check the key pincerd reads",
+                p.base_url,
+                r.status().as_u16()
+            ),
         ),
-        Ok(r) if r.status().is_success() => finding(Level::Ok, subject, format!("{} is reachable and accepts the credentials", p.base_url)),
+        Ok(r) if r.status().is_success() => finding(
+            Level::Ok,
+            subject,
+            format!("{} is reachable and accepts the credentials", p.base_url),
+        ),
         Ok(r) => finding(
             Level::Warn,
             subject,
-            format!("{} is reachable but answered HTTP {} for {url}; chat may still work", p.base_url, r.status().as_u16()),
+            format!(
+                "{} is reachable but answered HTTP {} for {url}; chat may still work",
+                p.base_url,
+                r.status().as_u16()
+            ),
         ),
     }
 }

@@ -16,7 +16,11 @@ use pincer_daemon::doctor::{self, Level};
 use pincer_daemon::home::Home;
 
 #[derive(Parser)]
-#[command(name = "pincerd", version, about = "The pincer daemon: sessions, agents, tools and the gRPC API on a Unix socket.")]
+#[command(
+    name = "pincerd",
+    version,
+    about = "The pincer daemon: sessions, agents, tools and the gRPC API on a Unix socket."
+)]
 struct Args {
     /// PINCER_HOME (default: $PINCER_HOME, then ~/.pincer).
     #[arg(long, global = true, value_name = "PATH")]
@@ -66,7 +70,10 @@ fn main() -> ExitCode {
 }
 
 fn run_async(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt.block_on(fut),
         Err(e) => {
             eprintln!("pincerd: cannot start the async runtime: {e}");
@@ -80,7 +87,10 @@ fn check_config(home: &Home) -> ExitCode {
         Ok(c) => {
             match &c.source {
                 Some(p) => println!("{} is valid ({} agent(s))", p.display(), c.agents.len()),
-                None => println!("no config file at {}; the zero-config defaults apply", home.config_file().display()),
+                None => println!(
+                    "no config file at {}; the zero-config defaults apply",
+                    home.config_file().display()
+                ),
             }
             if let Some(p) = &c.provider_problem {
                 println!("note: {p}");
@@ -110,7 +120,11 @@ async fn doctor_offline(home: Home) -> ExitCode {
             worst = Level::Error;
         }
     }
-    if worst == Level::Error { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if worst == Level::Error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Re-executes pincerd detached (new session, stdio to files) and waits
@@ -136,7 +150,11 @@ fn start_background(home: &Home) -> ExitCode {
         return ExitCode::from(1);
     }
     let stderr_path = home.logs_dir().join("pincerd.stderr");
-    let stderr = match std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path) {
+    let stderr = match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&stderr_path)
+    {
         Ok(f) => f,
         Err(e) => {
             eprintln!("pincerd: cannot open {}: {e}", stderr_path.display());
@@ -174,7 +192,8 @@ fn start_background(home: &Home) -> ExitCode {
             eprintln!("pincerd exited during start-up ({status}): {last}");
             return ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8);
         }
-        let ours = std::fs::read_to_string(home.pid_file()).is_ok_and(|p| p.trim() == child.id().to_string());
+        let ours = std::fs::read_to_string(home.pid_file())
+            .is_ok_and(|p| p.trim() == child.id().to_string());
         if ours && std::os::unix::net::UnixStream::connect(&socket).is_ok() {
             println!(
                 "pincerd started (pid {}) for {}; logs in {}",
@@ -186,6 +205,11 @@ fn start_background(home: &Home) -> ExitCode {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    eprintln!("pincerd did not open {} within {:?}; see {}", socket.display(), daemon::START_TIMEOUT, home.log_file().display());
+    eprintln!(
+        "pincerd did not open {} within {:?}; see {}",
+        socket.display(),
+        daemon::START_TIMEOUT,
+        home.log_file().display()
+    );
     ExitCode::from(1)
 }

@@ -37,7 +37,9 @@ mod tests {
 
     #[test]
     fn cap_keeps_head_and_tail_and_counts_the_gap() {
-        let text: String = (0..1000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text: String = (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         let capped = cap_head_tail(&text, 90);
         assert!(capped.starts_with(&text[..60]));
         assert!(capped.ends_with(&text[970..]));

@@ -23,14 +23,21 @@ async fn tool_turn(kind: &str) {
     let home = TestHome::new();
     let rules = home.path().join("fakellm.yaml");
     std::fs::write(&rules, RULES).unwrap();
-    let server = PyServer::start("fakellm", &["serve", "--config", rules.to_str().unwrap(), "--port", "0"]);
+    let server = PyServer::start(
+        "fakellm",
+        &["serve", "--config", rules.to_str().unwrap(), "--port", "0"],
+    );
     let base = match kind {
         "anthropic" => server.url(),
         _ => format!("{}/v1", server.url()),
     };
     home.write_config(&provider_config(kind, &base, ""));
     std::fs::create_dir_all(home.workspace()).unwrap();
-    std::fs::write(home.workspace().join("notes.txt"), "remember: fakellm-secret-7\n").unwrap();
+    std::fs::write(
+        home.workspace().join("notes.txt"),
+        "remember: fakellm-secret-7\n",
+    )
+    .unwrap();
     let _d = home.start();
 
     let out = home.cli(&["send", "--json", "what do my notes say?"]).await;
@@ -39,7 +46,12 @@ async fn tool_turn(kind: &str) {
     let calls: Vec<(String, Value)> = events
         .iter()
         .filter(|e| e["type"] == "tool_call_started")
-        .map(|e| (e["name"].as_str().unwrap().to_string(), serde_json::from_str(e["arguments"].as_str().unwrap()).unwrap()))
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                serde_json::from_str(e["arguments"].as_str().unwrap()).unwrap(),
+            )
+        })
         .collect();
     assert_eq!(calls.len(), 2, "{events:?}");
     assert_eq!(calls[0].0, "read");
@@ -48,7 +60,10 @@ async fn tool_turn(kind: &str) {
     assert_eq!(calls[1].0, "exec");
     let done = events.last().unwrap();
     assert_eq!(done["type"], "turn_finished");
-    assert_eq!(done["text"], "Your note says fakellm-secret-7 and exec printed exec-ran-42.");
+    assert_eq!(
+        done["text"],
+        "Your note says fakellm-secret-7 and exec printed exec-ran-42."
+    );
 
     let stats = admin("GET", &format!("{}/_fakellm/stats", server.url()), None).await;
     let text = stats.to_string();

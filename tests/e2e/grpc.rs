@@ -16,11 +16,28 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
     let home = TestHome::new();
     let _d = home.start();
     let sock = home.path().join("run/pincerd.sock");
-    let list = Command::new(peer("grpcurl")).args(["-plaintext", "-unix", "-authority", "localhost"]).arg(&sock).arg("list").output().unwrap();
+    let list = Command::new(peer("grpcurl"))
+        .args(["-plaintext", "-unix", "-authority", "localhost"])
+        .arg(&sock)
+        .arg("list")
+        .output()
+        .unwrap();
     let services = String::from_utf8_lossy(&list.stdout);
-    assert!(list.status.success(), "{}", String::from_utf8_lossy(&list.stderr));
-    for s in ["pincer.v1.Agent", "pincer.v1.Sessions", "pincer.v1.Daemon", "grpc.health.v1.Health"] {
-        assert!(services.lines().any(|l| l.trim() == s), "{s} missing from: {services}");
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    for s in [
+        "pincer.v1.Agent",
+        "pincer.v1.Sessions",
+        "pincer.v1.Daemon",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(
+            services.lines().any(|l| l.trim() == s),
+            "{s} missing from: {services}"
+        );
     }
     let status = Command::new(peer("grpcurl"))
         .args(["-plaintext", "-unix", "-authority", "localhost", "-d", "{}"])
@@ -28,12 +45,23 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
         .arg("pincer.v1.Daemon/Status")
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let body: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(body["home"], home.path().to_str().unwrap());
     let health = Command::new(peer("grpcurl"))
-        .args(["-plaintext", "-unix", "-authority", "localhost", "-d", r#"{"service":"pincer.v1.Agent"}"#])
+        .args([
+            "-plaintext",
+            "-unix",
+            "-authority",
+            "localhost",
+            "-d",
+            r#"{"service":"pincer.v1.Agent"}"#,
+        ])
         .arg(&sock)
         .arg("grpc.health.v1.Health/Check")
         .output()
@@ -41,12 +69,24 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
     assert!(String::from_utf8_lossy(&health.stdout).contains("SERVING"));
     // A bad request from outside gets a status, not a crash.
     let bad = Command::new(peer("grpcurl"))
-        .args(["-plaintext", "-unix", "-authority", "localhost", "-d", r#"{"message":""}"#])
+        .args([
+            "-plaintext",
+            "-unix",
+            "-authority",
+            "localhost",
+            "-d",
+            r#"{"message":""}"#,
+        ])
         .arg(&sock)
         .arg("pincer.v1.Agent/Chat")
         .output()
         .unwrap();
-    assert_eq!(bad.status.code(), Some(64 + 3), "INVALID_ARGUMENT expected: {}", String::from_utf8_lossy(&bad.stderr));
+    assert_eq!(
+        bad.status.code(),
+        Some(64 + 3),
+        "INVALID_ARGUMENT expected: {}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
     home.cli(&["status"]).await.ok();
 }
 
@@ -54,7 +94,10 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
 async fn the_socket_refuses_other_users() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    assert!(root, "this test switches to the user `nobody` and must run as root (CI does); run the suite as root or in a container");
+    assert!(
+        root,
+        "this test switches to the user `nobody` and must run as root (CI does); run the suite as root or in a container"
+    );
     let home = TestHome::new();
     let _d = home.start();
     let as_nobody = |args: &[&str]| {
@@ -68,22 +111,43 @@ async fn the_socket_refuses_other_users() {
             .expect("setpriv (util-linux) is needed to run a client as nobody")
     };
     // The binary must be reachable by nobody for the test to mean anything.
-    let probe = Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).arg(&bins().pincer).arg("--version").output().unwrap();
-    assert!(probe.status.success(), "user nobody cannot run {}: {}", bins().pincer.display(), String::from_utf8_lossy(&probe.stderr));
+    let probe = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&bins().pincer)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(
+        probe.status.success(),
+        "user nobody cannot run {}: {}",
+        bins().pincer.display(),
+        String::from_utf8_lossy(&probe.stderr)
+    );
 
     // 1. File permissions: another user cannot even reach the socket.
     let out = as_nobody(&["status"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("permission denied"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // 2. Even with the permissions opened up, the peer-uid check refuses.
-    for (path, mode) in [(home.path().to_path_buf(), 0o711), (home.path().join("run"), 0o711), (home.path().join("run/pincerd.sock"), 0o666)] {
+    for (path, mode) in [
+        (home.path().to_path_buf(), 0o711),
+        (home.path().join("run"), 0o711),
+        (home.path().join("run/pincerd.sock"), 0o666),
+    ] {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
     let out = as_nobody(&["status"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("connections from uid 65534 are refused"), "{err}");
+    assert!(
+        err.contains("connections from uid 65534 are refused"),
+        "{err}"
+    );
     // The owner is still served.
     home.cli(&["status"]).await.ok();
 }

@@ -11,7 +11,11 @@ use pincer_testkit::scripted::{ScriptedLlm, Step};
 async fn invalid_config_names_file_line_key_and_exits_78() {
     let home = TestHome::new();
     home.write_config("[daemon]\nmax_concurrent_turns = 4\n\n[agents.main]\nmodle = \"default\"\n");
-    let out = std::process::Command::new(&bins().pincerd).arg("--home").arg(home.path()).output().unwrap();
+    let out = std::process::Command::new(&bins().pincerd)
+        .arg("--home")
+        .arg(home.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     let file = home.path().join("config.toml");
@@ -22,19 +26,33 @@ async fn invalid_config_names_file_line_key_and_exits_78() {
     // The CLI's check says the same, with the same exit code.
     let check = home.cli(&["config", "check"]).await;
     assert_eq!(check.code, 78);
-    assert!(check.stderr.contains("did you mean `model`?"), "{}", check.stderr);
+    assert!(
+        check.stderr.contains("did you mean `model`?"),
+        "{}",
+        check.stderr
+    );
 
     // A semantic error points at the offending value.
-    home.write_config("[providers.a]\nkind = \"openai\"\n\n[models.default]\nprovider = \"b\"\nmodel = \"m\"\n");
+    home.write_config(
+        "[providers.a]\nkind = \"openai\"\n\n[models.default]\nprovider = \"b\"\nmodel = \"m\"\n",
+    );
     let check = home.cli(&["config", "check"]).await;
     assert_eq!(check.code, 78);
-    assert!(check.stderr.contains("config.toml:5:12") && check.stderr.contains("provider `b`"), "{}", check.stderr);
+    assert!(
+        check.stderr.contains("config.toml:5:12") && check.stderr.contains("provider `b`"),
+        "{}",
+        check.stderr
+    );
 
     // A bad value type.
     home.write_config("[daemon]\nmax_concurrent_turns = \"many\"\n");
     let check = home.cli(&["config", "check"]).await;
     assert_eq!(check.code, 78);
-    assert!(check.stderr.contains(":2:") && check.stderr.contains("daemon.max_concurrent_turns"), "{}", check.stderr);
+    assert!(
+        check.stderr.contains(":2:") && check.stderr.contains("daemon.max_concurrent_turns"),
+        "{}",
+        check.stderr
+    );
 
     home.write_config(&provider_config("openai", "http://127.0.0.1:9/v1", ""));
     assert_eq!(home.cli(&["config", "check"]).await.code, 0);
@@ -45,7 +63,11 @@ async fn cli_without_daemon_says_how_to_start_it() {
     let home = TestHome::new();
     let out = home.cli(&["status"]).await;
     assert_eq!(out.code, 3);
-    assert!(out.stderr.contains("pincerd is not running; start it with"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("pincerd is not running; start it with"),
+        "{}",
+        out.stderr
+    );
     let out = home.cli(&["send", "hi"]).await;
     assert_eq!(out.code, 3);
 }
@@ -59,10 +81,19 @@ async fn single_instance_stale_socket_and_graceful_stop() {
     assert_eq!(mode(&home.path().join("run")), 0o700);
     assert_eq!(mode(&home.path().join("run/pincerd.sock")), 0o600);
 
-    let second = std::process::Command::new(&bins().pincerd).arg("--home").arg(home.path()).output().unwrap();
+    let second = std::process::Command::new(&bins().pincerd)
+        .arg("--home")
+        .arg(home.path())
+        .output()
+        .unwrap();
     assert_eq!(second.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&second.stderr).contains("already running"));
-    let bg = std::process::Command::new(&bins().pincerd).arg("--home").arg(home.path()).arg("--background").output().unwrap();
+    let bg = std::process::Command::new(&bins().pincerd)
+        .arg("--home")
+        .arg(home.path())
+        .arg("--background")
+        .output()
+        .unwrap();
     assert_eq!(bg.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bg.stderr).contains("already running"));
     home.cli(&["status"]).await.ok();
@@ -83,8 +114,18 @@ async fn single_instance_stale_socket_and_graceful_stop() {
 #[tokio::test(flavor = "multi_thread")]
 async fn background_start_returns_when_ready() {
     let home = TestHome::new();
-    let out = std::process::Command::new(&bins().pincerd).arg("--home").arg(home.path()).arg("--background").output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new(&bins().pincerd)
+        .arg("--home")
+        .arg(home.path())
+        .arg("--background")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let status = home.cli(&["--json", "status"]).await;
     let pid = status.json()["pid"].as_u64().unwrap() as i32;
     // Stop it through the API's owner: SIGTERM.
@@ -105,16 +146,31 @@ async fn zero_config_explains_what_to_set_and_uses_the_environment() {
     let d = home.start();
     let out = home.cli(&["send", "hello"]).await;
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("No model provider is configured: set OPENAI_API_KEY"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("No model provider is configured: set OPENAI_API_KEY"),
+        "{}",
+        out.stderr
+    );
     let doctor = home.cli(&["doctor"]).await;
     assert_eq!(doctor.code, 1);
-    assert!(doctor.stdout.contains("✗ provider: No model provider is configured"), "{}", doctor.stdout);
+    assert!(
+        doctor
+            .stdout
+            .contains("✗ provider: No model provider is configured"),
+        "{}",
+        doctor.stdout
+    );
     drop(d);
 
     let llm = ScriptedLlm::start().await.unwrap();
     llm.script("[zero]", vec![Step::text("configured by the environment")]);
     let base = format!("{}/v1", llm.base_url());
-    let _d = home.start_with_env(&[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &base), ("PINCER_MODEL", "env-model")]);
+    let _d = home.start_with_env(&[
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", &base),
+        ("PINCER_MODEL", "env-model"),
+    ]);
     let out = home.cli(&["send", "--session", "env", "[zero] hi"]).await;
     assert_eq!(out.ok().trim(), "configured by the environment");
     assert_eq!(llm.journal()[0]["model"], "env-model");
@@ -129,11 +185,19 @@ async fn bad_requests_get_clear_errors() {
     let _d = home.start();
     let out = home.cli(&["send", "   "]).await;
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("the message is empty"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the message is empty"),
+        "{}",
+        out.stderr
+    );
     let big = "x".repeat(1024 * 1024 + 1);
     let out = home.cli_with_stdin(&["send", "-"], &big).await;
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("limit is 1048576 bytes"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("limit is 1048576 bytes"),
+        "{}",
+        out.stderr
+    );
     let out = home.cli(&["send", "--agent", "ghost", "hi"]).await;
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("no agent `ghost`"), "{}", out.stderr);
@@ -150,7 +214,12 @@ async fn bad_requests_get_clear_errors() {
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("cannot connect"), "{}", out.stderr);
     let list = home.cli(&["--json", "sessions", "list"]).await.json();
-    assert!(list[0]["last_error"].as_str().unwrap().contains("cannot connect"));
+    assert!(
+        list[0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot connect")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -165,16 +234,35 @@ async fn reload_applies_live_changes_and_reports_restart_ones() {
         provider_config("openai", &base, "")
     ));
     let out = home.cli(&["config", "reload"]).await;
-    assert!(out.ok().contains("applied: agent `helper` added"), "{}", out.stdout);
-    assert!(out.stdout.contains("needs a restart of pincerd: daemon.max_concurrent_turns (8 → 3)"), "{}", out.stdout);
+    assert!(
+        out.ok().contains("applied: agent `helper` added"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("needs a restart of pincerd: daemon.max_concurrent_turns (8 → 3)"),
+        "{}",
+        out.stdout
+    );
     llm.script("[helper]", vec![Step::text("helper here")]);
-    assert_eq!(home.cli(&["send", "--agent", "helper", "[helper] hi"]).await.ok().trim(), "helper here");
+    assert_eq!(
+        home.cli(&["send", "--agent", "helper", "[helper] hi"])
+            .await
+            .ok()
+            .trim(),
+        "helper here"
+    );
 
     // An invalid file is refused and the running config stays.
     home.write_config("[agents.main]\nbogus = 1\n");
     let out = home.cli(&["config", "reload"]).await;
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("was not applied") && out.stderr.contains("bogus"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("was not applied") && out.stderr.contains("bogus"),
+        "{}",
+        out.stderr
+    );
     let status = home.cli(&["--json", "status"]).await.json();
     assert_eq!(status["agents"].as_array().unwrap().len(), 2);
 }
@@ -194,24 +282,55 @@ async fn logs_doctor_and_session_management() {
     let doctor = home.cli(&["doctor"]).await;
     assert_eq!(doctor.code, 1);
     assert!(doctor.stdout.contains("✓ socket"), "{}", doctor.stdout);
-    assert!(doctor.stdout.contains("✓ provider test:"), "{}", doctor.stdout);
-    assert!(doctor.stdout.contains("✗ provider down: cannot reach http://127.0.0.1:9/v1"), "{}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains("✓ provider test:"),
+        "{}",
+        doctor.stdout
+    );
+    assert!(
+        doctor
+            .stdout
+            .contains("✗ provider down: cannot reach http://127.0.0.1:9/v1"),
+        "{}",
+        doctor.stdout
+    );
     assert!(doctor.stdout.contains("✗ provider nokey: provider `nokey` reads its API key from $PINCER_TEST_UNSET_KEY, which is not set"), "{}", doctor.stdout);
 
     llm.script("[s1]", vec![Step::text("one"), Step::text("two")]);
     home.cli(&["send", "[s1] hi"]).await.ok();
     let before = home.cli(&["--json", "sessions", "list"]).await.json();
     let old_id = before[0]["id"].as_str().unwrap().to_string();
-    let reset = home.cli(&["--json", "sessions", "reset", "main"]).await.json();
+    let reset = home
+        .cli(&["--json", "sessions", "reset", "main"])
+        .await
+        .json();
     assert_eq!(reset["old_id"], old_id.as_str());
     // The old transcript stays on disk; the next turn starts a fresh one.
-    assert!(home.path().join(format!("sessions/main/{old_id}.jsonl")).exists());
+    assert!(
+        home.path()
+            .join(format!("sessions/main/{old_id}.jsonl"))
+            .exists()
+    );
     llm.script("[s2]", vec![Step::text("fresh")]);
     home.cli(&["send", "[s2] again"]).await.ok();
-    let show = home.cli(&["--json", "sessions", "show", "agent:main:main"]).await.json();
+    let show = home
+        .cli(&["--json", "sessions", "show", "agent:main:main"])
+        .await
+        .json();
     assert_eq!(show["entries"].as_array().unwrap().len(), 2);
     let shown = home.cli(&["sessions", "show", "main"]).await;
-    assert!(shown.ok().contains("you:       [s2] again"), "{}", shown.stdout);
+    assert!(
+        shown.ok().contains("you:       [s2] again"),
+        "{}",
+        shown.stdout
+    );
     home.cli(&["sessions", "delete", "main"]).await.ok();
-    assert!(home.cli(&["--json", "sessions", "list"]).await.json().as_array().unwrap().is_empty());
+    assert!(
+        home.cli(&["--json", "sessions", "list"])
+            .await
+            .json()
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -14,21 +14,59 @@ struct Mock {
 
 impl Mock {
     fn start() -> Self {
-        Self { server: PyServer::start("llmock", &["serve", "--port", "0", "--tool-mode", "off", "--response-style", "static"]) }
+        Self {
+            server: PyServer::start(
+                "llmock",
+                &[
+                    "serve",
+                    "--port",
+                    "0",
+                    "--tool-mode",
+                    "off",
+                    "--response-style",
+                    "static",
+                ],
+            ),
+        }
     }
     async fn queue(&self, behaviors: Value) {
-        let r = admin("POST", &format!("{}/_llmock/scenario", self.server.url()), Some(json!({"behaviors": behaviors}))).await;
-        assert!(r.get("queued").is_some(), "llmock refused the scenario: {r}");
+        let r = admin(
+            "POST",
+            &format!("{}/_llmock/scenario", self.server.url()),
+            Some(json!({"behaviors": behaviors})),
+        )
+        .await;
+        assert!(
+            r.get("queued").is_some(),
+            "llmock refused the scenario: {r}"
+        );
     }
     async fn requests(&self) -> Vec<Value> {
-        admin("GET", &format!("{}/_llmock/requests", self.server.url()), None).await["requests"]
+        admin(
+            "GET",
+            &format!("{}/_llmock/requests", self.server.url()),
+            None,
+        )
+        .await["requests"]
             .as_array()
             .cloned()
             .unwrap_or_default()
     }
     async fn pending(&self) -> usize {
-        let r = admin("GET", &format!("{}/_llmock/scenario", self.server.url()), None).await;
-        r.get("pending").and_then(Value::as_u64).or_else(|| r.get("behaviors").and_then(Value::as_array).map(|a| a.len() as u64)).unwrap_or(0) as usize
+        let r = admin(
+            "GET",
+            &format!("{}/_llmock/scenario", self.server.url()),
+            None,
+        )
+        .await;
+        r.get("pending")
+            .and_then(Value::as_u64)
+            .or_else(|| {
+                r.get("behaviors")
+                    .and_then(Value::as_array)
+                    .map(|a| a.len() as u64)
+            })
+            .unwrap_or(0) as usize
     }
     fn base(&self, kind: &str) -> String {
         match kind {
@@ -52,15 +90,37 @@ async fn truncated_stream_is_retried(kind: &str) {
     let out = home.cli(&["send", "--json", "hello"]).await;
     let events = out.json_lines();
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let retry = events.iter().find(|e| e["type"] == "retrying").unwrap_or_else(|| panic!("no retry: {events:?}"));
-    assert!(retry["reason"].as_str().unwrap().contains("ended before its terminator"), "{retry}");
-    assert_eq!(events.last().unwrap()["text"], "The complete second answer.");
+    let retry = events
+        .iter()
+        .find(|e| e["type"] == "retrying")
+        .unwrap_or_else(|| panic!("no retry: {events:?}"));
+    assert!(
+        retry["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ended before its terminator"),
+        "{retry}"
+    );
+    assert_eq!(
+        events.last().unwrap()["text"],
+        "The complete second answer."
+    );
     let requests = mock.requests().await;
     assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0]["fault"].as_str().map(|f| f.contains("truncate")), Some(true), "{}", requests[0]);
+    assert_eq!(
+        requests[0]["fault"]
+            .as_str()
+            .map(|f| f.contains("truncate")),
+        Some(true),
+        "{}",
+        requests[0]
+    );
     // Only the complete answer was recorded.
     let transcript = home.transcript("main");
-    let answers: Vec<&Value> = transcript.iter().filter(|e| e["kind"] == "assistant").collect();
+    let answers: Vec<&Value> = transcript
+        .iter()
+        .filter(|e| e["kind"] == "assistant")
+        .collect();
     assert_eq!(answers.len(), 1);
     assert_eq!(answers[0]["text"], "The complete second answer.");
     assert_eq!(mock.pending().await, 0);
@@ -91,9 +151,18 @@ async fn malformed_tool_arguments_become_a_tool_error_the_model_sees() {
     let out = home.cli(&["send", "--json", "read my notes"]).await;
     let events = out.json_lines();
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let finished = events.iter().find(|e| e["type"] == "tool_call_finished").expect("a tool call");
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_finished")
+        .expect("a tool call");
     assert_eq!(finished["status"], "error");
-    assert!(finished["result"].as_str().unwrap().contains("not valid JSON"), "{finished}");
+    assert!(
+        finished["result"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON"),
+        "{finished}"
+    );
     assert_eq!(events.last().unwrap()["text"], "I will fix my arguments.");
     let requests = mock.requests().await;
     assert_eq!(requests.len(), 2);
@@ -104,7 +173,13 @@ async fn malformed_tool_arguments_become_a_tool_error_the_model_sees() {
         .find(|m| m["role"] == "tool")
         .cloned()
         .expect("the tool result went back to the model");
-    assert!(tool_msg["content"].as_str().unwrap().contains("not valid JSON"), "{tool_msg}");
+    assert!(
+        tool_msg["content"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON"),
+        "{tool_msg}"
+    );
 }
 
 async fn rate_limit_then_success(kind: &str) {
@@ -120,7 +195,10 @@ async fn rate_limit_then_success(kind: &str) {
     let out = home.cli(&["send", "--json", "hi"]).await;
     let events = out.json_lines();
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let retry = events.iter().find(|e| e["type"] == "retrying").expect("a retry event");
+    let retry = events
+        .iter()
+        .find(|e| e["type"] == "retrying")
+        .expect("a retry event");
     // Retry-After (1 s) wins over the 20 ms configured backoff.
     assert_eq!(retry["delay_ms"], 1000, "{retry}");
     assert!(retry["reason"].as_str().unwrap().contains("429"));
@@ -128,8 +206,12 @@ async fn rate_limit_then_success(kind: &str) {
     let requests = mock.requests().await;
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0]["status"], 429);
-    let gap = requests[1]["started_at"].as_f64().unwrap() - requests[0]["ended_at"].as_f64().unwrap();
-    assert!(gap >= 0.95, "the retry came after {gap:.3} s, before Retry-After");
+    let gap =
+        requests[1]["started_at"].as_f64().unwrap() - requests[0]["ended_at"].as_f64().unwrap();
+    assert!(
+        gap >= 0.95,
+        "the retry came after {gap:.3} s, before Retry-After"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

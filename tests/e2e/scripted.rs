@@ -10,7 +10,11 @@ use serde_json::{Value, json};
 async fn setup(extra: &str) -> (TestHome, ScriptedLlm) {
     let llm = ScriptedLlm::start().await.expect("scripted llm");
     let home = TestHome::new();
-    home.write_config(&provider_config("openai", &format!("{}/v1", llm.base_url()), extra));
+    home.write_config(&provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        extra,
+    ));
     (home, llm)
 }
 
@@ -29,33 +33,64 @@ fn tool_messages(request: &Value) -> Vec<String> {
 async fn tool_turn_reads_and_execs_then_answers() {
     let (home, llm) = setup("").await;
     std::fs::create_dir_all(home.workspace()).unwrap();
-    std::fs::write(home.workspace().join("notes.txt"), "the secret number is 42\n").unwrap();
+    std::fs::write(
+        home.workspace().join("notes.txt"),
+        "the secret number is 42\n",
+    )
+    .unwrap();
     llm.script(
         "[tool-turn]",
         vec![
-            Step { text: "Let me look.".into(), ..Step::tool("read", json!({"path": "notes.txt"})) },
+            Step {
+                text: "Let me look.".into(),
+                ..Step::tool("read", json!({"path": "notes.txt"}))
+            },
             Step::tool("exec", json!({"command": "echo from-exec; pwd"})),
             Step::text("The number is 42 and exec said from-exec."),
         ],
     );
     let _d = home.start();
-    let out = home.cli(&["send", "--json", "[tool-turn] what is the number?"]).await;
+    let out = home
+        .cli(&["send", "--json", "[tool-turn] what is the number?"])
+        .await;
     let events = out.json_lines();
     assert_eq!(out.code, 0, "{}", out.stderr);
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"turn_started"));
     assert_eq!(kinds.last(), Some(&"turn_finished"));
-    let started: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_call_started").collect();
+    let started: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_started")
+        .collect();
     assert_eq!(started.len(), 2);
     assert_eq!(started[0]["name"], "read");
     // The argument deltas were joined into one JSON document.
-    assert_eq!(serde_json::from_str::<Value>(started[0]["arguments"].as_str().unwrap()).unwrap(), json!({"path": "notes.txt"}));
-    let finished: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_call_finished").collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(started[0]["arguments"].as_str().unwrap()).unwrap(),
+        json!({"path": "notes.txt"})
+    );
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_finished")
+        .collect();
     assert_eq!(finished[0]["status"], "ok");
-    assert!(finished[0]["result"].as_str().unwrap().contains("the secret number is 42"));
-    assert!(finished[1]["result"].as_str().unwrap().contains("from-exec"));
+    assert!(
+        finished[0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("the secret number is 42")
+    );
+    assert!(
+        finished[1]["result"]
+            .as_str()
+            .unwrap()
+            .contains("from-exec")
+    );
     let final_event = events.last().unwrap();
-    assert_eq!(final_event["text"], "The number is 42 and exec said from-exec.");
+    assert_eq!(
+        final_event["text"],
+        "The number is 42 and exec said from-exec."
+    );
     assert_eq!(final_event["model_calls"], 3);
     assert_eq!(final_event["tool_calls"], 2);
 
@@ -67,20 +102,51 @@ async fn tool_turn_reads_and_execs_then_answers() {
     let ws = home.workspace().canonicalize().unwrap();
     assert!(results[1].contains(ws.to_str().unwrap()), "{results:?}");
     // The tools were offered with their schemas.
-    let tools: Vec<&str> = journal[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let tools: Vec<&str> = journal[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
     assert!(tools.contains(&"read") && tools.contains(&"exec"));
 
     // Everything is in the transcript, in order.
-    let kinds: Vec<String> = home.transcript("main").iter().map(|e| e["kind"].as_str().unwrap().to_string()).collect();
-    assert_eq!(kinds, ["user", "assistant", "tool_call", "tool_result", "assistant", "tool_call", "tool_result", "assistant"]);
+    let kinds: Vec<String> = home
+        .transcript("main")
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "user",
+            "assistant",
+            "tool_call",
+            "tool_result",
+            "assistant",
+            "tool_call",
+            "tool_result",
+            "assistant"
+        ]
+    );
     // The human rendering shows text and tool calls.
-    llm.script("[tool-turn-2]", vec![Step::tool("ls", json!({})), Step::text("listed")]);
-    let out = home.cli(&["send", "--session", "other", "[tool-turn-2] list"]).await;
+    llm.script(
+        "[tool-turn-2]",
+        vec![Step::tool("ls", json!({})), Step::text("listed")],
+    );
+    let out = home
+        .cli(&["send", "--session", "other", "[tool-turn-2] list"])
+        .await;
     assert_eq!(out.ok().trim(), "listed");
     assert!(out.stderr.contains("⚙ ls"), "{}", out.stderr);
     // Usage was accounted in the registry.
     let list = home.cli(&["--json", "sessions", "list"]).await.json();
-    let main = list.as_array().unwrap().iter().find(|s| s["key"] == "agent:main:main").unwrap();
+    let main = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "agent:main:main")
+        .unwrap();
     assert_eq!(main["input_tokens"], 33);
     assert_eq!(main["output_tokens"], 21);
 }
@@ -90,7 +156,13 @@ async fn anthropic_wire_format_round_trip() {
     let llm = ScriptedLlm::start().await.unwrap();
     let home = TestHome::new();
     home.write_config(&provider_config("anthropic", &llm.base_url(), ""));
-    llm.script("[anthropic]", vec![Step::tool("ls", json!({"path": "."})), Step::text("Empty workspace.")]);
+    llm.script(
+        "[anthropic]",
+        vec![
+            Step::tool("ls", json!({"path": "."})),
+            Step::text("Empty workspace."),
+        ],
+    );
     let _d = home.start();
     let out = home.cli(&["send", "[anthropic] list files"]).await;
     assert_eq!(out.ok().trim(), "Empty workspace.");
@@ -110,10 +182,10 @@ async fn bad_model_output_becomes_tool_errors_the_model_sees() {
         vec![
             Step {
                 tool_calls: vec![
-                    ("read".into(), "{\"path\": \"a.txt\"".into()),      // truncated JSON
-                    ("no_such_tool".into(), "{}".into()),                 // unknown tool
+                    ("read".into(), "{\"path\": \"a.txt\"".into()), // truncated JSON
+                    ("no_such_tool".into(), "{}".into()),           // unknown tool
                     ("read".into(), "{\"path\": \"../../etc/passwd\"}".into()), // outside the workspace
-                    ("read".into(), "{\"file\": \"a.txt\"}".into()),      // wrong parameter
+                    ("read".into(), "{\"file\": \"a.txt\"}".into()),            // wrong parameter
                 ],
                 ..Default::default()
             },
@@ -126,9 +198,21 @@ async fn bad_model_output_becomes_tool_errors_the_model_sees() {
     let results = tool_messages(&llm.journal()[1]);
     assert_eq!(results.len(), 4);
     assert!(results[0].contains("not valid JSON"), "{}", results[0]);
-    assert!(results[1].contains("unknown tool `no_such_tool`") && results[1].contains("read"), "{}", results[1]);
-    assert!(results[2].contains("outside the workspace"), "{}", results[2]);
-    assert!(results[3].contains("invalid arguments") && results[3].contains("path"), "{}", results[3]);
+    assert!(
+        results[1].contains("unknown tool `no_such_tool`") && results[1].contains("read"),
+        "{}",
+        results[1]
+    );
+    assert!(
+        results[2].contains("outside the workspace"),
+        "{}",
+        results[2]
+    );
+    assert!(
+        results[3].contains("invalid arguments") && results[3].contains("path"),
+        "{}",
+        results[3]
+    );
     assert!(results.iter().all(|r| r.starts_with("ERROR: ")));
 }
 
@@ -150,8 +234,14 @@ async fn call_limit_ends_with_a_last_call_without_tools() {
     assert_eq!(last["text"], "Here is what I found.");
     let journal = llm.journal();
     assert_eq!(journal.len(), 3);
-    assert!(journal[2].get("tools").is_none(), "the last call must offer no tools");
-    let last_user = journal[2]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(
+        journal[2].get("tools").is_none(),
+        "the last call must offer no tools"
+    );
+    let last_user = journal[2]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(last_user.contains("Do not call tools"), "{last_user}");
 }
 
@@ -160,7 +250,10 @@ async fn abort_mid_turn_kills_the_process_group_and_records_the_turn() {
     let (home, llm) = setup("").await;
     llm.script(
         "[abort]",
-        vec![Step::tool("exec", json!({"command": "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"}))],
+        vec![Step::tool(
+            "exec",
+            json!({"command": "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"}),
+        )],
     );
     let _d = home.start();
     let send = home.cli_spawn(&["send", "--json", "[abort] run something long"]);
@@ -176,14 +269,21 @@ async fn abort_mid_turn_kills_the_process_group_and_records_the_turn() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let abort = home.cli(&["--json", "abort"]).await;
     assert_eq!(abort.json()["aborted"], true);
-    let out = tokio::time::timeout(Duration::from_secs(20), send.wait_with_output()).await.unwrap().unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(20), send.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(last["stop_reason"], "aborted");
     assert_eq!(out.status.code(), Some(130));
     // The whole process group is gone, background child included.
     for file in [&shell_pid, &child_pid] {
-        let pid: i32 = std::fs::read_to_string(file).unwrap().trim().parse().unwrap();
+        let pid: i32 = std::fs::read_to_string(file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         let mut alive = true;
         for _ in 0..100 {
             // SAFETY: signal 0 only checks for existence.
@@ -196,16 +296,29 @@ async fn abort_mid_turn_kills_the_process_group_and_records_the_turn() {
         assert!(!alive, "process {pid} survived the abort");
     }
     let transcript = home.transcript("main");
-    let kinds: Vec<&str> = transcript.iter().map(|e| e["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["user", "assistant", "tool_call", "tool_result", "meta"]);
+    let kinds: Vec<&str> = transcript
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["user", "assistant", "tool_call", "tool_result", "meta"]
+    );
     assert_eq!(transcript[4]["event"], "turn_aborted");
     // Abort with nothing running says so.
-    assert_eq!(home.cli(&["--json", "abort"]).await.json()["aborted"], false);
+    assert_eq!(
+        home.cli(&["--json", "abort"]).await.json()["aborted"],
+        false
+    );
 }
 
 fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+        .map(|s| {
+            s.split(") ")
+                .nth(1)
+                .is_some_and(|rest| rest.starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
@@ -214,10 +327,24 @@ async fn two_sessions_run_in_parallel() {
     let (home, llm) = setup("").await;
     // Each command waits for the other to start: only parallel turns finish.
     let wait_for = |me: &str, other: &str| {
-        format!("touch {me}; for i in $(seq 400); do [ -f {other} ] && echo met && exit 0; sleep 0.05; done; echo alone; exit 1")
+        format!(
+            "touch {me}; for i in $(seq 400); do [ -f {other} ] && echo met && exit 0; sleep 0.05; done; echo alone; exit 1"
+        )
     };
-    llm.script("[par-a]", vec![Step::tool("exec", json!({"command": wait_for("a", "b")})), Step::text("a done")]);
-    llm.script("[par-b]", vec![Step::tool("exec", json!({"command": wait_for("b", "a")})), Step::text("b done")]);
+    llm.script(
+        "[par-a]",
+        vec![
+            Step::tool("exec", json!({"command": wait_for("a", "b")})),
+            Step::text("a done"),
+        ],
+    );
+    llm.script(
+        "[par-b]",
+        vec![
+            Step::tool("exec", json!({"command": wait_for("b", "a")})),
+            Step::text("b done"),
+        ],
+    );
     let _d = home.start();
     let (a, b) = tokio::join!(
         home.cli(&["send", "--session", "a", "[par-a] go"]),
@@ -236,7 +363,10 @@ async fn follow_ups_queue_behind_the_running_turn() {
     llm.script(
         "[queue]",
         vec![
-            Step::tool("exec", json!({"command": "for i in $(seq 400); do [ -f go ] && exit 0; sleep 0.05; done"})),
+            Step::tool(
+                "exec",
+                json!({"command": "for i in $(seq 400); do [ -f go ] && exit 0; sleep 0.05; done"}),
+            ),
             Step::text("first answered"),
             Step::text("second answered"),
         ],
@@ -250,15 +380,22 @@ async fn follow_ups_queue_behind_the_running_turn() {
     let second = home.cli_spawn(&["send", "--json", "second, while busy"]);
     tokio::time::sleep(Duration::from_millis(300)).await;
     std::fs::write(home.workspace().join("go"), "").unwrap();
-    let first = String::from_utf8_lossy(&first.wait_with_output().await.unwrap().stdout).into_owned();
-    let second = String::from_utf8_lossy(&second.wait_with_output().await.unwrap().stdout).into_owned();
+    let first =
+        String::from_utf8_lossy(&first.wait_with_output().await.unwrap().stdout).into_owned();
+    let second =
+        String::from_utf8_lossy(&second.wait_with_output().await.unwrap().stdout).into_owned();
     assert!(first.contains("first answered"), "{first}");
     assert!(second.contains("\"queued\""), "{second}");
     assert!(second.contains("second answered"), "{second}");
     // The queued message was delivered as its own next turn.
     let journal = llm.journal();
     assert_eq!(journal.len(), 3);
-    let last_user = journal[2]["messages"].as_array().unwrap().last().unwrap().clone();
+    let last_user = journal[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last_user["content"], "second, while busy");
 }
 
@@ -287,9 +424,17 @@ async fn kill_9_mid_turn_then_restart_continues_the_session() {
     std::fs::write(&path, bytes).unwrap();
 
     let _d = home.start(); // the stale socket is replaced
-    let show = home.cli(&["--json", "sessions", "show", "main"]).await.json();
+    let show = home
+        .cli(&["--json", "sessions", "show", "main"])
+        .await
+        .json();
     assert_eq!(show["recovered_torn_line"], true);
-    let kinds: Vec<&str> = show["entries"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = show["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["user", "assistant", "tool_call"]);
 
     let out = home.cli(&["send", "[crash] are you there?"]).await;
@@ -298,7 +443,10 @@ async fn kill_9_mid_turn_then_restart_continues_the_session() {
     let results = tool_messages(llm.journal().last().unwrap());
     assert_eq!(results.len(), 1);
     assert!(results[0].contains("interrupted"), "{results:?}");
-    let show = home.cli(&["--json", "sessions", "show", "main"]).await.json();
+    let show = home
+        .cli(&["--json", "sessions", "show", "main"])
+        .await
+        .json();
     assert_eq!(show["recovered_torn_line"], false);
 }
 
@@ -325,8 +473,15 @@ model = "primary"
     llm.script(
         "[fallback]",
         vec![
-            Step { status: Some(503), ..Default::default() },
-            Step { text: "cut".into(), truncate: true, ..Default::default() },
+            Step {
+                status: Some(503),
+                ..Default::default()
+            },
+            Step {
+                text: "cut".into(),
+                truncate: true,
+                ..Default::default()
+            },
             Step::text("from the backup"),
         ],
     );
@@ -337,7 +492,11 @@ model = "primary"
     assert_eq!(retries.len(), 1, "{events:?}");
     assert!(retries[0]["reason"].as_str().unwrap().contains("503"));
     assert_eq!(events.last().unwrap()["text"], "from the backup");
-    let models: Vec<String> = llm.journal().iter().map(|r| r["model"].as_str().unwrap().to_string()).collect();
+    let models: Vec<String> = llm
+        .journal()
+        .iter()
+        .map(|r| r["model"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(models, ["primary", "primary", "backup"]);
     let transcript = home.transcript("main");
     assert_eq!(transcript.last().unwrap()["model"], "p/backup");
@@ -349,7 +508,11 @@ async fn length_finish_is_continued() {
     llm.script(
         "[length]",
         vec![
-            Step { text: "part one, ".into(), finish: Some("length".into()), ..Default::default() },
+            Step {
+                text: "part one, ".into(),
+                finish: Some("length".into()),
+                ..Default::default()
+            },
             Step::text("part two."),
         ],
     );
@@ -357,6 +520,9 @@ async fn length_finish_is_continued() {
     let out = home.cli(&["send", "[length] write a lot"]).await;
     assert_eq!(out.ok().trim(), "part one, part two.");
     let journal = llm.journal();
-    let last = journal[1]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+    let last = journal[1]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(last.contains("Continue exactly where it stopped"), "{last}");
 }

@@ -20,16 +20,35 @@ pub fn bins() -> &'static Bins {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "pincer-daemon", "-p", "pincer-cli", "--bins"])
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "pincer-daemon",
+                "-p",
+                "pincer-cli",
+                "--bins",
+            ])
             .current_dir(&workspace)
             .status()
             .expect("cannot run cargo to build pincerd and pincer");
         assert!(status.success(), "building pincerd and pincer failed");
         // target/debug/deps/e2e-… → target/debug
         let exe = std::env::current_exe().expect("current_exe");
-        let dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
-        let bins = Bins { pincerd: dir.join("pincerd"), pincer: dir.join("pincer") };
-        assert!(bins.pincerd.exists(), "{} is missing after the build", bins.pincerd.display());
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target dir")
+            .to_path_buf();
+        let bins = Bins {
+            pincerd: dir.join("pincerd"),
+            pincer: dir.join("pincer"),
+        };
+        assert!(
+            bins.pincerd.exists(),
+            "{} is missing after the build",
+            bins.pincerd.display()
+        );
         bins
     })
 }
@@ -50,7 +69,11 @@ pub struct Output {
 impl Output {
     /// Asserts exit code 0 and returns stdout.
     pub fn ok(&self) -> &str {
-        assert_eq!(self.code, 0, "command failed:\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "command failed:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
         &self.stdout
     }
     /// stdout as JSON lines.
@@ -62,7 +85,8 @@ impl Output {
             .collect()
     }
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
     }
 }
 
@@ -74,7 +98,12 @@ impl Default for TestHome {
 
 impl TestHome {
     pub fn new() -> Self {
-        Self { dir: tempfile::Builder::new().prefix("pincer-e2e-").tempdir().expect("tempdir") }
+        Self {
+            dir: tempfile::Builder::new()
+                .prefix("pincer-e2e-")
+                .tempdir()
+                .expect("tempdir"),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -98,8 +127,18 @@ impl TestHome {
         let stderr_path = self.path().join("pincerd.stderr");
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let mut cmd = Command::new(&bins().pincerd);
-        cmd.arg("--home").arg(self.path()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-        for var in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "PINCER_MODEL", "PINCER_HOME"] {
+        cmd.arg("--home")
+            .arg(self.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        for var in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "OPENROUTER_API_KEY",
+            "PINCER_MODEL",
+            "PINCER_HOME",
+        ] {
             cmd.env_remove(var);
         }
         for (k, v) in env {
@@ -110,12 +149,18 @@ impl TestHome {
         let started = Instant::now();
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                panic!("pincerd exited at start ({status}): {}", std::fs::read_to_string(&stderr_path).unwrap_or_default());
+                panic!(
+                    "pincerd exited at start ({status}): {}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                );
             }
             if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
                 break;
             }
-            assert!(started.elapsed() < Duration::from_secs(20), "pincerd did not open its socket in 20 s");
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "pincerd did not open its socket in 20 s"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         Daemon { child: Some(child) }

@@ -14,7 +14,9 @@ pub fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("PINCER_TEST_PEERS").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir).join("venv/bin");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root"));
     home.join(".cache/pincer-test/venv/bin")
 }
 
@@ -94,8 +96,11 @@ pub async fn admin(method: &str, url: &str, body: Option<serde_json::Value>) -> 
 fn http_json(method: &str, url: &str, body: Option<serde_json::Value>) -> serde_json::Value {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").expect("http url");
-    let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
-    let mut stream = std::net::TcpStream::connect(host).unwrap_or_else(|e| panic!("connect {host}: {e}"));
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let mut stream =
+        std::net::TcpStream::connect(host).unwrap_or_else(|e| panic!("connect {host}: {e}"));
     let payload = body.map(|b| b.to_string()).unwrap_or_default();
     write!(
         stream,

@@ -40,26 +40,46 @@ pub struct Step {
 
 impl Step {
     pub fn text(t: &str) -> Self {
-        Self { text: t.into(), ..Default::default() }
+        Self {
+            text: t.into(),
+            ..Default::default()
+        }
     }
     pub fn tool(name: &str, args: Value) -> Self {
-        Self { tool_calls: vec![(name.into(), args.to_string())], ..Default::default() }
+        Self {
+            tool_calls: vec![(name.into(), args.to_string())],
+            ..Default::default()
+        }
     }
     pub fn tools(calls: &[(&str, Value)]) -> Self {
-        Self { tool_calls: calls.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect(), ..Default::default() }
+        Self {
+            tool_calls: calls
+                .iter()
+                .map(|(n, a)| (n.to_string(), a.to_string()))
+                .collect(),
+            ..Default::default()
+        }
     }
     pub fn raw_tool(name: &str, raw_args: &str) -> Self {
-        Self { tool_calls: vec![(name.into(), raw_args.into())], ..Default::default() }
+        Self {
+            tool_calls: vec![(name.into(), raw_args.into())],
+            ..Default::default()
+        }
     }
     pub fn status(code: u16) -> Self {
-        Self { status: Some(code), ..Default::default() }
+        Self {
+            status: Some(code),
+            ..Default::default()
+        }
     }
 }
 
 #[derive(Default)]
 struct Inner {
-    scripts: Vec<(String, VecDeque<Step>)>,
+    /// (marker, steps, repeat forever)
+    scripts: Vec<(String, VecDeque<Step>, bool)>,
     journal: Vec<Value>,
+    journal_off: bool,
 }
 
 /// A running scripted server; dropped with the test's runtime.
@@ -76,7 +96,10 @@ impl ScriptedLlm {
         let app = Router::new()
             .route("/v1/chat/completions", post(openai))
             .route("/v1/messages", post(anthropic))
-            .route("/v1/models", get(|| async { axum::Json(json!({"data": [{"id": "scripted"}]})) }))
+            .route(
+                "/v1/models",
+                get(|| async { axum::Json(json!({"data": [{"id": "scripted"}]})) }),
+            )
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -93,7 +116,21 @@ impl ScriptedLlm {
     /// Adds a conversation: requests whose first user message contains
     /// `marker` get `steps` in order.
     pub fn script(&self, marker: &str, steps: Vec<Step>) {
-        self.lock().scripts.push((marker.to_string(), steps.into()));
+        self.lock()
+            .scripts
+            .push((marker.to_string(), steps.into(), false));
+    }
+
+    /// Like [`script`](Self::script), but the steps repeat forever (benches).
+    pub fn script_cycle(&self, marker: &str, steps: Vec<Step>) {
+        self.lock()
+            .scripts
+            .push((marker.to_string(), steps.into(), true));
+    }
+
+    /// Stops recording request bodies (long benches).
+    pub fn set_journal(&self, on: bool) {
+        self.lock().journal_off = !on;
     }
 
     /// Every request body received so far.
@@ -103,7 +140,11 @@ impl ScriptedLlm {
 
     /// Steps not yet consumed for `marker`.
     pub fn remaining(&self, marker: &str) -> usize {
-        self.lock().scripts.iter().find(|(m, _)| m == marker).map_or(0, |(_, s)| s.len())
+        self.lock()
+            .scripts
+            .iter()
+            .find(|(m, _, _)| m == marker)
+            .map_or(0, |(_, s, _)| s.len())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -112,7 +153,11 @@ impl ScriptedLlm {
 }
 
 fn first_user_text(body: &Value) -> String {
-    let messages = body.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     for m in messages {
         if m.get("role").and_then(Value::as_str) != Some("user") {
             continue;
@@ -135,18 +180,26 @@ fn first_user_text(body: &Value) -> String {
 fn next_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Option<Step> {
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
     let first = first_user_text(&body);
-    inner.journal.push(body);
-    inner
+    if !inner.journal_off {
+        inner.journal.push(body);
+    }
+    let (_, steps, cycle) = inner
         .scripts
         .iter_mut()
-        .find(|(marker, _)| first.contains(marker.as_str()))
-        .and_then(|(_, steps)| steps.pop_front())
+        .find(|(marker, _, _)| first.contains(marker.as_str()))?;
+    let step = steps.pop_front()?;
+    if *cycle {
+        steps.push_back(step.clone());
+    }
+    Some(step)
 }
 
 fn error_response(step: &Step, code: u16) -> Response {
     let mut resp = (
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        axum::Json(json!({"error": {"message": format!("scripted HTTP {code}"), "type": "scripted"}})),
+        axum::Json(
+            json!({"error": {"message": format!("scripted HTTP {code}"), "type": "scripted"}}),
+        ),
     )
         .into_response();
     if let Some(secs) = step.retry_after
@@ -158,16 +211,17 @@ fn error_response(step: &Step, code: u16) -> Response {
 }
 
 fn sse(events: Vec<String>, hang: bool) -> Response {
-    let stream = futures_util::stream::unfold((events.into_iter(), hang), |(mut it, hang)| async move {
-        match it.next() {
-            Some(e) => Some((Ok::<_, std::io::Error>(e), (it, hang))),
-            None if hang => {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                None
+    let stream =
+        futures_util::stream::unfold((events.into_iter(), hang), |(mut it, hang)| async move {
+            match it.next() {
+                Some(e) => Some((Ok::<_, std::io::Error>(e), (it, hang))),
+                None if hang => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    None
+                }
+                None => None,
             }
-            None => None,
-        }
-    });
+        });
     Response::builder()
         .header("content-type", "text/event-stream")
         .body(Body::from_stream(stream))
@@ -175,7 +229,12 @@ fn sse(events: Vec<String>, hang: bool) -> Response {
 }
 
 fn exhausted() -> Response {
-    (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(json!({"error": {"message": "scripted LLM: no step left for this conversation"}})))
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        axum::Json(
+            json!({"error": {"message": "scripted LLM: no step left for this conversation"}}),
+        ),
+    )
         .into_response()
 }
 
@@ -193,13 +252,27 @@ fn pieces(s: &str) -> Vec<String> {
     ]
 }
 
-async fn openai(State(inner): State<Arc<Mutex<Inner>>>, _headers: HeaderMap, axum::Json(body): axum::Json<Value>) -> Response {
-    let Some(step) = next_step(&inner, body) else { return exhausted() };
+async fn openai(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    _headers: HeaderMap,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    let Some(step) = next_step(&inner, body) else {
+        return exhausted();
+    };
     if let Some(code) = step.status {
         return error_response(&step, code);
     }
-    let chunk = |delta: Value, finish: Value| format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}));
-    let mut events = vec![": scripted\n\n".to_string(), chunk(json!({"role": "assistant"}), Value::Null)];
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let mut events = vec![
+        ": scripted\n\n".to_string(),
+        chunk(json!({"role": "assistant"}), Value::Null),
+    ];
     for piece in pieces(&step.text) {
         if !piece.is_empty() {
             events.push(chunk(json!({"content": piece}), Value::Null));
@@ -208,7 +281,10 @@ async fn openai(State(inner): State<Arc<Mutex<Inner>>>, _headers: HeaderMap, axu
     for (i, (name, args)) in step.tool_calls.iter().enumerate() {
         events.push(chunk(json!({"tool_calls": [{"index": i, "id": format!("call_{i}_{}", name), "type": "function", "function": {"name": name, "arguments": ""}}]}), Value::Null));
         for piece in pieces(args) {
-            events.push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}), Value::Null));
+            events.push(chunk(
+                json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                Value::Null,
+            ));
         }
     }
     if step.truncate {
@@ -217,27 +293,47 @@ async fn openai(State(inner): State<Arc<Mutex<Inner>>>, _headers: HeaderMap, axu
     if step.hang {
         return sse(events, true);
     }
-    let finish = step.finish.clone().unwrap_or_else(|| if step.tool_calls.is_empty() { "stop".into() } else { "tool_calls".into() });
+    let finish = step.finish.clone().unwrap_or_else(|| {
+        if step.tool_calls.is_empty() {
+            "stop".into()
+        } else {
+            "tool_calls".into()
+        }
+    });
     events.push(chunk(json!({}), json!(finish)));
-    events.push(format!("data: {}\n\n", json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}})));
+    events.push(format!(
+        "data: {}\n\n",
+        json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}})
+    ));
     events.push("data: [DONE]\n\n".into());
     sse(events, false)
 }
 
-async fn anthropic(State(inner): State<Arc<Mutex<Inner>>>, axum::Json(body): axum::Json<Value>) -> Response {
-    let Some(step) = next_step(&inner, body) else { return exhausted() };
+async fn anthropic(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    let Some(step) = next_step(&inner, body) else {
+        return exhausted();
+    };
     if let Some(code) = step.status {
         return error_response(&step, code);
     }
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
-    let mut events = vec![ev("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 11, "output_tokens": 1}}}))];
+    let mut events = vec![ev(
+        "message_start",
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 11, "output_tokens": 1}}}),
+    )];
     let mut index = 0;
     if !step.text.is_empty() {
         events.push(ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})));
         for piece in pieces(&step.text) {
             events.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})));
         }
-        events.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        events.push(ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
         index += 1;
     }
     for (name, args) in &step.tool_calls {
@@ -245,7 +341,10 @@ async fn anthropic(State(inner): State<Arc<Mutex<Inner>>>, axum::Json(body): axu
         for piece in pieces(args) {
             events.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})));
         }
-        events.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        events.push(ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
         index += 1;
     }
     if step.truncate {
@@ -254,7 +353,13 @@ async fn anthropic(State(inner): State<Arc<Mutex<Inner>>>, axum::Json(body): axu
     if step.hang {
         return sse(events, true);
     }
-    let stop = step.finish.clone().unwrap_or_else(|| if step.tool_calls.is_empty() { "end_turn".into() } else { "tool_use".into() });
+    let stop = step.finish.clone().unwrap_or_else(|| {
+        if step.tool_calls.is_empty() {
+            "end_turn".into()
+        } else {
+            "tool_use".into()
+        }
+    });
     events.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 7}})));
     events.push(ev("message_stop", json!({"type": "message_stop"})));
     sse(events, false)

@@ -40,10 +40,18 @@ pub fn messages(entries: &[Entry]) -> Vec<Message> {
                 close_open(&mut out, &mut open_calls);
                 out.push(Message {
                     role: Role::Assistant,
-                    parts: if text.is_empty() { Vec::new() } else { vec![Part::Text(text.clone())] },
+                    parts: if text.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![Part::Text(text.clone())]
+                    },
                 });
             }
-            Body::ToolCall { call_id, name, arguments } => {
+            Body::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => {
                 let call = Part::ToolCall(ToolCall {
                     id: call_id.clone(),
                     name: name.clone(),
@@ -51,11 +59,20 @@ pub fn messages(entries: &[Entry]) -> Vec<Message> {
                 });
                 match out.last_mut() {
                     Some(m) if m.role == Role::Assistant => m.parts.push(call),
-                    _ => out.push(Message { role: Role::Assistant, parts: vec![call] }),
+                    _ => out.push(Message {
+                        role: Role::Assistant,
+                        parts: vec![call],
+                    }),
                 }
                 open_calls.push((call_id.clone(), name.clone()));
             }
-            Body::ToolResult { call_id, name, content, is_error, .. } => {
+            Body::ToolResult {
+                call_id,
+                name,
+                content,
+                is_error,
+                ..
+            } => {
                 let Some(pos) = open_calls.iter().position(|(id, _)| id == call_id) else {
                     continue; // a result without its call cannot be sent
                 };
@@ -81,10 +98,16 @@ pub fn messages(entries: &[Entry]) -> Vec<Message> {
 
 fn push_results(out: &mut Vec<Message>, parts: Vec<Part>) {
     match out.last_mut() {
-        Some(m) if m.role == Role::User && m.parts.iter().all(|p| matches!(p, Part::ToolResult { .. })) => {
+        Some(m)
+            if m.role == Role::User
+                && m.parts.iter().all(|p| matches!(p, Part::ToolResult { .. })) =>
+        {
             m.parts.extend(parts)
         }
-        _ => out.push(Message { role: Role::User, parts }),
+        _ => out.push(Message {
+            role: Role::User,
+            parts,
+        }),
     }
 }
 
@@ -93,27 +116,53 @@ mod tests {
     use super::*;
 
     fn e(body: Body) -> Entry {
-        Entry { id: "i".into(), parent: None, ts: "t".into(), turn: None, body }
+        Entry {
+            id: "i".into(),
+            parent: None,
+            ts: "t".into(),
+            turn: None,
+            body,
+        }
     }
 
     fn call(id: &str) -> Body {
-        Body::ToolCall { call_id: id.into(), name: "exec".into(), arguments: "{}".into() }
+        Body::ToolCall {
+            call_id: id.into(),
+            name: "exec".into(),
+            arguments: "{}".into(),
+        }
     }
 
     fn result(id: &str) -> Body {
-        Body::ToolResult { call_id: id.into(), name: "exec".into(), content: "ok".into(), is_error: false, duration_ms: 1 }
+        Body::ToolResult {
+            call_id: id.into(),
+            name: "exec".into(),
+            content: "ok".into(),
+            is_error: false,
+            duration_ms: 1,
+        }
     }
 
     #[test]
     fn calls_join_their_assistant_message_and_results_follow() {
         let m = messages(&[
             e(Body::User { text: "hi".into() }),
-            e(Body::Assistant { text: "looking".into(), model: "m".into(), usage: None, stop: "tool_calls".into() }),
+            e(Body::Assistant {
+                text: "looking".into(),
+                model: "m".into(),
+                usage: None,
+                stop: "tool_calls".into(),
+            }),
             e(call("a")),
             e(call("b")),
             e(result("a")),
             e(result("b")),
-            e(Body::Assistant { text: "done".into(), model: "m".into(), usage: None, stop: "stop".into() }),
+            e(Body::Assistant {
+                text: "done".into(),
+                model: "m".into(),
+                usage: None,
+                stop: "stop".into(),
+            }),
         ]);
         assert_eq!(m.len(), 4);
         assert_eq!(m[1].parts.len(), 3);
@@ -124,15 +173,29 @@ mod tests {
     #[test]
     fn interrupted_calls_get_a_synthetic_error_result() {
         let m = messages(&[
-            e(Body::User { text: "run it".into() }),
-            e(Body::Assistant { text: String::new(), model: "m".into(), usage: None, stop: "tool_calls".into() }),
+            e(Body::User {
+                text: "run it".into(),
+            }),
+            e(Body::Assistant {
+                text: String::new(),
+                model: "m".into(),
+                usage: None,
+                stop: "tool_calls".into(),
+            }),
             e(call("a")),
             // crash here; after restart the user speaks again
-            e(Body::User { text: "still there?".into() }),
+            e(Body::User {
+                text: "still there?".into(),
+            }),
         ]);
         assert_eq!(m.len(), 4);
         match &m[2].parts[0] {
-            Part::ToolResult { call_id, is_error, content, .. } => {
+            Part::ToolResult {
+                call_id,
+                is_error,
+                content,
+                ..
+            } => {
                 assert_eq!(call_id, "a");
                 assert!(is_error);
                 assert_eq!(content, INTERRUPTED);
@@ -145,8 +208,16 @@ mod tests {
     fn empty_aborted_assistant_messages_are_dropped() {
         let m = messages(&[
             e(Body::User { text: "x".into() }),
-            e(Body::Assistant { text: String::new(), model: "m".into(), usage: None, stop: "aborted".into() }),
-            e(Body::Meta { event: "turn_aborted".into(), detail: String::new() }),
+            e(Body::Assistant {
+                text: String::new(),
+                model: "m".into(),
+                usage: None,
+                stop: "aborted".into(),
+            }),
+            e(Body::Meta {
+                event: "turn_aborted".into(),
+                detail: String::new(),
+            }),
         ]);
         assert_eq!(m.len(), 1);
     }

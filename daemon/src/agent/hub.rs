@@ -104,7 +104,11 @@ impl Hub {
     /// Resolves an agent id (empty: the default agent).
     pub fn agent_id(&self, requested: &str) -> Result<String, HubError> {
         let config = self.rt.config();
-        let id = if requested.is_empty() { config.default_agent.clone() } else { requested.to_string() };
+        let id = if requested.is_empty() {
+            config.default_agent.clone()
+        } else {
+            requested.to_string()
+        };
         if config.agents.contains_key(&id) {
             Ok(id)
         } else {
@@ -117,18 +121,32 @@ impl Hub {
 
     /// Delivers a message to a session: starts a turn, or queues it behind
     /// the running one. Events go to `subscriber`.
-    pub async fn chat(&self, key: SessionKey, text: String, subscriber: Subscriber) -> Result<(), HubError> {
+    pub async fn chat(
+        &self,
+        key: SessionKey,
+        text: String,
+        subscriber: Subscriber,
+    ) -> Result<(), HubError> {
         if self.is_closing() {
             return Err(HubError::ShuttingDown);
         }
         self.agent_id(key.agent())?;
         // Make sure the session exists before anything is queued.
-        let row = self.rt.registry.get_or_create(&key.to_string(), key.agent(), key.channel()).await?;
+        let row = self
+            .rt
+            .registry
+            .get_or_create(&key.to_string(), key.agent(), key.channel())
+            .await?;
         let mut slots = self.lock();
         let slot = slots.entry(key.to_string()).or_default();
         if slot.running.is_some() {
-            slot.pending.push(Pending { text, subscriber: subscriber.clone() });
-            let _ = subscriber.send(Event::Queued { position: slot.pending.len() as u32 });
+            slot.pending.push(Pending {
+                text,
+                subscriber: subscriber.clone(),
+            });
+            let _ = subscriber.send(Event::Queued {
+                position: slot.pending.len() as u32,
+            });
             return Ok(());
         }
         let running = Running {
@@ -141,7 +159,8 @@ impl Hub {
         let log = slot.log.take();
         drop(slots);
         let hub = self.clone();
-        self.tasks.spawn(async move { hub.drive(key, row, log, text, cancel, subscribers).await });
+        self.tasks
+            .spawn(async move { hub.drive(key, row, log, text, cancel, subscribers).await });
         Ok(())
     }
 
@@ -162,13 +181,20 @@ impl Hub {
                 // A client that went away stops receiving; the turn goes on.
                 subs.retain(|s| s.send(event.clone()).is_ok());
             });
-            let outcome = self.one_turn(&key, &mut row, &mut log, text, cancel, emit.clone()).await;
+            let outcome = self
+                .one_turn(&key, &mut row, &mut log, text, cancel, emit.clone())
+                .await;
             if let Err(e) = outcome {
-                emit(Event::Error { code: "internal", message: e.to_string() });
+                emit(Event::Error {
+                    code: "internal",
+                    message: e.to_string(),
+                });
             }
 
             let mut slots = self.lock();
-            let Some(slot) = slots.get_mut(&key.to_string()) else { return };
+            let Some(slot) = slots.get_mut(&key.to_string()) else {
+                return;
+            };
             if slot.pending.is_empty() || self.is_closing() {
                 for p in slot.pending.drain(..) {
                     let _ = p.subscriber.send(Event::Error {
@@ -182,10 +208,19 @@ impl Hub {
             }
             // Everything that queued up becomes the next turn.
             let pending: Vec<Pending> = slot.pending.drain(..).collect();
-            text = pending.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n\n");
-            subscribers = Arc::new(Mutex::new(pending.into_iter().map(|p| p.subscriber).collect()));
+            text = pending
+                .iter()
+                .map(|p| p.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            subscribers = Arc::new(Mutex::new(
+                pending.into_iter().map(|p| p.subscriber).collect(),
+            ));
             cancel = self.shutdown.child_token();
-            slot.running = Some(Running { cancel: cancel.clone(), subscribers: subscribers.clone() });
+            slot.running = Some(Running {
+                cancel: cancel.clone(),
+                subscribers: subscribers.clone(),
+            });
         }
     }
 
@@ -206,20 +241,39 @@ impl Hub {
             }
         };
         // The registry may have a new id after a reset; reload the row.
-        *row = self.rt.registry.get_or_create(&key.to_string(), key.agent(), key.channel()).await?;
-        if log.as_ref().is_none_or(|l| !l.transcript.path().ends_with(format!("{}.jsonl", row.id))) {
-            let path = self.rt.home.sessions_dir(key.agent()).join(format!("{}.jsonl", row.id));
+        *row = self
+            .rt
+            .registry
+            .get_or_create(&key.to_string(), key.agent(), key.channel())
+            .await?;
+        if log
+            .as_ref()
+            .is_none_or(|l| !l.transcript.path().ends_with(format!("{}.jsonl", row.id)))
+        {
+            let path = self
+                .rt
+                .home
+                .sessions_dir(key.agent())
+                .join(format!("{}.jsonl", row.id));
             let opened = tokio::task::spawn_blocking(move || Transcript::open(&path))
                 .await
                 .map_err(|e| HubError::Transcript(std::io::Error::other(e)))?
                 .map_err(HubError::Transcript)?;
             let (transcript, entries, _recovery) = opened;
-            *log = Some(SessionLog { transcript, entries });
+            *log = Some(SessionLog {
+                transcript,
+                entries,
+            });
         }
-        let Some(session_log) = log.as_mut() else { return Ok(()) };
+        let Some(session_log) = log.as_mut() else {
+            return Ok(());
+        };
         let config = self.rt.config();
         let Some(agent) = config.agent(key.agent()).cloned() else {
-            return Err(HubError::UnknownAgent { agent: key.agent().to_string(), known: String::new() });
+            return Err(HubError::UnknownAgent {
+                agent: key.agent().to_string(),
+                known: String::new(),
+            });
         };
         let turn = Turn {
             rt: &self.rt,
@@ -265,12 +319,17 @@ impl Hub {
     /// Stops accepting turns, aborts queued ones and waits up to `grace`
     /// for running turns to finish, then aborts them.
     pub async fn shutdown(&self, grace: std::time::Duration) {
-        self.closing.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.tasks.close();
-        if tokio::time::timeout(grace, self.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("turns still running after {grace:?}; aborting them");
             self.shutdown.cancel();
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.tasks.wait()).await;
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_secs(5), self.tasks.wait()).await;
         }
         self.shutdown.cancel();
     }

@@ -99,11 +99,19 @@ impl Runtime {
     /// The config in force now (a snapshot: a reload does not change it
     /// under a running turn).
     pub fn config(&self) -> Arc<Config> {
-        self.live.read().unwrap_or_else(|e| e.into_inner()).config.clone()
+        self.live
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .config
+            .clone()
     }
 
     pub fn models(&self) -> Arc<ModelClient> {
-        self.live.read().unwrap_or_else(|e| e.into_inner()).models.clone()
+        self.live
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .models
+            .clone()
     }
 
     /// Swaps in a new config and model client.

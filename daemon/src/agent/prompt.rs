@@ -26,7 +26,11 @@ pub fn system_prompt(agent: &AgentSettings, tools: &[ToolSpec]) -> String {
         agent.workspace.display(),
         std::env::consts::OS
     ));
-    if let Some(extra) = agent.system_prompt.as_deref().filter(|p| !p.trim().is_empty()) {
+    if let Some(extra) = agent
+        .system_prompt
+        .as_deref()
+        .filter(|p| !p.trim().is_empty())
+    {
         s.push_str("\n## Instructions\n");
         s.push_str(extra.trim());
         s.push('\n');

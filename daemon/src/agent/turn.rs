@@ -38,10 +38,12 @@ pub struct SessionLog {
 
 impl SessionLog {
     fn append(&mut self, turn: &str, body: Body) -> Result<(), String> {
-        let entry = self
-            .transcript
-            .append(Some(turn), body)
-            .map_err(|e| format!("cannot write the transcript {}: {e}", self.transcript.path().display()))?;
+        let entry = self.transcript.append(Some(turn), body).map_err(|e| {
+            format!(
+                "cannot write the transcript {}: {e}",
+                self.transcript.path().display()
+            )
+        })?;
         self.entries.push(entry);
         Ok(())
     }
@@ -72,7 +74,12 @@ impl Turn<'_> {
     }
 
     async fn run_inner(&self, log: &mut SessionLog, text: String) -> Outcome {
-        let model_label = self.agent.models.first().map(|m| m.label()).unwrap_or_default();
+        let model_label = self
+            .agent
+            .models
+            .first()
+            .map(|m| m.label())
+            .unwrap_or_default();
         (self.emit)(Event::TurnStarted {
             session_key: self.key.to_string(),
             session_id: self.session.id.clone(),
@@ -84,11 +91,10 @@ impl Turn<'_> {
             return self.fail(log, "internal", e);
         }
         if self.agent.models.is_empty() {
-            let problem = self
-                .config
-                .provider_problem
-                .clone()
-                .unwrap_or_else(|| format!("agent `{}` has no model configured", self.agent.id));
+            let problem =
+                self.config.provider_problem.clone().unwrap_or_else(|| {
+                    format!("agent `{}` has no model configured", self.agent.id)
+                });
             return self.fail(log, "config", problem);
         }
 
@@ -107,7 +113,8 @@ impl Turn<'_> {
             if self.cancel.is_cancelled() {
                 return self.aborted(log, "");
             }
-            let over_limit = model_calls >= self.agent.max_model_calls || Instant::now() >= deadline;
+            let over_limit =
+                model_calls >= self.agent.max_model_calls || Instant::now() >= deadline;
             if over_limit && !last_call {
                 last_call = true;
                 extra.push(Message::user(format!(
@@ -135,14 +142,26 @@ impl Turn<'_> {
                     streamed.push_str(&t);
                     emit(Event::Text(t));
                 }
-                Note::Retrying { attempt, delay, reason, model } => {
+                Note::Retrying {
+                    attempt,
+                    delay,
+                    reason,
+                    model,
+                } => {
                     // A retry restarts the reply; what streamed so far is void.
                     streamed.clear();
-                    emit(Event::Retrying { attempt, delay_ms: delay.as_millis() as u64, reason, model });
+                    emit(Event::Retrying {
+                        attempt,
+                        delay_ms: delay.as_millis() as u64,
+                        reason,
+                        model,
+                    });
                 }
             };
             // The last call gets a grace period past the deadline to answer.
-            let budget = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(if last_call { 120 } else { 0 }));
+            let budget = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_secs(if last_call { 120 } else { 0 }));
             let models = self.rt.models();
             let result = tokio::time::timeout(
                 budget,
@@ -154,16 +173,35 @@ impl Turn<'_> {
                 Ok(Err(LlmError::Aborted)) => return self.aborted(log, &streamed),
                 Ok(Err(e)) => return self.fail(log, "provider", provider_sentence(&e)),
                 Err(_) if !last_call => continue, // the wall-time limit: go to the last call
-                Err(_) => return self.fail(log, "provider", "the final answer did not arrive in time".into()),
+                Err(_) => {
+                    return self.fail(
+                        log,
+                        "provider",
+                        "the final answer did not arrive in time".into(),
+                    );
+                }
             };
 
             if reply.usage != Usage::default() {
-                if let Err(e) = self.rt.registry.add_usage(&self.session.id, reply.usage.input, reply.usage.output).await {
+                if let Err(e) = self
+                    .rt
+                    .registry
+                    .add_usage(&self.session.id, reply.usage.input, reply.usage.output)
+                    .await
+                {
                     tracing::warn!(error = %e, "cannot record usage");
                 }
-                (self.emit)(Event::Usage { model: target.label(), input: reply.usage.input, output: reply.usage.output });
+                (self.emit)(Event::Usage {
+                    model: target.label(),
+                    input: reply.usage.input,
+                    output: reply.usage.output,
+                });
             }
-            let tool_calls_now = if last_call { Vec::new() } else { reply.tool_calls.clone() };
+            let tool_calls_now = if last_call {
+                Vec::new()
+            } else {
+                reply.tool_calls.clone()
+            };
             if let Err(e) = log.append(
                 &self.turn_id,
                 Body::Assistant {
@@ -178,9 +216,14 @@ impl Turn<'_> {
             answer.push_str(&reply.text);
 
             if tool_calls_now.is_empty() {
-                if reply.finish == FinishReason::Length && continuations < MAX_CONTINUATIONS && !last_call {
+                if reply.finish == FinishReason::Length
+                    && continuations < MAX_CONTINUATIONS
+                    && !last_call
+                {
                     continuations += 1;
-                    extra = vec![Message::user("[pincer] Your reply was cut off by the output limit. Continue exactly where it stopped, without repeating anything.")];
+                    extra = vec![Message::user(
+                        "[pincer] Your reply was cut off by the output limit. Continue exactly where it stopped, without repeating anything.",
+                    )];
                     continue;
                 }
                 (self.emit)(Event::Finished {
@@ -202,11 +245,19 @@ impl Turn<'_> {
                 tool_calls += 1;
                 if let Err(e) = log.append(
                     &self.turn_id,
-                    Body::ToolCall { call_id: call.id.clone(), name: call.name.clone(), arguments: call.arguments.clone() },
+                    Body::ToolCall {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    },
                 ) {
                     return self.fail(log, "internal", e);
                 }
-                (self.emit)(Event::ToolStarted { call_id: call.id.clone(), name: call.name.clone(), arguments: call.arguments.clone() });
+                (self.emit)(Event::ToolStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                });
                 let started = Instant::now();
                 let output = self.run_tool(&call.name, &call.arguments, deadline).await;
                 let duration_ms = started.elapsed().as_millis() as u64;
@@ -244,21 +295,37 @@ impl Turn<'_> {
     fn result_cap(&self, target: &crate::config::ModelTarget) -> usize {
         // min(configured chars, 30 % of the context window at ~4 chars/token)
         let window_chars = (target.context_window as usize).saturating_mul(4) * 3 / 10;
-        self.config.tools.max_result_chars.min(window_chars.max(1000))
+        self.config
+            .tools
+            .max_result_chars
+            .min(window_chars.max(1000))
     }
 
     async fn run_tool(&self, name: &str, arguments: &str, deadline: Instant) -> ToolOutput {
         let selected = self.rt.tools.selected(&self.agent.tools);
         let Some(tool) = selected.into_iter().find(|t| t.name == name) else {
-            let available: Vec<String> = self.rt.tools.specs(&self.agent.tools).into_iter().map(|t| t.name).collect();
+            let available: Vec<String> = self
+                .rt
+                .tools
+                .specs(&self.agent.tools)
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
             return ToolOutput::error(format!(
                 "unknown tool `{}`; the tools available are: {}",
                 preview(name, 100),
-                if available.is_empty() { "none".to_string() } else { available.join(", ") }
+                if available.is_empty() {
+                    "none".to_string()
+                } else {
+                    available.join(", ")
+                }
             ));
         };
         if let Err(e) = std::fs::create_dir_all(&self.agent.workspace) {
-            return ToolOutput::error(format!("the workspace {} cannot be created: {e}", self.agent.workspace.display()));
+            return ToolOutput::error(format!(
+                "the workspace {} cannot be created: {e}",
+                self.agent.workspace.display()
+            ));
         }
         let ctx = ToolContext {
             agent: self.agent.id.clone(),
@@ -274,7 +341,9 @@ impl Turn<'_> {
             Ok(out) => out,
             Err(_) => {
                 cancel.cancel();
-                ToolOutput::error("the turn's time limit was reached while the tool ran; it was stopped")
+                ToolOutput::error(
+                    "the turn's time limit was reached while the tool ran; it was stopped",
+                )
             }
         }
     }
@@ -295,8 +364,17 @@ impl Turn<'_> {
 
     fn fail(&self, log: &mut SessionLog, code: &'static str, message: String) -> Outcome {
         tracing::warn!(session = %self.key, code, error = %message, "turn failed");
-        let _ = log.append(&self.turn_id, Body::Meta { event: "turn_error".into(), detail: message.clone() });
-        (self.emit)(Event::Error { code, message: message.clone() });
+        let _ = log.append(
+            &self.turn_id,
+            Body::Meta {
+                event: "turn_error".into(),
+                detail: message.clone(),
+            },
+        );
+        (self.emit)(Event::Error {
+            code,
+            message: message.clone(),
+        });
         Some(message)
     }
 
@@ -304,11 +382,27 @@ impl Turn<'_> {
         if !partial.is_empty() {
             let _ = log.append(
                 &self.turn_id,
-                Body::Assistant { text: partial.to_string(), model: String::new(), usage: None, stop: "aborted".into() },
+                Body::Assistant {
+                    text: partial.to_string(),
+                    model: String::new(),
+                    usage: None,
+                    stop: "aborted".into(),
+                },
             );
         }
-        let _ = log.append(&self.turn_id, Body::Meta { event: "turn_aborted".into(), detail: String::new() });
-        (self.emit)(Event::Finished { text: partial.to_string(), stop_reason: "aborted", model_calls: 0, tool_calls: 0 });
+        let _ = log.append(
+            &self.turn_id,
+            Body::Meta {
+                event: "turn_aborted".into(),
+                detail: String::new(),
+            },
+        );
+        (self.emit)(Event::Finished {
+            text: partial.to_string(),
+            stop_reason: "aborted",
+            model_calls: 0,
+            tool_calls: 0,
+        });
         None
     }
 }
@@ -317,11 +411,23 @@ impl Turn<'_> {
 fn provider_sentence(e: &LlmError) -> String {
     match e {
         LlmError::NotConfigured(s) => s.clone(),
-        LlmError::Http { status: 401 | 403, message, .. } => {
-            format!("the provider rejected the API key (HTTP 401/403: {message}); check the key pincerd uses (`pincer doctor`)")
+        LlmError::Http {
+            status: 401 | 403,
+            message,
+            ..
+        } => {
+            format!(
+                "the provider rejected the API key (HTTP 401/403: {message}); check the key pincerd uses (`pincer doctor`)"
+            )
         }
-        LlmError::Http { status: 404, message, .. } => {
-            format!("the provider does not know this model or endpoint (HTTP 404: {message}); check `model` and `base_url`")
+        LlmError::Http {
+            status: 404,
+            message,
+            ..
+        } => {
+            format!(
+                "the provider does not know this model or endpoint (HTTP 404: {message}); check `model` and `base_url`"
+            )
         }
         other => format!("the model call failed after retries and fallbacks: {other}"),
     }

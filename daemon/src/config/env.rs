@@ -10,7 +10,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use super::load::default_context_window;
-use super::{ApiKey, ModelTarget, ProviderKind, ProviderSettings, RetrySettings, Secret, ToolFormat};
+use super::{
+    ApiKey, ModelTarget, ProviderKind, ProviderSettings, RetrySettings, Secret, ToolFormat,
+};
 
 /// What a chat answers when nothing could be found.
 pub const NO_PROVIDER: &str = "No model provider is configured: set OPENAI_API_KEY (optionally with OPENAI_BASE_URL), ANTHROPIC_API_KEY or OPENROUTER_API_KEY in pincerd's environment, start a local OpenAI-compatible server on 127.0.0.1:11434 or 127.0.0.1:8080, or add a [providers] section to config.toml (see `pincer init`).";
@@ -24,7 +26,10 @@ pub struct Detected {
 
 /// Looks at the process environment and local ports.
 pub fn detect() -> Option<Detected> {
-    detect_with(&|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()), &probe_local)
+    detect_with(
+        &|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()),
+        &probe_local,
+    )
 }
 
 /// Detection with injectable environment and port probe, for tests.
@@ -34,14 +39,37 @@ pub fn detect_with(
 ) -> Option<Detected> {
     let chosen_model = var("PINCER_MODEL");
     let keyed = [
-        ("openai", ProviderKind::Openai, "OPENAI_API_KEY", "OPENAI_BASE_URL", "https://api.openai.com/v1", "gpt-4.1-mini"),
-        ("anthropic", ProviderKind::Anthropic, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://api.anthropic.com", "claude-sonnet-4-5"),
-        ("openrouter", ProviderKind::Openai, "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1", "openai/gpt-4.1-mini"),
+        (
+            "openai",
+            ProviderKind::Openai,
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "https://api.openai.com/v1",
+            "gpt-4.1-mini",
+        ),
+        (
+            "anthropic",
+            ProviderKind::Anthropic,
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "https://api.anthropic.com",
+            "claude-sonnet-4-5",
+        ),
+        (
+            "openrouter",
+            ProviderKind::Openai,
+            "OPENROUTER_API_KEY",
+            "OPENROUTER_BASE_URL",
+            "https://openrouter.ai/api/v1",
+            "openai/gpt-4.1-mini",
+        ),
     ];
     for (name, kind, key_var, url_var, default_url, default_model) in keyed {
         if let Some(key) = var(key_var) {
             let base_url = var(url_var).unwrap_or_else(|| default_url.to_string());
-            let model = chosen_model.clone().unwrap_or_else(|| default_model.to_string());
+            let model = chosen_model
+                .clone()
+                .unwrap_or_else(|| default_model.to_string());
             return Some(build(
                 name,
                 kind,
@@ -72,7 +100,13 @@ pub fn detect_with(
     None
 }
 
-fn build(name: &str, kind: ProviderKind, base_url: String, api_key: ApiKey, model: String) -> Detected {
+fn build(
+    name: &str,
+    kind: ProviderKind,
+    base_url: String,
+    api_key: ApiKey,
+    model: String,
+) -> Detected {
     let provider = ProviderSettings {
         name: name.to_string(),
         kind,
@@ -104,9 +138,13 @@ fn build(name: &str, kind: ProviderKind, base_url: String, api_key: ApiKey, mode
 fn probe_local(port: u16) -> Option<Vec<String>> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(150)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
     stream
-        .write_all(b"GET /v1/models HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n")
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    stream
+        .write_all(
+            b"GET /v1/models HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n",
+        )
         .ok()?;
     let mut response = Vec::new();
     let _ = stream.take(1 << 20).read_to_end(&mut response);
@@ -130,13 +168,22 @@ mod tests {
     use super::*;
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
     fn openai_key_wins_and_base_url_is_honoured() {
         let d = detect_with(
-            &env(&[("OPENAI_API_KEY", "sk-x"), ("OPENAI_BASE_URL", "http://h:1/v1/"), ("ANTHROPIC_API_KEY", "a")]),
+            &env(&[
+                ("OPENAI_API_KEY", "sk-x"),
+                ("OPENAI_BASE_URL", "http://h:1/v1/"),
+                ("ANTHROPIC_API_KEY", "a"),
+            ]),
             &|_| None,
         )
         .unwrap();
@@ -147,14 +194,21 @@ mod tests {
 
     #[test]
     fn pincer_model_names_the_model() {
-        let d = detect_with(&env(&[("ANTHROPIC_API_KEY", "a"), ("PINCER_MODEL", "claude-x")]), &|_| None).unwrap();
+        let d = detect_with(
+            &env(&[("ANTHROPIC_API_KEY", "a"), ("PINCER_MODEL", "claude-x")]),
+            &|_| None,
+        )
+        .unwrap();
         assert_eq!(d.provider.kind, ProviderKind::Anthropic);
         assert_eq!(d.target.model, "claude-x");
     }
 
     #[test]
     fn local_server_is_used_with_its_first_model() {
-        let d = detect_with(&env(&[]), &|port| (port == 8080).then(|| vec!["qwen".to_string()])).unwrap();
+        let d = detect_with(&env(&[]), &|port| {
+            (port == 8080).then(|| vec!["qwen".to_string()])
+        })
+        .unwrap();
         assert_eq!(d.provider.base_url, "http://127.0.0.1:8080/v1");
         assert_eq!(d.provider.api_key, ApiKey::None);
         assert_eq!(d.target.model, "qwen");

@@ -298,7 +298,14 @@ fn resolve(
         }
         agents.insert(
             id.clone(),
-            agent_settings(home, &loc, &resolver, id, section, provider_problem.is_some())?,
+            agent_settings(
+                home,
+                &loc,
+                &resolver,
+                id,
+                section,
+                provider_problem.is_some(),
+            )?,
         );
     }
 
@@ -317,7 +324,11 @@ fn resolve(
             name.get_ref().clone()
         }
         None if agents.contains_key("main") => "main".to_string(),
-        None => agents.keys().next().cloned().unwrap_or_else(|| "main".into()),
+        None => agents
+            .keys()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| "main".into()),
     };
 
     Ok(Config {
@@ -464,7 +475,11 @@ struct ModelResolver<'a> {
 impl ModelResolver<'_> {
     /// A model reference (`[models]` name or `provider/model`) and the
     /// fallbacks of a named model, in order.
-    fn chain(&self, reference: &str, span: Option<Range<usize>>) -> Result<Vec<ModelTarget>, ConfigError> {
+    fn chain(
+        &self,
+        reference: &str,
+        span: Option<Range<usize>>,
+    ) -> Result<Vec<ModelTarget>, ConfigError> {
         match self.models.get(reference) {
             Some(section) => {
                 let mut chain = vec![self.named(reference, section)?];
@@ -480,7 +495,9 @@ impl ModelResolver<'_> {
             None if reference == "default" && self.detected.is_some() => {
                 Ok(self.detected.cloned().into_iter().collect())
             }
-            None => self.direct(reference, span.unwrap_or(0..0)).map(|t| vec![t]),
+            None => self
+                .direct(reference, span.unwrap_or(0..0))
+                .map(|t| vec![t]),
         }
     }
 
@@ -538,7 +555,11 @@ pub fn default_context_window(model: &str) -> u64 {
         1_047_576
     } else if m.contains("claude") {
         200_000
-    } else if m.contains("gpt-4o") || m.contains("gpt-5") || m.starts_with("o3") || m.starts_with("o4") {
+    } else if m.contains("gpt-4o")
+        || m.contains("gpt-5")
+        || m.starts_with("o3")
+        || m.starts_with("o4")
+    {
         128_000
     } else {
         32_768
@@ -588,7 +609,11 @@ fn agent_settings(
     let workspace = match &section.workspace {
         Some(w) => {
             let p = expand_tilde(w);
-            if p.is_absolute() { p } else { home.root().join(p) }
+            if p.is_absolute() {
+                p
+            } else {
+                home.root().join(p)
+            }
         }
         None if id == "main" => home.default_workspace(),
         None => home.agent_workspace(id),
@@ -597,7 +622,10 @@ fn agent_settings(
         id: id.to_string(),
         models,
         workspace,
-        max_model_calls: section.max_model_calls.as_ref().map_or(40, |n| *n.get_ref()),
+        max_model_calls: section
+            .max_model_calls
+            .as_ref()
+            .map_or(40, |n| *n.get_ref()),
         max_turn_duration: Duration::from_secs(section.max_turn_seconds.unwrap_or(30 * 60)),
         system_prompt: section.system_prompt.clone(),
         tools: ToolFilter {
@@ -622,5 +650,178 @@ pub fn secret_value(key: &ApiKey) -> Option<&Secret> {
     match key {
         ApiKey::Found { value, .. } => Some(value),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<Config, ConfigError> {
+        let home = Home::at("/tmp/pincer-test-home");
+        parse(&home, Path::new("/h/config.toml"), text, &|| None)
+    }
+
+    fn problem(text: &str) -> Problem {
+        match parse_text(text) {
+            Err(ConfigError::Invalid(p)) => *p,
+            other => panic!("expected a problem, got {other:?}"),
+        }
+    }
+
+    const PROVIDER: &str =
+        "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";
+
+    #[test]
+    fn unknown_key_has_file_line_dotted_key_and_suggestion() {
+        let p = problem("[daemon]\nmax_concurent_turns = 3\n");
+        assert_eq!((p.line, p.column), (2, 1));
+        assert_eq!(p.key.as_deref(), Some("daemon.max_concurent_turns"));
+        assert!(
+            p.reason.contains("did you mean `max_concurrent_turns`?"),
+            "{}",
+            p.reason
+        );
+        assert!(
+            p.to_string()
+                .starts_with("/h/config.toml:2:1: key `daemon.max_concurent_turns`"),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn unknown_top_level_table_lists_valid_keys_when_nothing_is_close() {
+        let p = problem("[zzz]\n");
+        assert_eq!(p.line, 1);
+        assert!(p.reason.contains("unknown key `zzz`"), "{}", p.reason);
+        assert!(p.reason.contains("valid keys here"), "{}", p.reason);
+    }
+
+    #[test]
+    fn wrong_type_and_bad_enum_are_located() {
+        let p = problem("[daemon]\nmax_concurrent_turns = \"eight\"\n");
+        assert_eq!(p.line, 2);
+        assert_eq!(p.key.as_deref(), Some("daemon.max_concurrent_turns"));
+        let p = problem("[providers.x]\nkind = \"gemini\"\n");
+        assert_eq!(p.line, 2);
+        assert!(p.reason.contains("gemini"), "{}", p.reason);
+    }
+
+    #[test]
+    fn missing_required_key_names_it() {
+        let p = problem(&format!("{PROVIDER}\n[models.default]\nprovider = \"p\"\n"));
+        assert!(
+            p.reason.contains("missing required key `model`"),
+            "{}",
+            p.reason
+        );
+        assert_eq!(p.key.as_deref(), Some("models.default.model"));
+    }
+
+    #[test]
+    fn references_are_checked_with_locations() {
+        let p = problem(&format!(
+            "{PROVIDER}\n[models.default]\nprovider = \"nope\"\nmodel = \"m\"\n"
+        ));
+        assert_eq!(p.line, 6);
+        assert!(
+            p.reason.contains("provider `nope`") && p.reason.contains("providers: p"),
+            "{}",
+            p.reason
+        );
+        let p = problem(&format!("{PROVIDER}\n[agents.main]\nmodel = \"ghost\"\n"));
+        assert_eq!(p.line, 6);
+        assert!(p.reason.contains("unknown model `ghost`"), "{}", p.reason);
+        let p = problem(&format!(
+            "{PROVIDER}\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\nfallbacks = [\"q/x\"]\n"
+        ));
+        assert!(p.reason.contains("unknown model `q/x`"), "{}", p.reason);
+        let p = problem(&format!(
+            "default_agent = \"x\"\n{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\n"
+        ));
+        assert!(p.reason.contains("no agent `x`"), "{}", p.reason);
+    }
+
+    #[test]
+    fn values_are_validated() {
+        assert!(
+            problem("[daemon]\nmax_concurrent_turns = 0\n")
+                .reason
+                .contains("at least 1")
+        );
+        assert!(
+            problem("[providers.p]\nkind = \"openai\"\nbase_url = \"ftp://x\"\n")
+                .reason
+                .contains("not an http")
+        );
+        assert!(
+            problem("[providers.p]\nkind = \"openai\"\ntool_format = \"xml\"\n")
+                .reason
+                .contains("native")
+        );
+        let p = problem(&format!(
+            "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\n[agents.\"bad id\"]\n"
+        ));
+        assert!(p.reason.contains("agent id"), "{}", p.reason);
+        let p = problem(&format!(
+            "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\n[agents.main]\ntools = {{ profile = \"everything\" }}\n"
+        ));
+        assert!(p.reason.contains("unknown tool profile"), "{}", p.reason);
+    }
+
+    #[test]
+    fn a_valid_file_resolves_models_fallbacks_and_defaults() {
+        let c = parse_text(&format!(
+            "{PROVIDER}[providers.a]\nkind = \"anthropic\"\n\n[models.default]\nprovider = \"p\"\nmodel = \"gpt-4.1-mini\"\nfallbacks = [\"a/claude-x\"]\n\n[agents.main]\nmodel = \"default\"\nmax_model_calls = 7\n\n[agents.helper]\nmodel = \"p/small\"\nworkspace = \"notes\"\n"
+        ))
+        .unwrap();
+        let main = c.agent("main").unwrap();
+        assert_eq!(
+            main.models.iter().map(|m| m.label()).collect::<Vec<_>>(),
+            ["p/gpt-4.1-mini", "a/claude-x"]
+        );
+        assert_eq!(main.models[0].context_window, 1_047_576);
+        assert_eq!(main.max_model_calls, 7);
+        assert_eq!(
+            main.workspace,
+            PathBuf::from("/tmp/pincer-test-home/workspace")
+        );
+        let helper = c.agent("helper").unwrap();
+        assert_eq!(
+            helper.workspace,
+            PathBuf::from("/tmp/pincer-test-home/notes")
+        );
+        assert_eq!(helper.max_turn_duration, Duration::from_secs(1800));
+        assert_eq!(c.default_agent, "main");
+        assert_eq!(c.providers["a"].base_url, "https://api.anthropic.com");
+        assert!(c.provider_problem.is_none());
+    }
+
+    #[test]
+    fn no_providers_and_nothing_detected_is_a_problem_not_an_error() {
+        let c = parse_text("[agents.main]\n").unwrap();
+        assert_eq!(c.provider_problem.as_deref(), Some(env::NO_PROVIDER));
+        assert!(c.agent("main").unwrap().models.is_empty());
+        let empty = parse_text("").unwrap();
+        assert_eq!(empty.agents.keys().collect::<Vec<_>>(), ["main"]);
+    }
+
+    #[test]
+    fn missing_api_key_env_is_reported_without_failing_the_load() {
+        let c = parse_text("[providers.p]\nkind = \"openai\"\napi_key_env = \"PINCER_SURELY_UNSET_VAR\"\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\n").unwrap();
+        match &c.providers["p"].api_key {
+            ApiKey::Missing { problem } => assert!(problem.contains("$PINCER_SURELY_UNSET_VAR")),
+            other => panic!("{other:?}"),
+        }
+        // The key's value never appears in Debug output.
+        let shown = format!("{:?}", Secret("sk-very-secret".into()));
+        assert!(!shown.contains("sk-very"));
+    }
+
+    #[test]
+    fn line_col_counts_characters() {
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+        assert_eq!(line_col("数据\nx", 7), (2, 1));
+        assert_eq!(line_col("", 10), (1, 1));
     }
 }

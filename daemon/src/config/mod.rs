@@ -65,9 +65,14 @@ impl fmt::Debug for Secret {
 pub enum ApiKey {
     /// No key configured (local servers).
     None,
-    Found { origin: String, value: Secret },
+    Found {
+        origin: String,
+        value: Secret,
+    },
     /// Configured but absent: the turn fails with this sentence.
-    Missing { problem: String },
+    Missing {
+        problem: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -36,7 +36,13 @@ pub fn body(req: &Request) -> Value {
     }
     // The first message must come from the user.
     if messages.first().is_some_and(|(r, _)| *r == Role::Assistant) {
-        messages.insert(0, (Role::User, vec![json!({"type": "text", "text": "(conversation continues)"})]));
+        messages.insert(
+            0,
+            (
+                Role::User,
+                vec![json!({"type": "text", "text": "(conversation continues)"})],
+            ),
+        );
     }
     let messages: Vec<Value> = messages
         .into_iter()
@@ -104,7 +110,10 @@ impl Decoder {
             return Ok(Vec::new());
         }
         let v: Value = serde_json::from_str(&ev.data).map_err(|e| {
-            LlmError::Protocol(format!("stream event is not JSON ({e}): {}", crate::util::preview(&ev.data, 200)))
+            LlmError::Protocol(format!(
+                "stream event is not JSON ({e}): {}",
+                crate::util::preview(&ev.data, 200)
+            ))
         })?;
         let kind = v
             .get("type")
@@ -127,16 +136,34 @@ impl Decoder {
                         self.tool_blocks.insert(index, ours);
                         out.push(Delta::ToolCallStart {
                             index: ours,
-                            id: block.get("id").and_then(Value::as_str).unwrap_or_default().into(),
-                            name: block.get("name").and_then(Value::as_str).unwrap_or_default().into(),
+                            id: block
+                                .get("id")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .into(),
+                            name: block
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .into(),
                         });
                         // Non-streaming servers may put the whole input here.
-                        if let Some(input) = block.get("input").filter(|i| i.as_object().is_some_and(|o| !o.is_empty())) {
-                            out.push(Delta::ToolCallArgs { index: ours, fragment: input.to_string() });
+                        if let Some(input) = block
+                            .get("input")
+                            .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                        {
+                            out.push(Delta::ToolCallArgs {
+                                index: ours,
+                                fragment: input.to_string(),
+                            });
                         }
                     }
                     Some("text") => {
-                        if let Some(t) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                        if let Some(t) = block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .filter(|t| !t.is_empty())
+                        {
                             out.push(Delta::Text(t.to_string()));
                         }
                     }
@@ -153,9 +180,15 @@ impl Decoder {
                         }
                     }
                     Some("input_json_delta") => {
-                        let fragment = delta.get("partial_json").and_then(Value::as_str).unwrap_or_default();
+                        let fragment = delta
+                            .get("partial_json")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         match self.tool_blocks.get(&index) {
-                            Some(&ours) => out.push(Delta::ToolCallArgs { index: ours, fragment: fragment.into() }),
+                            Some(&ours) => out.push(Delta::ToolCallArgs {
+                                index: ours,
+                                fragment: fragment.into(),
+                            }),
                             None => {
                                 return Err(LlmError::Protocol(format!(
                                     "input_json_delta for content block {index}, which is not a tool_use block"
@@ -181,14 +214,20 @@ impl Decoder {
             }
             "message_stop" => self.done = true,
             "error" => {
-                let kind = v.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+                let kind = v
+                    .pointer("/error/type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
                 let message = v
                     .pointer("/error/message")
                     .and_then(Value::as_str)
                     .unwrap_or("unknown error");
                 return Err(LlmError::Stream {
                     message: format!("{kind}: {message}"),
-                    retryable: matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error"),
+                    retryable: matches!(
+                        kind,
+                        "overloaded_error" | "api_error" | "rate_limit_error"
+                    ),
                 });
             }
             _ => {} // ping, content_block_stop
@@ -199,8 +238,12 @@ impl Decoder {
 
 fn usage(u: &Value) -> Usage {
     let input = u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0)
-        + u.get("cache_read_input_tokens").and_then(Value::as_u64).unwrap_or(0)
-        + u.get("cache_creation_input_tokens").and_then(Value::as_u64).unwrap_or(0);
+        + u.get("cache_read_input_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+        + u.get("cache_creation_input_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
     Usage {
         input,
         output: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
@@ -213,7 +256,10 @@ mod tests {
     use crate::llm::{ReplyBuilder, ToolCall};
 
     fn ev(event: &str, data: &str) -> SseEvent {
-        SseEvent { event: Some(event.into()), data: data.into() }
+        SseEvent {
+            event: Some(event.into()),
+            data: data.into(),
+        }
     }
 
     #[test]
@@ -221,33 +267,73 @@ mod tests {
         let mut d = Decoder::default();
         let mut b = ReplyBuilder::default();
         for (e, data) in [
-            ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":20,"output_tokens":1}}}"#),
-            ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#),
-            ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me look."}}"#),
-            ("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"exec","input":{}}}"#),
-            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"ec"}}"#),
-            ("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"ho hi\"}"}}"#),
+            (
+                "message_start",
+                r#"{"type":"message_start","message":{"usage":{"input_tokens":20,"output_tokens":1}}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me look."}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"exec","input":{}}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"ec"}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"ho hi\"}"}}"#,
+            ),
             ("ping", r#"{"type":"ping"}"#),
-            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#),
+            (
+                "message_delta",
+                r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#,
+            ),
         ] {
             for delta in d.event(&ev(e, data)).unwrap() {
                 b.apply(delta);
             }
         }
         assert!(!d.finished());
-        d.event(&ev("message_stop", r#"{"type":"message_stop"}"#)).unwrap();
+        d.event(&ev("message_stop", r#"{"type":"message_stop"}"#))
+            .unwrap();
         assert!(d.finished());
         let r = b.finish();
         assert_eq!(r.text, "Let me look.");
-        assert_eq!(r.tool_calls, vec![ToolCall { id: "toolu_1".into(), name: "exec".into(), arguments: "{\"command\": \"echo hi\"}".into() }]);
-        assert_eq!(r.usage, Usage { input: 20, output: 9 });
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall {
+                id: "toolu_1".into(),
+                name: "exec".into(),
+                arguments: "{\"command\": \"echo hi\"}".into()
+            }]
+        );
+        assert_eq!(
+            r.usage,
+            Usage {
+                input: 20,
+                output: 9
+            }
+        );
         assert_eq!(r.finish, FinishReason::ToolCalls);
     }
 
     #[test]
     fn overloaded_error_is_retryable() {
         let mut d = Decoder::default();
-        let err = d.event(&ev("error", r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#)).unwrap_err();
+        let err = d
+            .event(&ev(
+                "error",
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            ))
+            .unwrap_err();
         assert!(err.is_retryable());
     }
 
@@ -259,9 +345,27 @@ mod tests {
             messages: vec![
                 Message::user("a"),
                 Message::user("b"),
-                Message { role: Role::Assistant, parts: vec![Part::Text(String::new()), Part::ToolCall(ToolCall { id: "t".into(), name: "ls".into(), arguments: "{\"path\":\".\"}".into() })] },
+                Message {
+                    role: Role::Assistant,
+                    parts: vec![
+                        Part::Text(String::new()),
+                        Part::ToolCall(ToolCall {
+                            id: "t".into(),
+                            name: "ls".into(),
+                            arguments: "{\"path\":\".\"}".into(),
+                        }),
+                    ],
+                },
                 Message::user("queued follow-up"),
-                Message { role: Role::User, parts: vec![Part::ToolResult { call_id: "t".into(), name: "ls".into(), content: "x".into(), is_error: false }] },
+                Message {
+                    role: Role::User,
+                    parts: vec![Part::ToolResult {
+                        call_id: "t".into(),
+                        name: "ls".into(),
+                        content: "x".into(),
+                        is_error: false,
+                    }],
+                },
             ],
             tools: vec![],
             max_tokens: 10,
@@ -276,6 +380,9 @@ mod tests {
         assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
         assert_eq!(b["system"], "s");
         assert_eq!(endpoint("http://h/v1/"), "http://h/v1/messages");
-        assert_eq!(endpoint("https://api.anthropic.com"), "https://api.anthropic.com/v1/messages");
+        assert_eq!(
+            endpoint("https://api.anthropic.com"),
+            "https://api.anthropic.com/v1/messages"
+        );
     }
 }

@@ -45,7 +45,11 @@ impl ModelClient {
                 .connect_timeout(p.connect_timeout)
                 .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
                 .build()
-                .map_err(|e| LlmError::NotConfigured(format!("provider `{name}`: cannot build its HTTP client: {e}")))?;
+                .map_err(|e| {
+                    LlmError::NotConfigured(format!(
+                        "provider `{name}`: cannot build its HTTP client: {e}"
+                    ))
+                })?;
             http.insert(name.clone(), client);
         }
         Ok(Self {
@@ -64,10 +68,14 @@ impl ModelClient {
         on: &mut (dyn FnMut(Note) + Send),
         cancel: &CancellationToken,
     ) -> Result<(Reply, ModelTarget), LlmError> {
-        let mut last_error = LlmError::NotConfigured("no model is configured for this agent".into());
+        let mut last_error =
+            LlmError::NotConfigured("no model is configured for this agent".into());
         for target in targets {
             let Some(provider) = self.providers.get(&target.provider) else {
-                last_error = LlmError::NotConfigured(format!("provider `{}` is not configured", target.provider));
+                last_error = LlmError::NotConfigured(format!(
+                    "provider `{}` is not configured",
+                    target.provider
+                ));
                 continue;
             };
             let mut req = request.clone();
@@ -110,7 +118,9 @@ impl ModelClient {
                     }
                     Some(cut) => {
                         reply.text.truncate(cut);
-                        reply.text.push_str("\n[reply cut: it kept repeating itself]");
+                        reply
+                            .text
+                            .push_str("\n[reply cut: it kept repeating itself]");
                         return Ok(reply);
                     }
                     None => return Ok(reply),
@@ -144,10 +154,9 @@ impl ModelClient {
         on: &mut (dyn FnMut(Note) + Send),
         cancel: &CancellationToken,
     ) -> Result<Reply, LlmError> {
-        let http = self
-            .http
-            .get(&provider.name)
-            .ok_or_else(|| LlmError::NotConfigured(format!("provider `{}` has no HTTP client", provider.name)))?;
+        let http = self.http.get(&provider.name).ok_or_else(|| {
+            LlmError::NotConfigured(format!("provider `{}` has no HTTP client", provider.name))
+        })?;
         let key = match &provider.api_key {
             ApiKey::Missing { problem } => return Err(LlmError::NotConfigured(problem.clone())),
             ApiKey::Found { value, .. } => Some(value.0.as_str()),
@@ -155,9 +164,15 @@ impl ModelClient {
         };
         let (url, body) = match provider.kind {
             ProviderKind::Openai => (openai::endpoint(&provider.base_url), openai::body(req)),
-            ProviderKind::Anthropic => (anthropic::endpoint(&provider.base_url), anthropic::body(req)),
+            ProviderKind::Anthropic => (
+                anthropic::endpoint(&provider.base_url),
+                anthropic::body(req),
+            ),
         };
-        let mut builder = http.post(&url).json(&body).header("accept", "text/event-stream");
+        let mut builder = http
+            .post(&url)
+            .json(&body)
+            .header("accept", "text/event-stream");
         builder = match (provider.kind, key) {
             (ProviderKind::Openai, Some(k)) => builder.bearer_auth(k),
             (ProviderKind::Anthropic, Some(k)) => builder.header("x-api-key", k),
@@ -209,7 +224,9 @@ impl ModelClient {
             let events = match chunk {
                 Some(Ok(bytes)) => sse.push(&bytes),
                 Some(Err(e)) => {
-                    return Err(LlmError::Truncated(format!("connection broke mid-stream: {e}")));
+                    return Err(LlmError::Truncated(format!(
+                        "connection broke mid-stream: {e}"
+                    )));
                 }
                 None => sse.finish(),
             };
@@ -260,11 +277,11 @@ impl Decoder {
     }
 }
 
+/// A request that got no response: timeouts are their own case, every
+/// other transport failure (refused, reset, TLS) is a connection error.
 fn classify(e: reqwest::Error) -> LlmError {
     if e.is_timeout() {
         LlmError::Timeout
-    } else if e.is_connect() {
-        LlmError::Connect(source_chain(&e))
     } else {
         LlmError::Connect(source_chain(&e))
     }
@@ -340,7 +357,10 @@ mod tests {
 
     #[test]
     fn error_bodies_become_messages() {
-        assert_eq!(error_message(r#"{"error":{"message":"Rate limited","type":"x"}}"#), "Rate limited");
+        assert_eq!(
+            error_message(r#"{"error":{"message":"Rate limited","type":"x"}}"#),
+            "Rate limited"
+        );
         assert_eq!(error_message("plain failure"), "plain failure");
     }
 }

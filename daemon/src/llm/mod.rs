@@ -101,8 +101,15 @@ impl FinishReason {
 pub enum Delta {
     Text(String),
     /// A tool call begins at `index` (ids and names may come in pieces too).
-    ToolCallStart { index: usize, id: String, name: String },
-    ToolCallArgs { index: usize, fragment: String },
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    ToolCallArgs {
+        index: usize,
+        fragment: String,
+    },
     Usage(Usage),
     Finish(FinishReason),
 }
@@ -136,7 +143,9 @@ impl ReplyBuilder {
                 }
                 call.name.push_str(&name);
             }
-            Delta::ToolCallArgs { index, fragment } => self.call_at(index).arguments.push_str(&fragment),
+            Delta::ToolCallArgs { index, fragment } => {
+                self.call_at(index).arguments.push_str(&fragment)
+            }
             Delta::Usage(u) => {
                 // Providers report input and output at different moments;
                 // keep the largest seen of each.
@@ -205,7 +214,9 @@ pub enum LlmError {
     Connect(String),
     #[error("the provider stopped sending data (idle timeout)")]
     Timeout,
-    #[error("the response stream ended before its terminator ({0}); this is not taken as an answer")]
+    #[error(
+        "the response stream ended before its terminator ({0}); this is not taken as an answer"
+    )]
     Truncated(String),
     #[error("the provider reported an error in the stream: {message}")]
     Stream { message: String, retryable: bool },
@@ -252,18 +263,58 @@ mod tests {
     #[test]
     fn builder_joins_split_tool_calls_in_index_order() {
         let mut b = ReplyBuilder::default();
-        b.apply(Delta::ToolCallStart { index: 1, id: "b".into(), name: "exec".into() });
-        b.apply(Delta::ToolCallStart { index: 0, id: "a".into(), name: "re".into() });
-        b.apply(Delta::ToolCallStart { index: 0, id: String::new(), name: "ad".into() });
-        b.apply(Delta::ToolCallArgs { index: 0, fragment: "{\"pa".into() });
-        b.apply(Delta::ToolCallArgs { index: 1, fragment: "{}".into() });
-        b.apply(Delta::ToolCallArgs { index: 0, fragment: "th\":\"x\"}".into() });
-        b.apply(Delta::Usage(Usage { input: 10, output: 0 }));
-        b.apply(Delta::Usage(Usage { input: 0, output: 4 }));
+        b.apply(Delta::ToolCallStart {
+            index: 1,
+            id: "b".into(),
+            name: "exec".into(),
+        });
+        b.apply(Delta::ToolCallStart {
+            index: 0,
+            id: "a".into(),
+            name: "re".into(),
+        });
+        b.apply(Delta::ToolCallStart {
+            index: 0,
+            id: String::new(),
+            name: "ad".into(),
+        });
+        b.apply(Delta::ToolCallArgs {
+            index: 0,
+            fragment: "{\"pa".into(),
+        });
+        b.apply(Delta::ToolCallArgs {
+            index: 1,
+            fragment: "{}".into(),
+        });
+        b.apply(Delta::ToolCallArgs {
+            index: 0,
+            fragment: "th\":\"x\"}".into(),
+        });
+        b.apply(Delta::Usage(Usage {
+            input: 10,
+            output: 0,
+        }));
+        b.apply(Delta::Usage(Usage {
+            input: 0,
+            output: 4,
+        }));
         let r = b.finish();
-        assert_eq!(r.tool_calls[0], ToolCall { id: "a".into(), name: "read".into(), arguments: "{\"path\":\"x\"}".into() });
+        assert_eq!(
+            r.tool_calls[0],
+            ToolCall {
+                id: "a".into(),
+                name: "read".into(),
+                arguments: "{\"path\":\"x\"}".into()
+            }
+        );
         assert_eq!(r.tool_calls[1].name, "exec");
-        assert_eq!(r.usage, Usage { input: 10, output: 4 });
+        assert_eq!(
+            r.usage,
+            Usage {
+                input: 10,
+                output: 4
+            }
+        );
         assert_eq!(r.finish, FinishReason::ToolCalls);
     }
 }

@@ -55,9 +55,20 @@ fn push_message(out: &mut Vec<Value>, m: &Message) {
                         }
                         text.push_str(t);
                     }
-                    Part::ToolResult { call_id, content, is_error, .. } => {
-                        let content = if *is_error { format!("ERROR: {content}") } else { content.clone() };
-                        out.push(json!({"role": "tool", "tool_call_id": call_id, "content": content}));
+                    Part::ToolResult {
+                        call_id,
+                        content,
+                        is_error,
+                        ..
+                    } => {
+                        let content = if *is_error {
+                            format!("ERROR: {content}")
+                        } else {
+                            content.clone()
+                        };
+                        out.push(
+                            json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+                        );
                     }
                     Part::ToolCall(_) => {}
                 }
@@ -116,14 +127,21 @@ impl Decoder {
         if data.is_empty() {
             return Ok(Vec::new());
         }
-        let v: Value = serde_json::from_str(data)
-            .map_err(|e| LlmError::Protocol(format!("stream chunk is not JSON ({e}): {}", crate::util::preview(data, 200))))?;
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            LlmError::Protocol(format!(
+                "stream chunk is not JSON ({e}): {}",
+                crate::util::preview(data, 200)
+            ))
+        })?;
         if let Some(err) = v.get("error") {
             let message = err
                 .get("message")
                 .and_then(Value::as_str)
                 .map_or_else(|| err.to_string(), str::to_string);
-            return Err(LlmError::Stream { message, retryable: true });
+            return Err(LlmError::Stream {
+                message,
+                retryable: true,
+            });
         }
         let mut out = Vec::new();
         if let Some(choice) = v.get("choices").and_then(|c| c.get(0)) {
@@ -136,21 +154,35 @@ impl Decoder {
                 }
                 if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
                     for (n, call) in calls.iter().enumerate() {
-                        let index = call.get("index").and_then(Value::as_u64).map_or(n, |i| i as usize);
+                        let index = call
+                            .get("index")
+                            .and_then(Value::as_u64)
+                            .map_or(n, |i| i as usize);
                         let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
                         let function = call.get("function");
-                        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or_default();
+                        let name = function
+                            .and_then(|f| f.get("name"))
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         if !id.is_empty() || !name.is_empty() {
-                            out.push(Delta::ToolCallStart { index, id: id.into(), name: name.into() });
+                            out.push(Delta::ToolCallStart {
+                                index,
+                                id: id.into(),
+                                name: name.into(),
+                            });
                         }
                         match function.and_then(|f| f.get("arguments")) {
                             Some(Value::String(s)) if !s.is_empty() => {
-                                out.push(Delta::ToolCallArgs { index, fragment: s.clone() })
+                                out.push(Delta::ToolCallArgs {
+                                    index,
+                                    fragment: s.clone(),
+                                })
                             }
                             // Some servers send the arguments as an object.
-                            Some(obj @ Value::Object(_)) => {
-                                out.push(Delta::ToolCallArgs { index, fragment: obj.to_string() })
-                            }
+                            Some(obj @ Value::Object(_)) => out.push(Delta::ToolCallArgs {
+                                index,
+                                fragment: obj.to_string(),
+                            }),
                             _ => {}
                         }
                     }
@@ -167,8 +199,14 @@ impl Decoder {
         }
         if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
             out.push(Delta::Usage(Usage {
-                input: usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-                output: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+                input: usage
+                    .get("prompt_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+                output: usage
+                    .get("completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
             }));
         }
         Ok(out)
@@ -181,7 +219,10 @@ mod tests {
     use crate::llm::{ReplyBuilder, ToolCall, ToolSpec};
 
     fn data(s: &str) -> SseEvent {
-        SseEvent { event: None, data: s.to_string() }
+        SseEvent {
+            event: None,
+            data: s.to_string(),
+        }
     }
 
     #[test]
@@ -205,16 +246,35 @@ mod tests {
         assert!(d.finished());
         let r = b.finish();
         assert_eq!(r.text, "Hi");
-        assert_eq!(r.tool_calls, vec![ToolCall { id: "c1".into(), name: "read".into(), arguments: "{\"path\":\"a.txt\"}".into() }]);
-        assert_eq!(r.usage, Usage { input: 12, output: 5 });
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall {
+                id: "c1".into(),
+                name: "read".into(),
+                arguments: "{\"path\":\"a.txt\"}".into()
+            }]
+        );
+        assert_eq!(
+            r.usage,
+            Usage {
+                input: 12,
+                output: 5
+            }
+        );
         assert_eq!(r.finish, FinishReason::ToolCalls);
     }
 
     #[test]
     fn error_chunks_and_garbage_are_errors() {
         let mut d = Decoder::default();
-        assert!(matches!(d.event(&data(r#"{"error":{"message":"overloaded"}}"#)), Err(LlmError::Stream { .. })));
-        assert!(matches!(d.event(&data("{not json")), Err(LlmError::Protocol(_))));
+        assert!(matches!(
+            d.event(&data(r#"{"error":{"message":"overloaded"}}"#)),
+            Err(LlmError::Stream { .. })
+        ));
+        assert!(matches!(
+            d.event(&data("{not json")),
+            Err(LlmError::Protocol(_))
+        ));
     }
 
     #[test]
@@ -224,10 +284,29 @@ mod tests {
             system: "sys".into(),
             messages: vec![
                 Message::user("hi"),
-                Message { role: Role::Assistant, parts: vec![Part::ToolCall(ToolCall { id: "c".into(), name: "ls".into(), arguments: "not json".into() })] },
-                Message { role: Role::User, parts: vec![Part::ToolResult { call_id: "c".into(), name: "ls".into(), content: "boom".into(), is_error: true }] },
+                Message {
+                    role: Role::Assistant,
+                    parts: vec![Part::ToolCall(ToolCall {
+                        id: "c".into(),
+                        name: "ls".into(),
+                        arguments: "not json".into(),
+                    })],
+                },
+                Message {
+                    role: Role::User,
+                    parts: vec![Part::ToolResult {
+                        call_id: "c".into(),
+                        name: "ls".into(),
+                        content: "boom".into(),
+                        is_error: true,
+                    }],
+                },
             ],
-            tools: vec![ToolSpec { name: "ls".into(), description: "list".into(), parameters: json!({"type":"object"}) }],
+            tools: vec![ToolSpec {
+                name: "ls".into(),
+                description: "list".into(),
+                parameters: json!({"type":"object"}),
+            }],
             max_tokens: 100,
             temperature: None,
         };

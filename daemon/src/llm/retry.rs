@@ -84,8 +84,19 @@ mod tests {
     #[test]
     fn retryable_errors_retry_until_attempts_run_out() {
         let p = policy();
-        for e in [http(429, None), http(500, None), http(503, None), LlmError::Timeout, LlmError::Truncated("x".into()), LlmError::Connect("refused".into())] {
-            assert_eq!(decide(&e, 1, &p), Decision::RetryAfter(Duration::from_secs(1)), "{e}");
+        for e in [
+            http(429, None),
+            http(500, None),
+            http(503, None),
+            LlmError::Timeout,
+            LlmError::Truncated("x".into()),
+            LlmError::Connect("refused".into()),
+        ] {
+            assert_eq!(
+                decide(&e, 1, &p),
+                Decision::RetryAfter(Duration::from_secs(1)),
+                "{e}"
+            );
             assert_eq!(decide(&e, 6, &p), Decision::GiveUp, "{e}");
         }
     }
@@ -93,7 +104,13 @@ mod tests {
     #[test]
     fn client_errors_and_aborts_are_not_retried() {
         let p = policy();
-        for e in [http(400, None), http(401, None), http(404, None), LlmError::Aborted, LlmError::Protocol("bad".into())] {
+        for e in [
+            http(400, None),
+            http(401, None),
+            http(404, None),
+            LlmError::Aborted,
+            LlmError::Protocol("bad".into()),
+        ] {
             assert_eq!(decide(&e, 1, &p), Decision::GiveUp, "{e}");
         }
     }
@@ -101,8 +118,14 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_up_to_the_cap() {
         let p = policy();
-        assert_eq!(decide(&http(429, Some(7)), 1, &p), Decision::RetryAfter(Duration::from_secs(7)));
-        assert_eq!(decide(&http(429, Some(0)), 2, &p), Decision::RetryAfter(Duration::ZERO));
+        assert_eq!(
+            decide(&http(429, Some(7)), 1, &p),
+            Decision::RetryAfter(Duration::from_secs(7))
+        );
+        assert_eq!(
+            decide(&http(429, Some(0)), 2, &p),
+            Decision::RetryAfter(Duration::ZERO)
+        );
         assert_eq!(decide(&http(429, Some(61)), 1, &p), Decision::GiveUp);
     }
 

@@ -109,18 +109,33 @@ mod tests {
     }
 
     fn ev(event: Option<&str>, data: &str) -> SseEvent {
-        SseEvent { event: event.map(str::to_string), data: data.to_string() }
+        SseEvent {
+            event: event.map(str::to_string),
+            data: data.to_string(),
+        }
     }
 
     #[test]
     fn events_comments_and_multiline_data() {
-        let got = all(&[b": keep-alive\n\nevent: message_start\ndata: {\"a\":1}\n\ndata: x\ndata: y\n\n"]);
-        assert_eq!(got, vec![ev(Some("message_start"), "{\"a\":1}"), ev(None, "x\ny")]);
+        let got = all(&[
+            b": keep-alive\n\nevent: message_start\ndata: {\"a\":1}\n\ndata: x\ndata: y\n\n",
+        ]);
+        assert_eq!(
+            got,
+            vec![ev(Some("message_start"), "{\"a\":1}"), ev(None, "x\ny")]
+        );
     }
 
     #[test]
     fn lines_split_across_chunks_and_crlf() {
-        let got = all(&[b"da", b"ta: hel", b"lo\r", b"\n\r\n", b"data:no-space\n", b"\n"]);
+        let got = all(&[
+            b"da",
+            b"ta: hel",
+            b"lo\r",
+            b"\n\r\n",
+            b"data:no-space\n",
+            b"\n",
+        ]);
         assert_eq!(got, vec![ev(None, "hello"), ev(None, "no-space")]);
     }
 

@@ -30,21 +30,28 @@ pub fn resolve_key(state: &State, agent: &str, session: &str) -> Result<SessionK
     } else {
         state.hub.agent_id(agent).map_err(|e| status_of(&e))?
     };
-    let key = SessionKey::from_client(&agent, session).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let key = SessionKey::from_client(&agent, session)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
     state.hub.agent_id(key.agent()).map_err(|e| status_of(&e))?;
     Ok(key)
 }
 
-type EventStream = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::ChatEvent, Status>> + Send>>;
+type EventStream =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::ChatEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl pb::agent_server::Agent for AgentService {
     type ChatStream = EventStream;
 
-    async fn chat(&self, request: Request<pb::ChatRequest>) -> Result<Response<Self::ChatStream>, Status> {
+    async fn chat(
+        &self,
+        request: Request<pb::ChatRequest>,
+    ) -> Result<Response<Self::ChatStream>, Status> {
         let req = request.into_inner();
         if req.message.trim().is_empty() {
-            return Err(Status::invalid_argument("the message is empty; type something to send"));
+            return Err(Status::invalid_argument(
+                "the message is empty; type something to send",
+            ));
         }
         if req.message.len() > MAX_MESSAGE_BYTES {
             return Err(Status::invalid_argument(format!(
@@ -54,17 +61,30 @@ impl pb::agent_server::Agent for AgentService {
         }
         let key = resolve_key(&self.state, &req.agent, &req.session)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        self.state.hub.chat(key, req.message, tx).await.map_err(|e| status_of(&e))?;
-        let stream = tokio_stream::StreamExt::map(UnboundedReceiverStream::new(rx), |e| Ok(to_proto(e)));
+        self.state
+            .hub
+            .chat(key, req.message, tx)
+            .await
+            .map_err(|e| status_of(&e))?;
+        let stream =
+            tokio_stream::StreamExt::map(UnboundedReceiverStream::new(rx), |e| Ok(to_proto(e)));
         // End the stream after the turn's last event.
-        let stream = EndAfterLast { inner: stream, done: false };
+        let stream = EndAfterLast {
+            inner: stream,
+            done: false,
+        };
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn abort(&self, request: Request<pb::AbortRequest>) -> Result<Response<pb::AbortResponse>, Status> {
+    async fn abort(
+        &self,
+        request: Request<pb::AbortRequest>,
+    ) -> Result<Response<pb::AbortResponse>, Status> {
         let req = request.into_inner();
         let key = resolve_key(&self.state, &req.agent, &req.session)?;
-        Ok(Response::new(pb::AbortResponse { aborted: self.state.hub.abort(&key.to_string()) }))
+        Ok(Response::new(pb::AbortResponse {
+            aborted: self.state.hub.abort(&key.to_string()),
+        }))
     }
 }
 
@@ -79,13 +99,19 @@ where
     S: tokio_stream::Stream<Item = Result<pb::ChatEvent, Status>> + Unpin,
 {
     type Item = Result<pb::ChatEvent, Status>;
-    fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
         if self.done {
             return std::task::Poll::Ready(None);
         }
         let next = std::pin::Pin::new(&mut self.inner).poll_next(cx);
         if let std::task::Poll::Ready(Some(Ok(ev))) = &next
-            && matches!(ev.event, Some(PbEvent::TurnFinished(_)) | Some(PbEvent::Error(_)))
+            && matches!(
+                ev.event,
+                Some(PbEvent::TurnFinished(_)) | Some(PbEvent::Error(_))
+            )
         {
             self.done = true;
         }
@@ -95,27 +121,78 @@ where
 
 pub fn to_proto(event: Event) -> pb::ChatEvent {
     let event = match event {
-        Event::TurnStarted { session_key, session_id, turn_id, agent, model } => {
-            PbEvent::TurnStarted(pb::TurnStarted { session_key, session_id, turn_id, agent, model })
-        }
+        Event::TurnStarted {
+            session_key,
+            session_id,
+            turn_id,
+            agent,
+            model,
+        } => PbEvent::TurnStarted(pb::TurnStarted {
+            session_key,
+            session_id,
+            turn_id,
+            agent,
+            model,
+        }),
         Event::Text(text) => PbEvent::TextDelta(pb::TextDelta { text }),
-        Event::ToolStarted { call_id, name, arguments } => {
-            PbEvent::ToolCallStarted(pb::ToolCallStarted { call_id, name, arguments_json: arguments })
-        }
-        Event::ToolFinished { call_id, name, status, result, duration_ms } => {
-            PbEvent::ToolCallFinished(pb::ToolCallFinished { call_id, name, status: status.into(), result, duration_ms })
-        }
-        Event::Usage { model, input, output } => {
-            PbEvent::Usage(pb::Usage { model, input_tokens: input, output_tokens: output })
-        }
-        Event::Retrying { attempt, delay_ms, reason, model } => {
-            PbEvent::Retrying(pb::Retrying { attempt, delay_ms, reason, model })
-        }
+        Event::ToolStarted {
+            call_id,
+            name,
+            arguments,
+        } => PbEvent::ToolCallStarted(pb::ToolCallStarted {
+            call_id,
+            name,
+            arguments_json: arguments,
+        }),
+        Event::ToolFinished {
+            call_id,
+            name,
+            status,
+            result,
+            duration_ms,
+        } => PbEvent::ToolCallFinished(pb::ToolCallFinished {
+            call_id,
+            name,
+            status: status.into(),
+            result,
+            duration_ms,
+        }),
+        Event::Usage {
+            model,
+            input,
+            output,
+        } => PbEvent::Usage(pb::Usage {
+            model,
+            input_tokens: input,
+            output_tokens: output,
+        }),
+        Event::Retrying {
+            attempt,
+            delay_ms,
+            reason,
+            model,
+        } => PbEvent::Retrying(pb::Retrying {
+            attempt,
+            delay_ms,
+            reason,
+            model,
+        }),
         Event::Queued { position } => PbEvent::Queued(pb::Queued { position }),
-        Event::Finished { text, stop_reason, model_calls, tool_calls } => {
-            PbEvent::TurnFinished(pb::TurnFinished { text, stop_reason: stop_reason.into(), model_calls, tool_calls })
-        }
-        Event::Error { code, message } => PbEvent::Error(pb::TurnError { code: code.into(), message }),
+        Event::Finished {
+            text,
+            stop_reason,
+            model_calls,
+            tool_calls,
+        } => PbEvent::TurnFinished(pb::TurnFinished {
+            text,
+            stop_reason: stop_reason.into(),
+            model_calls,
+            tool_calls,
+        }),
+        Event::Error { code, message } => PbEvent::Error(pb::TurnError {
+            code: code.into(),
+            message,
+        }),
     };
     pb::ChatEvent { event: Some(event) }
 }

@@ -23,11 +23,15 @@ impl DaemonService {
     }
 }
 
-type LogStream = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::LogLine, Status>> + Send>>;
+type LogStream =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::LogLine, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl pb::daemon_server::Daemon for DaemonService {
-    async fn status(&self, _: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+    async fn status(
+        &self,
+        _: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
         let rt = self.state.hub.runtime();
         let config = rt.config();
         let agents = config
@@ -35,8 +39,16 @@ impl pb::daemon_server::Daemon for DaemonService {
             .values()
             .map(|a| pb::AgentInfo {
                 id: a.id.clone(),
-                model: a.models.first().map(|m| m.model.clone()).unwrap_or_default(),
-                provider: a.models.first().map(|m| m.provider.clone()).unwrap_or_default(),
+                model: a
+                    .models
+                    .first()
+                    .map(|m| m.model.clone())
+                    .unwrap_or_default(),
+                provider: a
+                    .models
+                    .first()
+                    .map(|m| m.provider.clone())
+                    .unwrap_or_default(),
                 workspace: a.workspace.display().to_string(),
             })
             .collect();
@@ -49,21 +61,27 @@ impl pb::daemon_server::Daemon for DaemonService {
             running_turns: self.state.hub.running_turns() as u32,
             max_concurrent_turns: self.state.hub.max_concurrent_turns() as u32,
             sessions: rt.registry.count().await.unwrap_or(0),
-            config_path: config
-                .source
-                .as_ref()
-                .map_or_else(|| "(none: zero-config defaults)".into(), |p| p.display().to_string()),
+            config_path: config.source.as_ref().map_or_else(
+                || "(none: zero-config defaults)".into(),
+                |p| p.display().to_string(),
+            ),
             provider_problem: config.provider_problem.clone().unwrap_or_default(),
         }))
     }
 
-    async fn shutdown(&self, _: Request<pb::ShutdownRequest>) -> Result<Response<pb::ShutdownResponse>, Status> {
+    async fn shutdown(
+        &self,
+        _: Request<pb::ShutdownRequest>,
+    ) -> Result<Response<pb::ShutdownResponse>, Status> {
         tracing::info!("shutdown requested over gRPC");
         self.state.stop.cancel();
         Ok(Response::new(pb::ShutdownResponse {}))
     }
 
-    async fn reload(&self, _: Request<pb::ReloadRequest>) -> Result<Response<pb::ReloadResponse>, Status> {
+    async fn reload(
+        &self,
+        _: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResponse>, Status> {
         let (tx, rx) = oneshot::channel();
         self.state
             .reload
@@ -71,7 +89,10 @@ impl pb::daemon_server::Daemon for DaemonService {
             .await
             .map_err(|_| Status::unavailable("pincerd is shutting down"))?;
         match rx.await {
-            Ok(Ok((applied, needs_restart))) => Ok(Response::new(pb::ReloadResponse { applied, needs_restart })),
+            Ok(Ok((applied, needs_restart))) => Ok(Response::new(pb::ReloadResponse {
+                applied,
+                needs_restart,
+            })),
             Ok(Err(problem)) => Err(Status::failed_precondition(format!(
                 "the new config is invalid and was not applied: {problem}"
             ))),
@@ -81,23 +102,37 @@ impl pb::daemon_server::Daemon for DaemonService {
 
     type LogsStream = LogStream;
 
-    async fn logs(&self, request: Request<pb::LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
+    async fn logs(
+        &self,
+        request: Request<pb::LogsRequest>,
+    ) -> Result<Response<Self::LogsStream>, Status> {
         let req = request.into_inner();
         let path = self.state.hub.runtime().home.log_file();
-        let lines = if req.lines == 0 && !req.follow { 50 } else { req.lines as usize };
+        let lines = if req.lines == 0 && !req.follow {
+            50
+        } else {
+            req.lines as usize
+        };
         let (tx, rx) = mpsc::channel(256);
         let stop = self.state.stop.clone();
         tokio::task::spawn_blocking(move || tail(&path, lines, req.follow, &tx, &stop));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
-    async fn doctor(&self, _: Request<pb::DoctorRequest>) -> Result<Response<pb::DoctorResponse>, Status> {
+    async fn doctor(
+        &self,
+        _: Request<pb::DoctorRequest>,
+    ) -> Result<Response<pb::DoctorResponse>, Status> {
         let rt = self.state.hub.runtime();
         let findings = crate::doctor::check_running(&rt.home, &rt.config()).await;
         Ok(Response::new(pb::DoctorResponse {
             findings: findings
                 .into_iter()
-                .map(|f| pb::Finding { level: f.level.as_str().into(), subject: f.subject, message: f.message })
+                .map(|f| pb::Finding {
+                    level: f.level.as_str().into(),
+                    subject: f.subject,
+                    message: f.message,
+                })
                 .collect(),
         }))
     }
@@ -112,9 +147,17 @@ fn tail(
     tx: &mpsc::Sender<Result<pb::LogLine, Status>>,
     stop: &tokio_util::sync::CancellationToken,
 ) {
-    let send = |line: &str| tx.blocking_send(Ok(pb::LogLine { line: line.to_string() })).is_ok();
+    let send = |line: &str| {
+        tx.blocking_send(Ok(pb::LogLine {
+            line: line.to_string(),
+        }))
+        .is_ok()
+    };
     let Ok(mut file) = std::fs::File::open(path) else {
-        let _ = tx.blocking_send(Err(Status::not_found(format!("no log file at {}", path.display()))));
+        let _ = tx.blocking_send(Err(Status::not_found(format!(
+            "no log file at {}",
+            path.display()
+        ))));
         return;
     };
     let mut text = String::new();

@@ -38,9 +38,15 @@ pub async fn serve(
     state: State,
 ) -> Result<(), tonic::transport::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<AgentServer<agent::AgentService>>().await;
-    health.set_serving::<SessionsServer<sessions::SessionsService>>().await;
-    health.set_serving::<DaemonServer<daemon::DaemonService>>().await;
+    health
+        .set_serving::<AgentServer<agent::AgentService>>()
+        .await;
+    health
+        .set_serving::<SessionsServer<sessions::SessionsService>>()
+        .await;
+    health
+        .set_serving::<DaemonServer<daemon::DaemonService>>()
+        .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
@@ -52,14 +58,17 @@ pub async fn serve(
         .build_v1alpha();
 
     let stop = state.stop.clone();
-    let mut builder = tonic::transport::Server::builder().layer(InterceptorLayer::new(socket::check_peer));
+    let mut builder =
+        tonic::transport::Server::builder().layer(InterceptorLayer::new(socket::check_peer));
     let mut router = builder
         .add_service(health_service)
         .add_service(
             AgentServer::new(agent::AgentService::new(state.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES + 4096),
         )
-        .add_service(SessionsServer::new(sessions::SessionsService::new(state.clone())))
+        .add_service(SessionsServer::new(sessions::SessionsService::new(
+            state.clone(),
+        )))
         .add_service(DaemonServer::new(daemon::DaemonService::new(state.clone())));
     match (reflection_v1, reflection_v1alpha) {
         (Ok(v1), Ok(v1alpha)) => router = router.add_service(v1).add_service(v1alpha),

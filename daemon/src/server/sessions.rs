@@ -21,7 +21,9 @@ impl SessionsService {
     /// Finds a session by id, full key, or short name of the agent.
     async fn find(&self, agent: &str, session: &str) -> Result<SessionRow, Status> {
         if session.trim().is_empty() {
-            return Err(Status::invalid_argument("name a session: a key such as agent:main:main, a short name, or an id"));
+            return Err(Status::invalid_argument(
+                "name a session: a key such as agent:main:main, a short name, or an id",
+            ));
         }
         let registry = &self.state.hub.runtime().registry;
         if let Some(row) = registry.find(session).await.map_err(internal)? {
@@ -32,7 +34,11 @@ impl SessionsService {
             .find(&key.to_string())
             .await
             .map_err(internal)?
-            .ok_or_else(|| Status::not_found(format!("no session `{session}` (looked for {key}); `pincer sessions list` shows them")))
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "no session `{session}` (looked for {key}); `pincer sessions list` shows them"
+                ))
+            })
     }
 
     fn info(&self, row: SessionRow, entries: u64) -> pb::SessionInfo {
@@ -53,7 +59,12 @@ impl SessionsService {
     }
 
     fn transcript_path(&self, row: &SessionRow) -> std::path::PathBuf {
-        self.state.hub.runtime().home.sessions_dir(&row.agent).join(format!("{}.jsonl", row.id))
+        self.state
+            .hub
+            .runtime()
+            .home
+            .sessions_dir(&row.agent)
+            .join(format!("{}.jsonl", row.id))
     }
 }
 
@@ -63,10 +74,24 @@ fn internal(e: impl std::fmt::Display) -> Status {
 
 #[tonic::async_trait]
 impl pb::sessions_server::Sessions for SessionsService {
-    async fn list(&self, request: Request<pb::ListSessionsRequest>) -> Result<Response<pb::ListSessionsResponse>, Status> {
+    async fn list(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
         let agent = request.into_inner().agent;
-        let filter = if agent.is_empty() { None } else { Some(self.state.hub.agent_id(&agent).map_err(|e| status_of(&e))?) };
-        let rows = self.state.hub.runtime().registry.list(filter).await.map_err(internal)?;
+        let filter = if agent.is_empty() {
+            None
+        } else {
+            Some(self.state.hub.agent_id(&agent).map_err(|e| status_of(&e))?)
+        };
+        let rows = self
+            .state
+            .hub
+            .runtime()
+            .registry
+            .list(filter)
+            .await
+            .map_err(internal)?;
         let sessions = rows
             .into_iter()
             .map(|row| {
@@ -77,7 +102,10 @@ impl pb::sessions_server::Sessions for SessionsService {
         Ok(Response::new(pb::ListSessionsResponse { sessions }))
     }
 
-    async fn history(&self, request: Request<pb::HistoryRequest>) -> Result<Response<pb::HistoryResponse>, Status> {
+    async fn history(
+        &self,
+        request: Request<pb::HistoryRequest>,
+    ) -> Result<Response<pb::HistoryResponse>, Status> {
         let req = request.into_inner();
         let row = self.find(&req.agent, &req.session).await?;
         let path = self.transcript_path(&row);
@@ -86,7 +114,11 @@ impl pb::sessions_server::Sessions for SessionsService {
             .map_err(internal)?
             .map_err(|e| Status::internal(format!("cannot read the transcript: {e}")))?;
         let total = entries.len();
-        let skip = if req.limit == 0 { 0 } else { total.saturating_sub(req.limit as usize) };
+        let skip = if req.limit == 0 {
+            0
+        } else {
+            total.saturating_sub(req.limit as usize)
+        };
         let entries = entries
             .into_iter()
             .skip(skip)
@@ -105,7 +137,10 @@ impl pb::sessions_server::Sessions for SessionsService {
         }))
     }
 
-    async fn reset(&self, request: Request<pb::SessionRef>) -> Result<Response<pb::ResetResponse>, Status> {
+    async fn reset(
+        &self,
+        request: Request<pb::SessionRef>,
+    ) -> Result<Response<pb::ResetResponse>, Status> {
         let req = request.into_inner();
         let row = self.find(&req.agent, &req.session).await?;
         self.state.hub.forget(&row.key).map_err(|e| status_of(&e))?;
@@ -122,22 +157,41 @@ impl pb::sessions_server::Sessions for SessionsService {
         Ok(Response::new(pb::ResetResponse { old_id, new_id }))
     }
 
-    async fn delete(&self, request: Request<pb::SessionRef>) -> Result<Response<pb::DeleteResponse>, Status> {
+    async fn delete(
+        &self,
+        request: Request<pb::SessionRef>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
         let req = request.into_inner();
         let row = self.find(&req.agent, &req.session).await?;
         self.state.hub.forget(&row.key).map_err(|e| status_of(&e))?;
-        let deleted = self.state.hub.runtime().registry.delete(&row.key).await.map_err(internal)?;
+        let deleted = self
+            .state
+            .hub
+            .runtime()
+            .registry
+            .delete(&row.key)
+            .await
+            .map_err(internal)?;
         let path = self.transcript_path(&row);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Status::internal(format!("the session was removed but its transcript {} was not: {e}", path.display()))),
+            Err(e) => {
+                return Err(Status::internal(format!(
+                    "the session was removed but its transcript {} was not: {e}",
+                    path.display()
+                )));
+            }
         }
         tracing::info!(session = %row.key, "session deleted");
-        Ok(Response::new(pb::DeleteResponse { deleted: deleted.is_some() }))
+        Ok(Response::new(pb::DeleteResponse {
+            deleted: deleted.is_some(),
+        }))
     }
 }
 
 fn count_lines(path: &std::path::Path) -> u64 {
-    std::fs::read(path).map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64).unwrap_or(0)
+    std::fs::read(path)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64)
+        .unwrap_or(0)
 }

@@ -21,7 +21,9 @@ use tonic::transport::server::Connected;
 /// Why the socket could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
-    #[error("pincerd is already running for {home} (pid {pid}); talk to it with `pincer status`, or stop it with `kill {pid}`")]
+    #[error(
+        "pincerd is already running for {home} (pid {pid}); talk to it with `pincer status`, or stop it with `kill {pid}`"
+    )]
     AlreadyRunning { home: String, pid: String },
     #[error("cannot create the socket {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
@@ -44,7 +46,10 @@ impl Drop for InstanceLock {
 pub fn lock_instance(run_dir: &Path, home: &Path) -> Result<InstanceLock, SocketError> {
     let lock_path = run_dir.join("pincerd.lock");
     let pid_file = run_dir.join("pincerd.pid");
-    let io_err = |source| SocketError::Io { path: lock_path.clone(), source };
+    let io_err = |source| SocketError::Io {
+        path: lock_path.clone(),
+        source,
+    };
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -65,14 +70,20 @@ pub fn lock_instance(run_dir: &Path, home: &Path) -> Result<InstanceLock, Socket
         return Err(io_err(err));
     }
     std::fs::write(&pid_file, std::process::id().to_string()).map_err(io_err)?;
-    Ok(InstanceLock { _file: file, pid_file })
+    Ok(InstanceLock {
+        _file: file,
+        pid_file,
+    })
 }
 
 /// Binds the socket with mode 0600. Call only while holding the instance
 /// lock: any socket file left there is stale (its daemon died) and is
 /// replaced.
 pub fn bind(path: &Path) -> Result<interprocess::local_socket::tokio::Listener, SocketError> {
-    let io_err = |source| SocketError::Io { path: path.to_path_buf(), source };
+    let io_err = |source| SocketError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if path.exists() {
         tracing::info!(path = %path.display(), "replacing a stale socket left by a daemon that did not stop cleanly");
         std::fs::remove_file(path).map_err(io_err)?;
@@ -101,8 +112,14 @@ pub struct Conn {
 
 impl Conn {
     fn new(inner: LocalStream) -> Self {
-        let uid = inner.peer_creds().ok().and_then(|c| c.euid()).map(|u| u as u32);
-        Self { inner, peer: PeerInfo { uid } }
+        let uid = inner
+            .peer_creds()
+            .ok()
+            .and_then(|c| c.euid());
+        Self {
+            inner,
+            peer: PeerInfo { uid },
+        }
     }
 }
 
@@ -114,13 +131,21 @@ impl Connected for Conn {
 }
 
 impl AsyncRead for Conn {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for Conn {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -161,6 +186,8 @@ pub fn check_peer(req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::
                 "this pincerd belongs to uid {me}; connections from uid {uid} are refused"
             )))
         }
-        None => Err(tonic::Status::permission_denied("the peer's uid could not be verified")),
+        None => Err(tonic::Status::permission_denied(
+            "the peer's uid could not be verified",
+        )),
     }
 }

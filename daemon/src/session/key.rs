@@ -31,8 +31,7 @@ const MAX_PART: usize = 128;
 fn valid_part(p: &str) -> bool {
     !p.is_empty()
         && p.len() <= MAX_PART
-        && p
-            .chars()
+        && p.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.@+".contains(c))
 }
 
@@ -92,7 +91,9 @@ impl SessionKey {
         for (i, part) in rest.iter().enumerate() {
             match *part {
                 "thread" | "dm" | "group" | "sub" if i + 1 >= rest.len() => {
-                    return Err(shape_error("a `dm`, `group`, `sub` or `thread` part needs an id after it"));
+                    return Err(shape_error(
+                        "a `dm`, `group`, `sub` or `thread` part needs an id after it",
+                    ));
                 }
                 _ => {}
             }
@@ -160,12 +161,18 @@ mod tests {
 
     #[test]
     fn constructors_build_the_documented_shapes() {
-        assert_eq!(SessionKey::main("main").unwrap().to_string(), "agent:main:main");
+        assert_eq!(
+            SessionKey::main("main").unwrap().to_string(),
+            "agent:main:main"
+        );
         let dm = SessionKey::dm("a", "telegram", "7").unwrap();
         assert_eq!(dm.to_string(), "agent:a:telegram:dm:7");
         assert_eq!(dm.channel(), "telegram");
         let g = SessionKey::group("a", "discord", "-100").unwrap();
-        assert_eq!(g.thread("9").unwrap().to_string(), "agent:a:discord:group:-100:thread:9");
+        assert_eq!(
+            g.thread("9").unwrap().to_string(),
+            "agent:a:discord:group:-100:thread:9"
+        );
         assert_eq!(SessionKey::main("x").unwrap().channel(), "cli");
         let sub = SessionKey::sub("a", uuid::Uuid::nil()).unwrap();
         assert_eq!(sub.channel(), "sub");
@@ -173,10 +180,18 @@ mod tests {
 
     #[test]
     fn short_names_expand_to_the_agent() {
-        assert_eq!(SessionKey::from_client("main", "").unwrap().to_string(), "agent:main:main");
-        assert_eq!(SessionKey::from_client("w", "notes").unwrap().to_string(), "agent:w:notes");
         assert_eq!(
-            SessionKey::from_client("w", "agent:x:main").unwrap().agent(),
+            SessionKey::from_client("main", "").unwrap().to_string(),
+            "agent:main:main"
+        );
+        assert_eq!(
+            SessionKey::from_client("w", "notes").unwrap().to_string(),
+            "agent:w:notes"
+        );
+        assert_eq!(
+            SessionKey::from_client("w", "agent:x:main")
+                .unwrap()
+                .agent(),
             "x"
         );
     }
@@ -184,13 +199,34 @@ mod tests {
     #[test]
     fn rejects_bad_keys_with_reasons() {
         assert_eq!(SessionKey::parse(""), Err(KeyError::Empty));
-        assert!(matches!(SessionKey::parse("main"), Err(KeyError::MissingPrefix(_))));
-        assert!(matches!(SessionKey::parse("agent:main"), Err(KeyError::MissingPrefix(_))));
-        assert!(matches!(SessionKey::parse("agent:ma in:main"), Err(KeyError::BadPart { .. })));
-        assert!(matches!(SessionKey::parse("agent:m::x"), Err(KeyError::BadPart { .. })));
-        assert!(matches!(SessionKey::parse("agent:m:../../etc"), Err(KeyError::BadPart { .. })));
-        assert!(matches!(SessionKey::parse("agent:m:telegram:dm"), Err(KeyError::BadShape { .. })));
+        assert!(matches!(
+            SessionKey::parse("main"),
+            Err(KeyError::MissingPrefix(_))
+        ));
+        assert!(matches!(
+            SessionKey::parse("agent:main"),
+            Err(KeyError::MissingPrefix(_))
+        ));
+        assert!(matches!(
+            SessionKey::parse("agent:ma in:main"),
+            Err(KeyError::BadPart { .. })
+        ));
+        assert!(matches!(
+            SessionKey::parse("agent:m::x"),
+            Err(KeyError::BadPart { .. })
+        ));
+        assert!(matches!(
+            SessionKey::parse("agent:m:../../etc"),
+            Err(KeyError::BadPart { .. })
+        ));
+        assert!(matches!(
+            SessionKey::parse("agent:m:telegram:dm"),
+            Err(KeyError::BadShape { .. })
+        ));
         let long = format!("agent:m:{}", "x".repeat(129));
-        assert!(matches!(SessionKey::parse(&long), Err(KeyError::BadPart { .. })));
+        assert!(matches!(
+            SessionKey::parse(&long),
+            Err(KeyError::BadPart { .. })
+        ));
     }
 }

@@ -131,9 +131,11 @@ impl Registry {
     }
 
     pub async fn count(&self) -> Result<u64, RegistryError> {
-        self.call(|conn| conn.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get::<_, i64>(0)))
-            .await
-            .map(|n| n.max(0) as u64)
+        self.call(|conn| {
+            conn.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get::<_, i64>(0))
+        })
+        .await
+        .map(|n| n.max(0) as u64)
     }
 
     /// Adds a model call's usage and marks the session updated.
@@ -211,8 +213,12 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
 }
 
 fn by_key(conn: &Connection, key: &str) -> rusqlite::Result<Option<SessionRow>> {
-    conn.query_row(&format!("SELECT {COLUMNS} FROM sessions WHERE key = ?1"), [key], row)
-        .optional()
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM sessions WHERE key = ?1"),
+        [key],
+        row,
+    )
+    .optional()
 }
 
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -248,15 +254,29 @@ mod tests {
     async fn create_find_usage_reset_delete() {
         let dir = tempfile::tempdir().unwrap();
         let reg = Registry::open(&dir.path().join("p.db")).unwrap();
-        let a = reg.get_or_create("agent:main:main", "main", "cli").await.unwrap();
-        let again = reg.get_or_create("agent:main:main", "main", "cli").await.unwrap();
+        let a = reg
+            .get_or_create("agent:main:main", "main", "cli")
+            .await
+            .unwrap();
+        let again = reg
+            .get_or_create("agent:main:main", "main", "cli")
+            .await
+            .unwrap();
         assert_eq!(a.id, again.id);
         reg.add_usage(&a.id, 10, 3).await.unwrap();
         reg.add_usage(&a.id, 5, 2).await.unwrap();
         let found = reg.find(&a.id).await.unwrap().unwrap();
         assert_eq!((found.input_tokens, found.output_tokens), (15, 5));
         reg.finish_turn(&a.id, Some("boom".into())).await.unwrap();
-        assert_eq!(reg.find("agent:main:main").await.unwrap().unwrap().last_error.as_deref(), Some("boom"));
+        assert_eq!(
+            reg.find("agent:main:main")
+                .await
+                .unwrap()
+                .unwrap()
+                .last_error
+                .as_deref(),
+            Some("boom")
+        );
         let (old, new) = reg.reset("agent:main:main").await.unwrap().unwrap();
         assert_eq!(old, a.id);
         assert_ne!(new, a.id);

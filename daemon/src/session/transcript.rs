@@ -224,7 +224,15 @@ mod tests {
         let (mut t, entries, _) = Transcript::open(&path).unwrap();
         assert!(entries.is_empty());
         let a = t.append(Some("t1"), user("hello")).unwrap();
-        let b = t.append(Some("t1"), Body::Meta { event: "x".into(), detail: String::new() }).unwrap();
+        let b = t
+            .append(
+                Some("t1"),
+                Body::Meta {
+                    event: "x".into(),
+                    detail: String::new(),
+                },
+            )
+            .unwrap();
         assert_eq!(b.parent.as_deref(), Some(a.id.as_str()));
         t.sync().unwrap();
         drop(t);
@@ -244,7 +252,8 @@ mod tests {
         drop(t);
         // A crash in the middle of writing the third entry.
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(br#"{"id":"x","ts":"2026","kind":"user","te"#).unwrap();
+        f.write_all(br#"{"id":"x","ts":"2026","kind":"user","te"#)
+            .unwrap();
         drop(f);
 
         let (mut t, entries, rec) = Transcript::open(&path).unwrap();

@@ -126,13 +126,19 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
                 _ => "exited".to_string(),
             };
             let text = format!("{head} ({elapsed} ms)\n{output}");
-            if status.success() { ToolOutput::ok(text) } else { ToolOutput::error(text) }
+            if status.success() {
+                ToolOutput::ok(text)
+            } else {
+                ToolOutput::error(text)
+            }
         }
         End::TimedOut => ToolOutput::error(format!(
             "timed out after {} s; the process group was killed. Output so far:\n{output}",
             timeout.as_secs()
         )),
-        End::Aborted => ToolOutput::error(format!("aborted; the process group was killed. Output so far:\n{output}")),
+        End::Aborted => ToolOutput::error(format!(
+            "aborted; the process group was killed. Output so far:\n{output}"
+        )),
         End::WaitFailed(e) => ToolOutput::error(format!("waiting for the command failed: {e}")),
     }
 }

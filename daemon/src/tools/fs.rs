@@ -92,12 +92,48 @@ pub struct GrepArgs {
 pub fn tools() -> Vec<ToolDef> {
     let plain = ToolFlags::default();
     vec![
-        ToolDef::typed("read", "Read a text file of the workspace; returns numbered lines. Use offset/limit for long files.", FS, plain, read),
-        ToolDef::typed("write", "Create or overwrite a file in the workspace with the given content.", FS, plain, write),
-        ToolDef::typed("edit", "Replace an exact string in a workspace file. old_string must match exactly once (or set replace_all).", FS, plain, edit),
-        ToolDef::typed("ls", "List a folder of the workspace (folders end with /, files show their size).", FS, plain, ls),
-        ToolDef::typed("glob", "Find files in the workspace whose paths match a glob pattern.", FS, plain, glob),
-        ToolDef::typed("grep", "Search file contents in the workspace with a regular expression; returns path:line: text.", FS, plain, grep),
+        ToolDef::typed(
+            "read",
+            "Read a text file of the workspace; returns numbered lines. Use offset/limit for long files.",
+            FS,
+            plain,
+            read,
+        ),
+        ToolDef::typed(
+            "write",
+            "Create or overwrite a file in the workspace with the given content.",
+            FS,
+            plain,
+            write,
+        ),
+        ToolDef::typed(
+            "edit",
+            "Replace an exact string in a workspace file. old_string must match exactly once (or set replace_all).",
+            FS,
+            plain,
+            edit,
+        ),
+        ToolDef::typed(
+            "ls",
+            "List a folder of the workspace (folders end with /, files show their size).",
+            FS,
+            plain,
+            ls,
+        ),
+        ToolDef::typed(
+            "glob",
+            "Find files in the workspace whose paths match a glob pattern.",
+            FS,
+            plain,
+            glob,
+        ),
+        ToolDef::typed(
+            "grep",
+            "Search file contents in the workspace with a regular expression; returns path:line: text.",
+            FS,
+            plain,
+            grep,
+        ),
     ]
 }
 
@@ -111,7 +147,11 @@ async fn read(args: ReadArgs, ctx: ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(format!("cannot read `{}`: {e}", args.path)),
     };
     if bytes.iter().take(8192).any(|&b| b == 0) {
-        return ToolOutput::error(format!("`{}` is a binary file ({} bytes); read only reads text", args.path, bytes.len()));
+        return ToolOutput::error(format!(
+            "`{}` is a binary file ({} bytes); read only reads text",
+            args.path,
+            bytes.len()
+        ));
     }
     let text = String::from_utf8_lossy(&bytes);
     let start = args.offset.unwrap_or(1).max(1);
@@ -120,7 +160,10 @@ async fn read(args: ReadArgs, ctx: ToolContext) -> ToolOutput {
     let mut out = String::new();
     for (n, line) in text.lines().enumerate().skip(start - 1).take(limit) {
         let line = if line.chars().count() > MAX_LINE_CHARS {
-            format!("{}… [line cut]", line.chars().take(MAX_LINE_CHARS).collect::<String>())
+            format!(
+                "{}… [line cut]",
+                line.chars().take(MAX_LINE_CHARS).collect::<String>()
+            )
         } else {
             line.to_string()
         };
@@ -130,11 +173,17 @@ async fn read(args: ReadArgs, ctx: ToolContext) -> ToolOutput {
         return ToolOutput::ok(format!("`{}` is empty", args.path));
     }
     if start > total {
-        return ToolOutput::error(format!("offset {start} is past the end of `{}` ({total} lines)", args.path));
+        return ToolOutput::error(format!(
+            "offset {start} is past the end of `{}` ({total} lines)",
+            args.path
+        ));
     }
     let last = (start - 1 + limit).min(total);
     if last < total {
-        out.push_str(&format!("[lines {start}-{last} of {total}; use offset={} to read on]\n", last + 1));
+        out.push_str(&format!(
+            "[lines {start}-{last} of {total}; use offset={} to read on]\n",
+            last + 1
+        ));
     }
     ToolOutput::ok(out)
 }
@@ -154,7 +203,9 @@ async fn write(args: WriteArgs, ctx: ToolContext) -> ToolOutput {
 
 /// Writes via a temporary file and rename, so a crash never leaves half a file.
 fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().ok_or_else(|| std::io::Error::other("no parent folder"))?;
+    let dir = path
+        .parent()
+        .ok_or_else(|| std::io::Error::other("no parent folder"))?;
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile_in(dir)?;
     tmp.1.write_all(content)?;
@@ -164,7 +215,10 @@ fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
 
 fn tempfile_in(dir: &Path) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
     let name = dir.join(format!(".pincer-write-{}", uuid::Uuid::new_v4()));
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&name)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&name)?;
     Ok((name, file))
 }
 
@@ -174,7 +228,9 @@ async fn edit(args: EditArgs, ctx: ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(e),
     };
     if args.old_string.is_empty() {
-        return ToolOutput::error("old_string is empty; give the exact text to replace (use write to create a file)");
+        return ToolOutput::error(
+            "old_string is empty; give the exact text to replace (use write to create a file)",
+        );
     }
     let text = match tokio::fs::read_to_string(&path).await {
         Ok(t) => t,
@@ -236,7 +292,10 @@ async fn glob(args: GlobArgs, ctx: ToolContext) -> ToolOutput {
         Ok(p) => p,
         Err(e) => return ToolOutput::error(e),
     };
-    let matcher = match globset::GlobBuilder::new(&args.pattern).literal_separator(true).build() {
+    let matcher = match globset::GlobBuilder::new(&args.pattern)
+        .literal_separator(true)
+        .build()
+    {
         Ok(g) => g.compile_matcher(),
         Err(e) => return ToolOutput::error(format!("invalid glob `{}`: {e}", args.pattern)),
     };
@@ -244,11 +303,17 @@ async fn glob(args: GlobArgs, ctx: ToolContext) -> ToolOutput {
     let result = tokio::task::spawn_blocking(move || {
         let mut found = Vec::new();
         let mut truncated = false;
-        for entry in ignore::WalkBuilder::new(&base).hidden(false).build().flatten() {
+        for entry in ignore::WalkBuilder::new(&base)
+            .hidden(false)
+            .build()
+            .flatten()
+        {
             if ctx.cancel.is_cancelled() {
                 break;
             }
-            let Ok(rel) = entry.path().strip_prefix(&base) else { continue };
+            let Ok(rel) = entry.path().strip_prefix(&base) else {
+                continue;
+            };
             if entry.file_type().is_some_and(|t| t.is_file()) && matcher.is_match(rel) {
                 if found.len() >= MAX_MATCHES {
                     truncated = true;
@@ -262,11 +327,15 @@ async fn glob(args: GlobArgs, ctx: ToolContext) -> ToolOutput {
     })
     .await;
     match result {
-        Ok((found, _)) if found.is_empty() => ToolOutput::ok(format!("no files match `{}`", args.pattern)),
+        Ok((found, _)) if found.is_empty() => {
+            ToolOutput::ok(format!("no files match `{}`", args.pattern))
+        }
         Ok((found, truncated)) => {
             let mut out = found.join("\n");
             if truncated {
-                out.push_str(&format!("\n[stopped at {MAX_MATCHES} files; narrow the pattern]"));
+                out.push_str(&format!(
+                    "\n[stopped at {MAX_MATCHES} files; narrow the pattern]"
+                ));
             }
             ToolOutput::ok(out)
         }
@@ -297,7 +366,11 @@ async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
     let result = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
         let mut truncated = false;
-        'walk: for entry in ignore::WalkBuilder::new(&base).hidden(false).build().flatten() {
+        'walk: for entry in ignore::WalkBuilder::new(&base)
+            .hidden(false)
+            .build()
+            .flatten()
+        {
             if ctx.cancel.is_cancelled() {
                 break;
             }
@@ -310,7 +383,9 @@ async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
             {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(entry.path()) else { continue };
+            let Ok(bytes) = std::fs::read(entry.path()) else {
+                continue;
+            };
             if bytes.iter().take(8192).any(|&b| b == 0) {
                 continue;
             }
@@ -322,7 +397,11 @@ async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
                         truncated = true;
                         break 'walk;
                     }
-                    out.push(format!("{shown}:{}: {}", n + 1, crate::util::preview(line.trim_end(), 300)));
+                    out.push(format!(
+                        "{shown}:{}: {}",
+                        n + 1,
+                        crate::util::preview(line.trim_end(), 300)
+                    ));
                 }
             }
         }
@@ -330,11 +409,15 @@ async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
     })
     .await;
     match result {
-        Ok((lines, _)) if lines.is_empty() => ToolOutput::ok(format!("no matches for `{}`", args.pattern)),
+        Ok((lines, _)) if lines.is_empty() => {
+            ToolOutput::ok(format!("no matches for `{}`", args.pattern))
+        }
         Ok((lines, truncated)) => {
             let mut out = lines.join("\n");
             if truncated {
-                out.push_str(&format!("\n[stopped at {MAX_MATCHES} matches; narrow the search]"));
+                out.push_str(&format!(
+                    "\n[stopped at {MAX_MATCHES} matches; narrow the search]"
+                ));
             }
             ToolOutput::ok(out)
         }

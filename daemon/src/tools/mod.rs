@@ -30,10 +30,16 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn ok(content: impl Into<String>) -> Self {
-        Self { content: content.into(), is_error: false }
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
     }
     pub fn error(content: impl Into<String>) -> Self {
-        Self { content: content.into(), is_error: true }
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
     }
 }
 
@@ -79,7 +85,9 @@ pub struct ToolDef {
 
 impl std::fmt::Debug for ToolDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolDef").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("ToolDef")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -165,11 +173,13 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
 /// The JSON schema of `A`, without the `$schema`/`title` noise models do
 /// not need.
 pub fn schema_of<A: JsonSchema>() -> serde_json::Value {
-    let mut value = serde_json::to_value(schemars::schema_for!(A)).unwrap_or_else(|_| serde_json::json!({"type": "object"}));
+    let mut value = serde_json::to_value(schemars::schema_for!(A))
+        .unwrap_or_else(|_| serde_json::json!({"type": "object"}));
     if let Some(obj) = value.as_object_mut() {
         obj.remove("$schema");
         obj.remove("title");
-        obj.entry("properties").or_insert_with(|| serde_json::json!({}));
+        obj.entry("properties")
+            .or_insert_with(|| serde_json::json!({}));
     }
     value
 }

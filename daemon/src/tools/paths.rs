@@ -33,7 +33,10 @@ pub fn confine(root: &Path, requested: &str) -> Result<PathBuf, String> {
                 }
                 break p;
             }
-            Err(_) => match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+            Err(_) => match (
+                existing.file_name().map(|n| n.to_os_string()),
+                existing.parent(),
+            ) {
                 (Some(name), Some(parent)) => {
                     tail.push(name);
                     existing = parent.to_path_buf();
@@ -87,8 +90,14 @@ mod tests {
         let root = dir.path().join("ws");
         std::fs::create_dir_all(root.join("a")).unwrap();
         let real_root = root.canonicalize().unwrap();
-        assert_eq!(confine(&root, "a/new.txt").unwrap(), real_root.join("a/new.txt"));
-        assert_eq!(confine(&root, "a/../b/c.txt").unwrap(), real_root.join("b/c.txt"));
+        assert_eq!(
+            confine(&root, "a/new.txt").unwrap(),
+            real_root.join("a/new.txt")
+        );
+        assert_eq!(
+            confine(&root, "a/../b/c.txt").unwrap(),
+            real_root.join("b/c.txt")
+        );
         assert_eq!(confine(&root, ".").unwrap(), real_root);
         assert!(confine(&root, "../escape.txt").is_err());
         assert!(confine(&root, "a/../../escape").is_err());

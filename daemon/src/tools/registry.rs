@@ -87,25 +87,42 @@ mod tests {
     use super::*;
 
     fn names(filter: ToolFilter) -> Vec<String> {
-        ToolRegistry::core().selected(&filter).into_iter().map(|t| t.name.clone()).collect()
+        ToolRegistry::core()
+            .selected(&filter)
+            .into_iter()
+            .map(|t| t.name.clone())
+            .collect()
     }
 
     #[test]
     fn default_offers_every_core_tool() {
-        assert_eq!(names(ToolFilter::default()), ["read", "write", "edit", "ls", "glob", "grep", "exec"]);
+        assert_eq!(
+            names(ToolFilter::default()),
+            ["read", "write", "edit", "ls", "glob", "grep", "exec"]
+        );
     }
 
     #[test]
     fn deny_wins_and_globs_and_groups_work() {
-        let f = ToolFilter { profile: None, allow: vec!["group:fs".into(), "exec".into()], deny: vec!["EX*".into(), "write".into()] };
+        let f = ToolFilter {
+            profile: None,
+            allow: vec!["group:fs".into(), "exec".into()],
+            deny: vec!["EX*".into(), "write".into()],
+        };
         assert_eq!(names(f), ["read", "edit", "ls", "glob", "grep"]);
     }
 
     #[test]
     fn profiles_narrow() {
-        let messaging = ToolFilter { profile: Some("messaging".into()), ..Default::default() };
+        let messaging = ToolFilter {
+            profile: Some("messaging".into()),
+            ..Default::default()
+        };
         assert!(names(messaging).is_empty());
-        let coding = ToolFilter { profile: Some("coding".into()), ..Default::default() };
+        let coding = ToolFilter {
+            profile: Some("coding".into()),
+            ..Default::default()
+        };
         assert_eq!(names(coding).len(), 7);
     }
 
