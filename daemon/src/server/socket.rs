@@ -112,10 +112,7 @@ pub struct Conn {
 
 impl Conn {
     fn new(inner: LocalStream) -> Self {
-        let uid = inner
-            .peer_creds()
-            .ok()
-            .and_then(|c| c.euid());
+        let uid = inner.peer_creds().ok().and_then(|c| c.euid());
         Self {
             inner,
             peer: PeerInfo { uid },
