@@ -14,7 +14,7 @@ use pincer_testkit::peers::peer;
 #[tokio::test(flavor = "multi_thread")]
 async fn grpcurl_lists_services_by_reflection_and_calls_status() {
     let home = TestHome::new();
-    let _d = home.start();
+    let daemon = home.start();
     let sock = home.path().join("run/pincerd.sock");
     let list = Command::new(peer("grpcurl"))
         .args(["-plaintext", "-unix", "-authority", "localhost"])

@@ -334,3 +334,28 @@ async fn logs_doctor_and_session_management() {
             .is_empty()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn init_writes_a_valid_starter_and_never_overwrites() {
+    let home = TestHome::new();
+    let out = home.cli(&["init"]).await;
+    assert!(out.ok().contains("wrote"), "{}", out.stdout);
+    for file in [
+        "config.toml",
+        "workspace/AGENTS.md",
+        "workspace/SOUL.md",
+        "workspace/USER.md",
+        "workspace/MEMORY.md",
+    ] {
+        assert!(home.path().join(file).exists(), "{file} missing");
+    }
+    // The starter config is valid as written.
+    assert_eq!(home.cli(&["config", "check"]).await.code, 0);
+    std::fs::write(home.workspace().join("AGENTS.md"), "mine").unwrap();
+    let again = home.cli(&["init"]).await;
+    assert!(again.ok().contains("kept"), "{}", again.stdout);
+    assert_eq!(
+        std::fs::read_to_string(home.workspace().join("AGENTS.md")).unwrap(),
+        "mine"
+    );
+}

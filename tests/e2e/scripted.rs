@@ -526,3 +526,143 @@ async fn length_finish_is_continued() {
         .to_string();
     assert!(last.contains("Continue exactly where it stopped"), "{last}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn interactive_chat_streams_resets_and_aborts_on_ctrl_c() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (home, llm) = setup("").await;
+    llm.script(
+        "[chat]",
+        vec![
+            Step::text("answer one"),
+            Step::tool("exec", json!({"command": "touch running; sleep 300"})),
+        ],
+    );
+    llm.script("[after-reset]", vec![Step::text("fresh start")]);
+    let _d = home.start();
+    let mut child = tokio::process::Command::new(&pincer_testkit::harness::bins().pincer)
+        .arg("--home")
+        .arg(home.path())
+        .arg("chat")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    stdin.write_all(b"[chat] hello\n").await.unwrap();
+    assert_eq!(stdout.next_line().await.unwrap().unwrap(), "answer one");
+
+    // Ctrl-C during a turn aborts that turn, and the chat goes on.
+    stdin.write_all(b"now run something long\n").await.unwrap();
+    while !home.workspace().join("running").exists() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: SIGINT to the chat process this test started.
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
+    for _ in 0..500 {
+        if home
+            .transcript("main")
+            .iter()
+            .any(|e| e["event"] == "turn_aborted")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        home.transcript("main")
+            .iter()
+            .any(|e| e["event"] == "turn_aborted")
+    );
+
+    stdin
+        .write_all(b"/reset\n[after-reset] hi again\n/exit\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    while let Some(line) = stdout.next_line().await.unwrap() {
+        rest.push(line);
+    }
+    assert!(rest.iter().any(|l| l == "fresh start"), "{rest:?}");
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("aborting") && stderr.contains("turn aborted"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("session reset"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn abort_during_the_model_stream_keeps_the_partial_text() {
+    let (home, llm) = setup("").await;
+    llm.script(
+        "[stream-abort]",
+        vec![Step {
+            text: "partial answer so far".into(),
+            hang: true,
+            ..Default::default()
+        }],
+    );
+    let _d = home.start();
+    let send = home.cli_spawn(&["send", "--json", "[stream-abort] talk"]);
+    for _ in 0..500 {
+        if home.path().join("sessions/main").exists()
+            && home.transcript("main").len() == 1
+            && llm.journal().len() == 1
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(home.cli(&["--json", "abort"]).await.json()["aborted"], true);
+    let out = tokio::time::timeout(Duration::from_secs(20), send.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let transcript = home.transcript("main");
+    let partial = transcript
+        .iter()
+        .find(|e| e["kind"] == "assistant")
+        .expect("the partial reply is recorded");
+    assert_eq!(partial["text"], "partial answer so far");
+    assert_eq!(partial["stop"], "aborted");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn api_keys_do_not_reach_exec_or_the_transcript() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let home = TestHome::new();
+    home.write_config(&format!(
+        "[providers.p]\nkind = \"openai\"\nbase_url = \"{}/v1\"\napi_key_env = \"MY_PROVIDER_KEY\"\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\n",
+        llm.base_url()
+    ));
+    llm.script(
+        "[secrets]",
+        vec![
+            Step::tool(
+                "exec",
+                json!({"command": "echo key=[$MY_PROVIDER_KEY] openai=[$OPENAI_API_KEY]"}),
+            ),
+            Step::text("done"),
+        ],
+    );
+    let _d = home.start_with_env(&[
+        ("MY_PROVIDER_KEY", "sk-live-very-secret"),
+        ("OPENAI_API_KEY", "sk-other-secret"),
+    ]);
+    home.cli(&["send", "[secrets] show me the keys"]).await.ok();
+    let results = tool_messages(&llm.journal()[1]);
+    assert!(results[0].contains("key=[] openai=[]"), "{results:?}");
+    let transcript = std::fs::read_to_string(home.transcript_path("main")).unwrap();
+    let log = std::fs::read_to_string(home.path().join("logs/pincerd.log")).unwrap();
+    for text in [&transcript, &log] {
+        assert!(!text.contains("sk-live-very-secret") && !text.contains("sk-other-secret"));
+    }
+}
