@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as README.md documents it and .ci/run calls it:
 # installs the test peers (tests/setup.sh, cached under ~/.cache), then runs
-# every unit and end-to-end test of the workspace.
+# every unit and end-to-end test of the workspace with `cargo test`, and
+# closes with the total over all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,4 +12,12 @@ if ! command -v setpriv >/dev/null 2>&1; then
   echo "tests/run.sh: setpriv is missing; install util-linux (apt-get install util-linux)" >&2
   exit 1
 fi
-cargo test --workspace --locked "$@"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --locked "$@" 2>&1 | tee "$log" || status=$?
+# One closing line for all the test binaries cargo ran.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "%d passed, %d failed\n", p, f }' "$log"
+exit "$status"

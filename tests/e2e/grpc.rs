@@ -88,6 +88,22 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
         String::from_utf8_lossy(&bad.stderr)
     );
     home.cli(&["status"]).await.ok();
+
+    // Daemon.Shutdown stops the daemon cleanly.
+    let stop = Command::new(peer("grpcurl"))
+        .args(["-plaintext", "-unix", "-authority", "localhost", "-d", "{}"])
+        .arg(&sock)
+        .arg("pincer.v1.Daemon/Shutdown")
+        .output()
+        .unwrap();
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    assert_eq!(daemon.wait_exit(), Some(0));
+    assert!(!sock.exists(), "the socket is still there after Shutdown");
+    assert_eq!(home.cli(&["status"]).await.code, 3);
 }
 
 #[tokio::test(flavor = "multi_thread")]

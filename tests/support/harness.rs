@@ -260,10 +260,17 @@ impl Daemon {
     }
 
     /// SIGTERM and wait for a clean exit; returns the exit code.
-    pub fn stop(mut self) -> Option<i32> {
+    pub fn stop(self) -> Option<i32> {
+        if let Some(c) = &self.child {
+            // SAFETY: sends SIGTERM to our own child process.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        }
+        self.wait_exit()
+    }
+
+    /// Waits (up to 20 s) for the daemon to exit by itself; its exit code.
+    pub fn wait_exit(mut self) -> Option<i32> {
         let mut c = self.child.take()?;
-        // SAFETY: sends SIGTERM to our own child process.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
         let started = Instant::now();
         loop {
             if let Ok(Some(status)) = c.try_wait() {
