@@ -6,22 +6,28 @@
 //! 1.8.10 and later send `localhost`. Hence `-authority localhost` here.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use pincer_testkit::harness::{TestHome, bins};
 use pincer_testkit::peers::peer;
+
+/// `grpcurl -plaintext -unix -authority localhost [-d DATA] SOCKET ARGS…`
+fn grpcurl(sock: &Path, data: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(peer("grpcurl"));
+    cmd.args(["-plaintext", "-unix", "-authority", "localhost"]);
+    if let Some(d) = data {
+        cmd.args(["-d", d]);
+    }
+    cmd.arg(sock).args(args).output().expect("run grpcurl")
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn grpcurl_lists_services_by_reflection_and_calls_status() {
     let home = TestHome::new();
     let daemon = home.start();
     let sock = home.path().join("run/pincerd.sock");
-    let list = Command::new(peer("grpcurl"))
-        .args(["-plaintext", "-unix", "-authority", "localhost"])
-        .arg(&sock)
-        .arg("list")
-        .output()
-        .unwrap();
+    let list = grpcurl(&sock, None, &["list"]);
     let services = String::from_utf8_lossy(&list.stdout);
     assert!(
         list.status.success(),
@@ -39,12 +45,7 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
             "{s} missing from: {services}"
         );
     }
-    let status = Command::new(peer("grpcurl"))
-        .args(["-plaintext", "-unix", "-authority", "localhost", "-d", "{}"])
-        .arg(&sock)
-        .arg("pincer.v1.Daemon/Status")
-        .output()
-        .unwrap();
+    let status = grpcurl(&sock, Some("{}"), &["pincer.v1.Daemon/Status"]);
     assert!(
         status.status.success(),
         "{}",
@@ -53,34 +54,14 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
     let body: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(body["home"], home.path().to_str().unwrap());
-    let health = Command::new(peer("grpcurl"))
-        .args([
-            "-plaintext",
-            "-unix",
-            "-authority",
-            "localhost",
-            "-d",
-            r#"{"service":"pincer.v1.Agent"}"#,
-        ])
-        .arg(&sock)
-        .arg("grpc.health.v1.Health/Check")
-        .output()
-        .unwrap();
+    let health = grpcurl(
+        &sock,
+        Some(r#"{"service":"pincer.v1.Agent"}"#),
+        &["grpc.health.v1.Health/Check"],
+    );
     assert!(String::from_utf8_lossy(&health.stdout).contains("SERVING"));
     // A bad request from outside gets a status, not a crash.
-    let bad = Command::new(peer("grpcurl"))
-        .args([
-            "-plaintext",
-            "-unix",
-            "-authority",
-            "localhost",
-            "-d",
-            r#"{"message":""}"#,
-        ])
-        .arg(&sock)
-        .arg("pincer.v1.Agent/Chat")
-        .output()
-        .unwrap();
+    let bad = grpcurl(&sock, Some(r#"{"message":""}"#), &["pincer.v1.Agent/Chat"]);
     assert_eq!(
         bad.status.code(),
         Some(64 + 3),
@@ -90,12 +71,7 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
     home.cli(&["status"]).await.ok();
 
     // Daemon.Shutdown stops the daemon cleanly.
-    let stop = Command::new(peer("grpcurl"))
-        .args(["-plaintext", "-unix", "-authority", "localhost", "-d", "{}"])
-        .arg(&sock)
-        .arg("pincer.v1.Daemon/Shutdown")
-        .output()
-        .unwrap();
+    let stop = grpcurl(&sock, Some("{}"), &["pincer.v1.Daemon/Shutdown"]);
     assert!(
         stop.status.success(),
         "{}",

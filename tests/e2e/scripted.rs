@@ -540,14 +540,9 @@ async fn interactive_chat_streams_resets_and_aborts_on_ctrl_c() {
     );
     llm.script("[after-reset]", vec![Step::text("fresh start")]);
     let _d = home.start();
-    let mut child = tokio::process::Command::new(&pincer_testkit::harness::bins().pincer)
-        .arg("--home")
-        .arg(home.path())
-        .arg("chat")
+    let mut child = home
+        .pincer(&["chat"])
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();

@@ -173,14 +173,9 @@ impl TestHome {
 
     pub async fn cli_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
         use tokio::io::AsyncWriteExt;
-        let mut child = tokio::process::Command::new(&bins().pincer)
-            .arg("--home")
-            .arg(self.path())
-            .args(args)
+        let mut child = self
+            .pincer(args)
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn pincer");
         if let Some(mut input) = child.stdin.take() {
@@ -199,16 +194,23 @@ impl TestHome {
 
     /// Starts `pincer args…` without waiting (for abort and queue tests).
     pub fn cli_spawn(&self, args: &[&str]) -> tokio::process::Child {
-        tokio::process::Command::new(&bins().pincer)
-            .arg("--home")
-            .arg(self.path())
-            .args(args)
+        self.pincer(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn pincer")
+    }
+
+    /// `pincer --home H args…` with stdout and stderr captured; stdin is
+    /// for the caller to set.
+    pub fn pincer(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&bins().pincer);
+        cmd.arg("--home")
+            .arg(self.path())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
     }
 
     /// Entries of the only transcript of `agent`, parsed.

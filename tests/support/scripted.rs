@@ -287,26 +287,16 @@ async fn openai(
             ));
         }
     }
-    if step.truncate {
-        return sse(events, false);
-    }
-    if step.hang {
-        return sse(events, true);
-    }
-    let finish = step.finish.clone().unwrap_or_else(|| {
-        if step.tool_calls.is_empty() {
-            "stop".into()
-        } else {
-            "tool_calls".into()
-        }
-    });
-    events.push(chunk(json!({}), json!(finish)));
-    events.push(format!(
-        "data: {}\n\n",
-        json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}})
-    ));
-    events.push("data: [DONE]\n\n".into());
-    sse(events, false)
+    finish_stream(&step, events, ("stop", "tool_calls"), |stop| {
+        vec![
+            chunk(json!({}), json!(stop)),
+            format!(
+                "data: {}\n\n",
+                json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}})
+            ),
+            "data: [DONE]\n\n".into(),
+        ]
+    })
 }
 
 async fn anthropic(
@@ -347,20 +337,37 @@ async fn anthropic(
         ));
         index += 1;
     }
-    if step.truncate {
-        return sse(events, false);
-    }
-    if step.hang {
-        return sse(events, true);
+    finish_stream(&step, events, ("end_turn", "tool_use"), |stop| {
+        vec![
+            ev(
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 7}}),
+            ),
+            ev("message_stop", json!({"type": "message_stop"})),
+        ]
+    })
+}
+
+/// Ends a scripted stream as the step says: cut before the terminator,
+/// left hanging, or finished with `finish(stop reason)`; the default stop
+/// reason is `natural.0` for text and `natural.1` for tool calls.
+fn finish_stream(
+    step: &Step,
+    mut events: Vec<String>,
+    natural: (&str, &str),
+    finish: impl FnOnce(&str) -> Vec<String>,
+) -> Response {
+    if step.truncate || step.hang {
+        return sse(events, step.hang && !step.truncate);
     }
     let stop = step.finish.clone().unwrap_or_else(|| {
         if step.tool_calls.is_empty() {
-            "end_turn".into()
+            natural.0
         } else {
-            "tool_use".into()
+            natural.1
         }
+        .to_string()
     });
-    events.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 7}})));
-    events.push(ev("message_stop", json!({"type": "message_stop"})));
+    events.extend(finish(&stop));
     sse(events, false)
 }

@@ -246,10 +246,7 @@ impl Hub {
             .registry
             .get_or_create(&key.to_string(), key.agent(), key.channel())
             .await?;
-        if log
-            .as_ref()
-            .is_none_or(|l| !l.transcript.path().ends_with(format!("{}.jsonl", row.id)))
-        {
+        if log.as_ref().is_none_or(|l| l.session_id != row.id) {
             let path = self
                 .rt
                 .home
@@ -261,6 +258,7 @@ impl Hub {
                 .map_err(HubError::Transcript)?;
             let (transcript, entries, _recovery) = opened;
             *log = Some(SessionLog {
+                session_id: row.id.clone(),
                 transcript,
                 entries,
             });

@@ -32,6 +32,8 @@ pub type Emit = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// A session's transcript and its entries in memory.
 pub struct SessionLog {
+    /// The registry id the transcript belongs to (it changes on reset).
+    pub session_id: String,
     pub transcript: Transcript,
     pub entries: Vec<Entry>,
 }

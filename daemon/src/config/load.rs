@@ -65,27 +65,9 @@ pub fn load(home: &Home) -> Result<Config, ConfigError> {
     match std::fs::read_to_string(&path) {
         Ok(text) => parse(home, &path, &text, &env::detect),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Ok(resolve(home, None, "", ConfigFile::default(), &env::detect)
-                .unwrap_or_else(|_| unreachable_default(home)))
+            resolve(home, None, "", ConfigFile::default(), &env::detect)
         }
         Err(source) => Err(ConfigError::Read { path, source }),
-    }
-}
-
-/// The empty file cannot fail validation; this keeps `load` panic-free even
-/// if that ever changes.
-fn unreachable_default(home: &Home) -> Config {
-    Config {
-        source: None,
-        daemon: daemon_settings(&ConfigFile::default()),
-        providers: BTreeMap::new(),
-        agents: BTreeMap::new(),
-        default_agent: "main".into(),
-        tools: tool_settings(&ConfigFile::default()),
-        provider_problem: Some(format!(
-            "the default configuration could not be built; write {}",
-            home.config_file().display()
-        )),
     }
 }
 
@@ -634,23 +616,6 @@ fn agent_settings(
             deny: section.tools.deny.clone(),
         },
     })
-}
-
-/// The key of the API key, for messages: never the value.
-pub fn describe_key(key: &ApiKey) -> String {
-    match key {
-        ApiKey::None => "no API key".into(),
-        ApiKey::Found { origin, .. } => format!("API key from {origin}"),
-        ApiKey::Missing { problem } => problem.clone(),
-    }
-}
-
-#[doc(hidden)]
-pub fn secret_value(key: &ApiKey) -> Option<&Secret> {
-    match key {
-        ApiKey::Found { value, .. } => Some(value),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -110,13 +110,13 @@ impl Transcript {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let (entries, recovery, good_len) = match std::fs::read(path) {
-            Ok(bytes) => parse(&bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (Vec::new(), Recovery::default(), 0),
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
+        let (entries, recovery, good_len) = parse(&bytes);
         if recovery.torn_tail {
-            let bytes = std::fs::read(path)?;
             let mut torn = path.as_os_str().to_owned();
             torn.push(".torn");
             std::fs::write(PathBuf::from(torn), &bytes[good_len as usize..])?;
