@@ -7,6 +7,8 @@ pub mod exec;
 pub mod fs;
 pub mod paths;
 pub mod registry;
+#[cfg(test)]
+mod tests;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -1,0 +1,267 @@
+//! Unit tests of the core tools, run through `ToolDef::call` exactly as
+//! the agent runs them (raw JSON arguments in, `ToolOutput` out).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{ToolContext, ToolOutput, ToolRegistry};
+use crate::config::ToolSettings;
+
+fn ctx(dir: &std::path::Path) -> ToolContext {
+    ToolContext {
+        agent: "main".into(),
+        session_key: "agent:main:main".into(),
+        workspace: dir.to_path_buf(),
+        cancel: CancellationToken::new(),
+        settings: Arc::new(ToolSettings {
+            exec_timeout: Duration::from_secs(10),
+            exec_max_output_chars: 300,
+            max_result_chars: 40_000,
+        }),
+        secret_env: Arc::new(vec!["PINCER_TEST_SECRET_VAR".into()]),
+    }
+}
+
+async fn call(dir: &std::path::Path, tool: &str, args: serde_json::Value) -> ToolOutput {
+    let registry = ToolRegistry::core();
+    registry
+        .get(tool)
+        .expect("tool")
+        .call(&args.to_string(), ctx(dir))
+        .await
+}
+
+#[tokio::test]
+async fn read_numbers_lines_and_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.path().join("f.txt"), text).unwrap();
+    let out = call(
+        dir.path(),
+        "read",
+        serde_json::json!({"path": "f.txt", "offset": 3, "limit": 2}),
+    )
+    .await;
+    assert!(!out.is_error);
+    assert!(
+        out.content.contains("     3\tline 3\n     4\tline 4\n"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.contains("use offset=5"), "{}", out.content);
+    let past = call(
+        dir.path(),
+        "read",
+        serde_json::json!({"path": "f.txt", "offset": 99}),
+    )
+    .await;
+    assert!(past.is_error && past.content.contains("past the end"));
+    std::fs::write(dir.path().join("b.bin"), [0u8, 1, 2]).unwrap();
+    let bin = call(dir.path(), "read", serde_json::json!({"path": "b.bin"})).await;
+    assert!(bin.is_error && bin.content.contains("binary"));
+    let missing = call(dir.path(), "read", serde_json::json!({"path": "nope.txt"})).await;
+    assert!(missing.is_error && missing.content.contains("cannot read `nope.txt`"));
+}
+
+#[tokio::test]
+async fn write_creates_parents_and_edit_needs_a_unique_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = call(
+        dir.path(),
+        "write",
+        serde_json::json!({"path": "a/b/c.txt", "content": "one two two"}),
+    )
+    .await;
+    assert!(!w.is_error, "{}", w.content);
+    let path = dir.path().join("a/b/c.txt");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "one two two");
+    let twice = call(
+        dir.path(),
+        "edit",
+        serde_json::json!({"path": "a/b/c.txt", "old_string": "two", "new_string": "2"}),
+    )
+    .await;
+    assert!(
+        twice.is_error && twice.content.contains("occurs 2 times"),
+        "{}",
+        twice.content
+    );
+    let none = call(
+        dir.path(),
+        "edit",
+        serde_json::json!({"path": "a/b/c.txt", "old_string": "three", "new_string": "3"}),
+    )
+    .await;
+    assert!(none.is_error && none.content.contains("not found"));
+    let once = call(
+        dir.path(),
+        "edit",
+        serde_json::json!({"path": "a/b/c.txt", "old_string": "one", "new_string": "1"}),
+    )
+    .await;
+    assert!(!once.is_error);
+    let all = call(dir.path(), "edit", serde_json::json!({"path": "a/b/c.txt", "old_string": "two", "new_string": "2", "replace_all": true})).await;
+    assert!(!all.is_error);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "1 2 2");
+    // No temporary files are left behind.
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("a/b")).unwrap().count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn ls_glob_and_grep_stay_in_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("notes/2026")).unwrap();
+    std::fs::write(dir.path().join("notes/a.md"), "alpha\nTODO: beta\n").unwrap();
+    std::fs::write(dir.path().join("notes/2026/b.md"), "todo gamma\n").unwrap();
+    std::fs::write(dir.path().join("c.txt"), "TODO delta\n").unwrap();
+    let ls = call(dir.path(), "ls", serde_json::json!({})).await;
+    assert_eq!(ls.content, "c.txt\t11 bytes\nnotes/");
+    let glob = call(
+        dir.path(),
+        "glob",
+        serde_json::json!({"pattern": "**/*.md"}),
+    )
+    .await;
+    assert_eq!(glob.content, "notes/2026/b.md\nnotes/a.md");
+    let grep = call(
+        dir.path(),
+        "grep",
+        serde_json::json!({"pattern": "todo", "ignore_case": true, "glob": "*.md"}),
+    )
+    .await;
+    let mut lines: Vec<&str> = grep.content.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["notes/2026/b.md:1: todo gamma", "notes/a.md:2: TODO: beta"]
+    );
+    let bad = call(
+        dir.path(),
+        "grep",
+        serde_json::json!({"pattern": "(unclosed"}),
+    )
+    .await;
+    assert!(bad.is_error && bad.content.contains("invalid regular expression"));
+    let outside = call(dir.path(), "ls", serde_json::json!({"path": ".."})).await;
+    assert!(outside.is_error && outside.content.contains("outside the workspace"));
+}
+
+#[tokio::test]
+async fn exec_reports_status_caps_output_and_stays_in_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = call(
+        dir.path(),
+        "exec",
+        serde_json::json!({"command": "echo out; echo err >&2"}),
+    )
+    .await;
+    assert!(!ok.is_error);
+    assert!(ok.content.starts_with("exit code 0"), "{}", ok.content);
+    assert!(
+        ok.content.contains("out\nerr"),
+        "stdout and stderr interleave: {}",
+        ok.content
+    );
+    let fail = call(dir.path(), "exec", serde_json::json!({"command": "exit 3"})).await;
+    assert!(fail.is_error && fail.content.starts_with("exit code 3"));
+    let long = call(
+        dir.path(),
+        "exec",
+        serde_json::json!({"command": "seq 1 2000"}),
+    )
+    .await;
+    assert!(
+        long.content.contains("characters omitted"),
+        "{}",
+        long.content
+    );
+    assert!(
+        long.content.contains("\n1\n2\n") && long.content.trim_end().ends_with("2000"),
+        "head and tail kept"
+    );
+    // Secret variables are removed from the environment: covered end to end
+    // (tests/e2e/scripted.rs), where pincerd itself holds the keys.
+    let cwd = call(
+        dir.path(),
+        "exec",
+        serde_json::json!({"command": "pwd", "cwd": "/"}),
+    )
+    .await;
+    assert!(cwd.is_error && cwd.content.contains("outside the workspace"));
+}
+
+#[tokio::test]
+async fn exec_timeout_kills_the_group_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let out = call(
+        dir.path(),
+        "exec",
+        serde_json::json!({"command": "echo begun; sleep 30 & sleep 30", "timeout_s": 1}),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("timed out after 1 s"),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content.contains("begun"),
+        "output so far is kept: {}",
+        out.content
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn exec_abort_stops_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::core();
+    let context = ctx(dir.path());
+    let cancel = context.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel();
+    });
+    let started = Instant::now();
+    let out = registry
+        .get("exec")
+        .unwrap()
+        .call(r#"{"command": "sleep 30"}"#, context)
+        .await;
+    assert!(
+        out.is_error && out.content.starts_with("aborted"),
+        "{}",
+        out.content
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn arguments_that_are_not_an_object_are_tool_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::core();
+    let read = registry.get("read").unwrap();
+    for (raw, expect) in [
+        ("[1,2]", "must be a JSON object"),
+        ("{\"path\":", "not valid JSON"),
+        ("{\"path\": 5}", "invalid arguments"),
+        ("", "missing field `path`"),
+    ] {
+        let out = read.call(raw, ctx(dir.path())).await;
+        assert!(
+            out.is_error && out.content.contains(expect),
+            "{raw}: {}",
+            out.content
+        );
+    }
+}
