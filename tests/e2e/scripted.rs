@@ -661,3 +661,90 @@ async fn api_keys_do_not_reach_exec_or_the_transcript() {
         assert!(!text.contains("sk-live-very-secret") && !text.contains("sk-other-secret"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wall_time_limit_stops_the_tool_and_asks_for_an_answer() {
+    let (home, llm) = setup("max_turn_seconds = 2").await;
+    llm.script(
+        "[walltime]",
+        vec![
+            Step::tool(
+                "exec",
+                json!({"command": "sleep 60 & echo $! > child.pid; wait"}),
+            ),
+            Step::text("Out of time; here is what I have."),
+        ],
+    );
+    let _d = home.start();
+    let started = std::time::Instant::now();
+    let out = home
+        .cli(&["send", "--json", "[walltime] take your time"])
+        .await;
+    let events = out.json_lines();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    let tool = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_finished")
+        .unwrap();
+    assert!(
+        tool["result"].as_str().unwrap().contains("time limit"),
+        "{tool}"
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last["stop_reason"], "limit");
+    assert_eq!(last["text"], "Out of time; here is what I have.");
+    assert!(llm.journal()[1].get("tools").is_none());
+    // The command's process group was killed, not left running.
+    let pid: i32 = std::fs::read_to_string(home.workspace().join("child.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: signal 0 only checks whether the process exists.
+    assert!(
+        unsafe { libc::kill(pid, 0) } != 0 || is_zombie(pid),
+        "the command's background child survived the time limit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_global_limit_holds_other_sessions_back() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let home = TestHome::new();
+    home.write_config(&format!(
+        "[daemon]\nmax_concurrent_turns = 1\n\n{}",
+        provider_config("openai", &format!("{}/v1", llm.base_url()), "")
+    ));
+    llm.script(
+        "[limit-a]",
+        vec![
+            Step::tool(
+                "exec",
+                json!({"command": "for i in $(seq 400); do [ -f go ] && exit 0; sleep 0.05; done"}),
+            ),
+            Step::text("a done"),
+        ],
+    );
+    llm.script("[limit-b]", vec![Step::text("b done")]);
+    let _d = home.start();
+    let a = home.cli_spawn(&["send", "--session", "a", "[limit-a] go"]);
+    while llm.journal().is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let b = home.cli_spawn(&["send", "--session", "b", "[limit-b] go"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // B waits for the only permit: its model was not called yet.
+    assert_eq!(llm.journal().len(), 1);
+    let status = home.cli(&["--json", "status"]).await.json();
+    assert_eq!(status["running_turns"], 1);
+    assert_eq!(status["max_concurrent_turns"], 1);
+    std::fs::write(home.workspace().join("go"), "").unwrap();
+    let a = String::from_utf8_lossy(&a.wait_with_output().await.unwrap().stdout).into_owned();
+    let b = String::from_utf8_lossy(&b.wait_with_output().await.unwrap().stdout).into_owned();
+    assert_eq!((a.trim(), b.trim()), ("a done", "b done"));
+    assert_eq!(llm.journal().len(), 3);
+}

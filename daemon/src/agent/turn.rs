@@ -25,6 +25,8 @@ use crate::util::{cap_head_tail, preview};
 const MAX_CONTINUATIONS: u32 = 2;
 /// Characters of a tool result shown to clients (the model gets more).
 const RESULT_PREVIEW: usize = 2000;
+/// How long a tool stopped by the turn's time limit gets to clean up.
+const TOOL_CLEANUP: Duration = Duration::from_secs(5);
 /// Environment variables that always count as secrets.
 const WELL_KNOWN_SECRETS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
 
@@ -339,10 +341,15 @@ impl Turn<'_> {
         };
         let cancel = ctx.cancel.clone();
         let remaining = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(remaining, tool.call(arguments, ctx)).await {
+        let call = tool.call(arguments, ctx);
+        tokio::pin!(call);
+        match tokio::time::timeout(remaining, &mut call).await {
             Ok(out) => out,
             Err(_) => {
+                // Cancel rather than drop, so the tool cleans up after itself
+                // (exec kills its process group); bounded, in case it cannot.
                 cancel.cancel();
+                let _ = tokio::time::timeout(TOOL_CLEANUP, &mut call).await;
                 ToolOutput::error(
                     "the turn's time limit was reached while the tool ran; it was stopped",
                 )
