@@ -359,3 +359,24 @@ async fn init_writes_a_valid_starter_and_never_overwrites() {
         "mine"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_reloads_the_config() {
+    let home = TestHome::new();
+    let base = provider_config("openai", "http://127.0.0.1:9/v1", "");
+    home.write_config(&base);
+    let daemon = home.start();
+    home.write_config(&format!("{base}\n[agents.second]\nmodel = \"default\"\n"));
+    // SAFETY: SIGHUP to the daemon this test started.
+    unsafe { libc::kill(daemon.pid() as i32, libc::SIGHUP) };
+    for _ in 0..250 {
+        let status = home.cli(&["--json", "status"]).await.json();
+        if status["agents"].as_array().is_some_and(|a| a.len() == 2) {
+            let log = std::fs::read_to_string(home.path().join("logs/pincerd.log")).unwrap();
+            assert!(log.contains("config reloaded (SIGHUP)"), "{log}");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("SIGHUP did not reload the config");
+}

@@ -40,16 +40,12 @@ struct Pending {
 
 #[derive(Default)]
 struct Slot {
-    /// Set while a driver task runs this session's turns.
-    running: Option<Running>,
+    /// Set while a driver task runs this session's turns: cancels the
+    /// running turn.
+    running: Option<CancellationToken>,
     pending: Vec<Pending>,
     /// Loaded transcript kept between turns (taken by the driver).
     log: Option<SessionLog>,
-}
-
-struct Running {
-    cancel: CancellationToken,
-    subscribers: Arc<Mutex<Vec<Subscriber>>>,
 }
 
 /// Cloneable handle to every session's turn state.
@@ -149,13 +145,9 @@ impl Hub {
             });
             return Ok(());
         }
-        let running = Running {
-            cancel: self.shutdown.child_token(),
-            subscribers: Arc::new(Mutex::new(vec![subscriber])),
-        };
-        let cancel = running.cancel.clone();
-        let subscribers = running.subscribers.clone();
-        slot.running = Some(running);
+        let cancel = self.shutdown.child_token();
+        let subscribers = Arc::new(Mutex::new(vec![subscriber]));
+        slot.running = Some(cancel.clone());
         let log = slot.log.take();
         drop(slots);
         let hub = self.clone();
@@ -217,10 +209,7 @@ impl Hub {
                 pending.into_iter().map(|p| p.subscriber).collect(),
             ));
             cancel = self.shutdown.child_token();
-            slot.running = Some(Running {
-                cancel: cancel.clone(),
-                subscribers: subscribers.clone(),
-            });
+            slot.running = Some(cancel.clone());
         }
     }
 
@@ -296,7 +285,7 @@ impl Hub {
     pub fn abort(&self, key: &str) -> bool {
         match self.lock().get(key).and_then(|s| s.running.as_ref()) {
             Some(r) => {
-                r.cancel.cancel();
+                r.cancel();
                 true
             }
             None => false,
