@@ -15,7 +15,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -252,17 +252,24 @@ fn pieces(s: &str) -> Vec<String> {
     ]
 }
 
+/// The next step for a request, or the response that replaces the stream:
+/// an exhausted script, or a scripted HTTP error.
+fn take_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Result<Step, Box<Response>> {
+    let step = next_step(inner, body).ok_or_else(|| Box::new(exhausted()))?;
+    match step.status {
+        Some(code) => Err(Box::new(error_response(&step, code))),
+        None => Ok(step),
+    }
+}
+
 async fn openai(
     State(inner): State<Arc<Mutex<Inner>>>,
-    _headers: HeaderMap,
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
-    let Some(step) = next_step(&inner, body) else {
-        return exhausted();
+    let step = match take_step(&inner, body) {
+        Ok(step) => step,
+        Err(response) => return *response,
     };
-    if let Some(code) = step.status {
-        return error_response(&step, code);
-    }
     let chunk = |delta: Value, finish: Value| {
         format!(
             "data: {}\n\n",
@@ -303,12 +310,10 @@ async fn anthropic(
     State(inner): State<Arc<Mutex<Inner>>>,
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
-    let Some(step) = next_step(&inner, body) else {
-        return exhausted();
+    let step = match take_step(&inner, body) {
+        Ok(step) => step,
+        Err(response) => return *response,
     };
-    if let Some(code) = step.status {
-        return error_response(&step, code);
-    }
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut events = vec![ev(
         "message_start",
