@@ -18,7 +18,7 @@ use crate::llm::{FinishReason, LlmError, Message, Request};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
 use crate::session::transcript::{Body, Entry, Transcript, Usage};
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::{ToolContext, ToolDef, ToolOutput};
 use crate::util::{cap_head_tail, preview};
 
 /// How many times a reply cut by `finish_reason = length` is continued.
@@ -104,6 +104,7 @@ impl Turn<'_> {
 
         let specs = self.rt.tools.specs(&self.agent.tools);
         let system = prompt::system_prompt(self.agent, &specs);
+        let tool_env = self.tool_env();
         let started = Instant::now();
         let deadline = started + self.agent.max_turn_duration;
         let mut model_calls = 0u32;
@@ -172,7 +173,7 @@ impl Turn<'_> {
                 models.complete(&self.agent.models, &request, &mut on_note, &self.cancel),
             )
             .await;
-            let (reply, target) = match result {
+            let (mut reply, target) = match result {
                 Ok(Ok(ok)) => ok,
                 Ok(Err(LlmError::Aborted)) => return self.aborted(log, &streamed),
                 Ok(Err(e)) => return self.fail(log, "provider", provider_sentence(&e)),
@@ -186,7 +187,8 @@ impl Turn<'_> {
                 }
             };
 
-            if reply.usage != Usage::default() {
+            let has_usage = reply.usage != Usage::default();
+            if has_usage {
                 if let Err(e) = self
                     .rt
                     .registry
@@ -204,14 +206,14 @@ impl Turn<'_> {
             let tool_calls_now = if last_call {
                 Vec::new()
             } else {
-                reply.tool_calls.clone()
+                std::mem::take(&mut reply.tool_calls)
             };
             if let Err(e) = log.append(
                 &self.turn_id,
                 Body::Assistant {
                     text: reply.text.clone(),
                     model: target.label(),
-                    usage: (reply.usage != Usage::default()).then_some(reply.usage),
+                    usage: has_usage.then_some(reply.usage),
                     stop: reply.finish.as_str().to_string(),
                 },
             ) {
@@ -263,7 +265,9 @@ impl Turn<'_> {
                     arguments: call.arguments.clone(),
                 });
                 let started = Instant::now();
-                let output = self.run_tool(&call.name, &call.arguments, deadline).await;
+                let output = self
+                    .run_tool(&tool_env, &call.name, &call.arguments, deadline)
+                    .await;
                 let duration_ms = started.elapsed().as_millis() as u64;
                 let content = cap_head_tail(&output.content, self.result_cap(&target));
                 let status = if self.cancel.is_cancelled() {
@@ -305,16 +309,39 @@ impl Turn<'_> {
             .min(window_chars.max(1000))
     }
 
-    async fn run_tool(&self, name: &str, arguments: &str, deadline: Instant) -> ToolOutput {
-        let selected = self.rt.tools.selected(&self.agent.tools);
-        let Some(tool) = selected.into_iter().find(|t| t.name == name) else {
-            let available: Vec<String> = self
-                .rt
-                .tools
-                .specs(&self.agent.tools)
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
+    /// What every tool call of this turn shares, built once per turn.
+    fn tool_env(&self) -> ToolEnv<'_> {
+        let workspace_error = std::fs::create_dir_all(&self.agent.workspace)
+            .err()
+            .map(|e| {
+                format!(
+                    "the workspace {} cannot be created: {e}",
+                    self.agent.workspace.display()
+                )
+            });
+        ToolEnv {
+            selected: self.rt.tools.selected(&self.agent.tools),
+            workspace_error,
+            base: ToolContext {
+                agent: self.agent.id.clone(),
+                session_key: self.key.to_string(),
+                workspace: self.agent.workspace.clone(),
+                cancel: self.cancel.clone(),
+                settings: Arc::new(self.config.tools.clone()),
+                secret_env: Arc::new(secret_env(&self.config)),
+            },
+        }
+    }
+
+    async fn run_tool(
+        &self,
+        env: &ToolEnv<'_>,
+        name: &str,
+        arguments: &str,
+        deadline: Instant,
+    ) -> ToolOutput {
+        let Some(tool) = env.selected.iter().find(|t| t.name == name) else {
+            let available: Vec<&str> = env.selected.iter().map(|t| t.name.as_str()).collect();
             return ToolOutput::error(format!(
                 "unknown tool `{}`; the tools available are: {}",
                 preview(name, 100),
@@ -325,19 +352,12 @@ impl Turn<'_> {
                 }
             ));
         };
-        if let Err(e) = std::fs::create_dir_all(&self.agent.workspace) {
-            return ToolOutput::error(format!(
-                "the workspace {} cannot be created: {e}",
-                self.agent.workspace.display()
-            ));
+        if let Some(e) = &env.workspace_error {
+            return ToolOutput::error(e.clone());
         }
         let ctx = ToolContext {
-            agent: self.agent.id.clone(),
-            session_key: self.key.to_string(),
-            workspace: self.agent.workspace.clone(),
             cancel: self.cancel.child_token(),
-            settings: Arc::new(self.config.tools.clone()),
-            secret_env: Arc::new(self.secret_env()),
+            ..env.base.clone()
         };
         let cancel = ctx.cancel.clone();
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -355,20 +375,6 @@ impl Turn<'_> {
                 )
             }
         }
-    }
-
-    fn secret_env(&self) -> Vec<String> {
-        let mut vars: Vec<String> = WELL_KNOWN_SECRETS.iter().map(|s| s.to_string()).collect();
-        for p in self.config.providers.values() {
-            if let crate::config::ApiKey::Found { origin, .. } = &p.api_key
-                && let Some(var) = origin.strip_prefix('$')
-            {
-                vars.push(var.to_string());
-            }
-        }
-        vars.sort();
-        vars.dedup();
-        vars
     }
 
     fn fail(&self, log: &mut SessionLog, code: &'static str, message: String) -> Outcome {
@@ -440,4 +446,28 @@ fn provider_sentence(e: &LlmError) -> String {
         }
         other => format!("the model call failed after retries and fallbacks: {other}"),
     }
+}
+
+/// The tools this turn may call and the context they share.
+struct ToolEnv<'t> {
+    selected: Vec<&'t ToolDef>,
+    /// Set when the workspace cannot be created: every tool call says so.
+    workspace_error: Option<String>,
+    base: ToolContext,
+}
+
+/// Environment variables that hold API keys: the well-known ones and every
+/// variable a provider reads its key from.
+fn secret_env(config: &Config) -> Vec<String> {
+    let mut vars: Vec<String> = WELL_KNOWN_SECRETS.iter().map(|s| s.to_string()).collect();
+    for p in config.providers.values() {
+        if let crate::config::ApiKey::Found { origin, .. } = &p.api_key
+            && let Some(var) = origin.strip_prefix('$')
+        {
+            vars.push(var.to_string());
+        }
+    }
+    vars.sort();
+    vars.dedup();
+    vars
 }
