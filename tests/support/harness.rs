@@ -213,32 +213,25 @@ impl TestHome {
         cmd
     }
 
-    /// Entries of the only transcript of `agent`, parsed.
+    /// Entries of the newest transcript of `agent`, parsed.
     pub fn transcript(&self, agent: &str) -> Vec<serde_json::Value> {
-        let dir = self.path().join("sessions").join(agent);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("no transcripts in {}: {e}", dir.display()))
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
-        files.sort();
-        let path = files.last().expect("a transcript");
-        std::fs::read_to_string(path)
+        std::fs::read_to_string(self.transcript_path(agent))
             .expect("read transcript")
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
 
-    /// The path of the only transcript of `agent`.
+    /// The path of the newest transcript of `agent` (session ids are
+    /// UUIDv7, so names sort by creation time).
     pub fn transcript_path(&self, agent: &str) -> PathBuf {
         let dir = self.path().join("sessions").join(agent);
         std::fs::read_dir(&dir)
-            .expect("sessions dir")
+            .unwrap_or_else(|e| panic!("no transcripts in {}: {e}", dir.display()))
             .flatten()
             .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .max()
             .expect("a transcript")
     }
 }

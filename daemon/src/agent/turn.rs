@@ -131,12 +131,9 @@ impl Turn<'_> {
             let mut messages = history::messages(&log.entries);
             messages.extend(extra.iter().cloned());
             let request = Request {
-                model: String::new(),
                 system: system.clone(),
                 messages,
                 tools: if last_call { Vec::new() } else { specs.clone() },
-                max_tokens: 0,
-                temperature: None,
             };
             model_calls += 1;
 

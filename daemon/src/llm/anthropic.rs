@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::sse::SseEvent;
 use super::{Delta, FinishReason, LlmError, Message, Part, Request, Role, arguments_object};
+use crate::config::ModelTarget;
 use crate::session::transcript::Usage;
 
 pub const API_VERSION: &str = "2023-06-01";
@@ -21,7 +22,7 @@ pub fn endpoint(base_url: &str) -> String {
     }
 }
 
-pub fn body(req: &Request) -> Value {
+pub fn body(req: &Request, target: &ModelTarget) -> Value {
     let mut messages: Vec<(Role, Vec<Value>)> = Vec::new();
     for m in &req.messages {
         let blocks = blocks(m);
@@ -53,8 +54,8 @@ pub fn body(req: &Request) -> Value {
         })
         .collect();
     let mut body = json!({
-        "model": req.model,
-        "max_tokens": req.max_tokens,
+        "model": target.model,
+        "max_tokens": target.max_output_tokens,
         "messages": messages,
         "stream": true,
     });
@@ -68,7 +69,7 @@ pub fn body(req: &Request) -> Value {
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
     }
-    if let Some(t) = req.temperature {
+    if let Some(t) = target.temperature {
         body["temperature"] = json!(t);
     }
     body
@@ -340,7 +341,6 @@ mod tests {
     #[test]
     fn body_alternates_roles_and_leads_with_tool_results() {
         let req = Request {
-            model: "claude".into(),
             system: "s".into(),
             messages: vec![
                 Message::user("a"),
@@ -368,10 +368,18 @@ mod tests {
                 },
             ],
             tools: vec![],
-            max_tokens: 10,
-            temperature: None,
         };
-        let b = body(&req);
+        let target = ModelTarget {
+            provider: "p".into(),
+            model: "claude".into(),
+            context_window: 1000,
+            max_output_tokens: 10,
+            temperature: Some(0.5),
+        };
+        let b = body(&req, &target);
+        assert_eq!(b["model"], "claude");
+        assert_eq!(b["max_tokens"], 10);
+        assert_eq!(b["temperature"], 0.5);
         let msgs = b["messages"].as_array().unwrap();
         assert_eq!(msgs.len(), 3);
         assert_eq!(msgs[0]["content"].as_array().unwrap().len(), 2);

@@ -78,11 +78,10 @@ impl ModelClient {
                 ));
                 continue;
             };
-            let mut req = request.clone();
-            req.model = target.model.clone();
-            req.max_tokens = target.max_output_tokens;
-            req.temperature = target.temperature;
-            match self.with_retries(provider, target, &req, on, cancel).await {
+            match self
+                .with_retries(provider, target, request, on, cancel)
+                .await
+            {
                 Ok(reply) => return Ok((reply, target.clone())),
                 Err(LlmError::Aborted) => return Err(LlmError::Aborted),
                 Err(e) => {
@@ -106,7 +105,7 @@ impl ModelClient {
         let mut retried_repetition = false;
         loop {
             attempts += 1;
-            let result = self.attempt(provider, req, on, cancel).await;
+            let result = self.attempt(provider, target, req, on, cancel).await;
             let error = match result {
                 Ok(mut reply) => match runaway_repetition(&reply.text) {
                     Some(_) if !retried_repetition => {
@@ -150,6 +149,7 @@ impl ModelClient {
     async fn attempt(
         &self,
         provider: &ProviderSettings,
+        target: &ModelTarget,
         req: &Request,
         on: &mut (dyn FnMut(Note) + Send),
         cancel: &CancellationToken,
@@ -163,10 +163,13 @@ impl ModelClient {
             ApiKey::None => None,
         };
         let (url, body) = match provider.kind {
-            ProviderKind::Openai => (openai::endpoint(&provider.base_url), openai::body(req)),
+            ProviderKind::Openai => (
+                openai::endpoint(&provider.base_url),
+                openai::body(req, target),
+            ),
             ProviderKind::Anthropic => (
                 anthropic::endpoint(&provider.base_url),
-                anthropic::body(req),
+                anthropic::body(req, target),
             ),
         };
         let mut builder = http

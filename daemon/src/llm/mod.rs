@@ -66,15 +66,14 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
-/// One model call.
+/// One model call, independent of the model that answers it: the model
+/// id, output limit and temperature come from the `ModelTarget` each
+/// attempt uses, so fallbacks never copy the conversation.
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub model: String,
     pub system: String,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
-    pub max_tokens: u32,
-    pub temperature: Option<f32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,13 +6,14 @@ use serde_json::{Value, json};
 
 use super::sse::SseEvent;
 use super::{Delta, FinishReason, LlmError, Message, Part, Request, Role, arguments_object};
+use crate::config::ModelTarget;
 use crate::session::transcript::Usage;
 
 pub fn endpoint(base_url: &str) -> String {
     format!("{}/chat/completions", base_url.trim_end_matches('/'))
 }
 
-pub fn body(req: &Request) -> Value {
+pub fn body(req: &Request, target: &ModelTarget) -> Value {
     let mut messages = Vec::with_capacity(req.messages.len() + 1);
     if !req.system.is_empty() {
         messages.push(json!({"role": "system", "content": req.system}));
@@ -21,11 +22,11 @@ pub fn body(req: &Request) -> Value {
         push_message(&mut messages, m);
     }
     let mut body = json!({
-        "model": req.model,
+        "model": target.model,
         "messages": messages,
         "stream": true,
         "stream_options": {"include_usage": true},
-        "max_tokens": req.max_tokens,
+        "max_tokens": target.max_output_tokens,
     });
     if !req.tools.is_empty() {
         body["tools"] = req
@@ -37,7 +38,7 @@ pub fn body(req: &Request) -> Value {
             })
             .collect();
     }
-    if let Some(t) = req.temperature {
+    if let Some(t) = target.temperature {
         body["temperature"] = json!(t);
     }
     body
@@ -280,7 +281,6 @@ mod tests {
     #[test]
     fn body_maps_tool_history() {
         let req = Request {
-            model: "m".into(),
             system: "sys".into(),
             messages: vec![
                 Message::user("hi"),
@@ -307,10 +307,18 @@ mod tests {
                 description: "list".into(),
                 parameters: json!({"type":"object"}),
             }],
-            max_tokens: 100,
-            temperature: None,
         };
-        let b = body(&req);
+        let target = ModelTarget {
+            provider: "p".into(),
+            model: "m".into(),
+            context_window: 1000,
+            max_output_tokens: 100,
+            temperature: Some(0.5),
+        };
+        let b = body(&req, &target);
+        assert_eq!(b["model"], "m");
+        assert_eq!(b["max_tokens"], 100);
+        assert_eq!(b["temperature"], 0.5);
         let msgs = b["messages"].as_array().unwrap();
         assert_eq!(msgs[0]["role"], "system");
         assert_eq!(msgs[2]["tool_calls"][0]["function"]["arguments"], "{}");
