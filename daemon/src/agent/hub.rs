@@ -156,11 +156,13 @@ impl Hub {
         Ok(())
     }
 
-    /// Runs turns for one session until its queue is empty.
+    /// Runs turns for one session until its queue is empty. `row` stays
+    /// valid throughout: reset and delete are refused while a driver runs
+    /// (see [`Hub::forget`]).
     async fn drive(
         self,
         key: SessionKey,
-        mut row: SessionRow,
+        row: SessionRow,
         mut log: Option<SessionLog>,
         mut text: String,
         mut cancel: CancellationToken,
@@ -174,7 +176,7 @@ impl Hub {
                 subs.retain(|s| s.send(event.clone()).is_ok());
             });
             let outcome = self
-                .one_turn(&key, &mut row, &mut log, text, cancel, emit.clone())
+                .one_turn(&key, &row, &mut log, text, cancel, emit.clone())
                 .await;
             if let Err(e) = outcome {
                 emit(Event::Error {
@@ -216,7 +218,7 @@ impl Hub {
     async fn one_turn(
         &self,
         key: &SessionKey,
-        row: &mut SessionRow,
+        row: &SessionRow,
         log: &mut Option<SessionLog>,
         text: String,
         cancel: CancellationToken,
@@ -229,12 +231,6 @@ impl Hub {
                 return Ok(());
             }
         };
-        // The registry may have a new id after a reset; reload the row.
-        *row = self
-            .rt
-            .registry
-            .get_or_create(&key.to_string(), key.agent(), key.channel())
-            .await?;
         if log.as_ref().is_none_or(|l| l.session_id != row.id) {
             let path = self
                 .rt
