@@ -375,14 +375,6 @@ fn provider_settings(
     name: &str,
     section: &ProviderSection,
 ) -> Result<ProviderSettings, ConfigError> {
-    if let Some(format) = &section.tool_format
-        && *format.get_ref() != ToolFormat::Native
-    {
-        return Err(loc.at(
-            format.span(),
-            "only tool_format = \"native\" is available in this version (hermes and xml text formats are not implemented yet)",
-        ));
-    }
     let base_url = match &section.base_url {
         Some(url) => {
             let value = url.get_ref().trim_end_matches('/').to_string();
@@ -434,7 +426,10 @@ fn provider_settings(
         kind: section.kind,
         base_url,
         api_key,
-        tool_format: ToolFormat::Native,
+        tool_format: section
+            .tool_format
+            .as_ref()
+            .map_or(ToolFormat::Native, |f| *f.get_ref()),
         connect_timeout: Duration::from_secs(section.connect_timeout_s.unwrap_or(10)),
         idle_timeout: Duration::from_secs(section.idle_timeout_s.unwrap_or(300)),
         retry: RetrySettings {
@@ -720,9 +715,9 @@ mod tests {
                 .contains("not an http")
         );
         assert!(
-            problem("[providers.p]\nkind = \"openai\"\ntool_format = \"xml\"\n")
+            problem("[providers.p]\nkind = \"openai\"\ntool_format = \"json\"\n")
                 .reason
-                .contains("native")
+                .contains("unknown variant")
         );
         let p = problem(&format!(
             "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\n[agents.\"bad id\"]\n"

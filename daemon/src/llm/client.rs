@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::retry::{self, Decision};
 use super::sse::SseDecoder;
+use super::toolcall;
 use super::{LlmError, Reply, ReplyBuilder, Request, anthropic, openai};
-use crate::config::{ApiKey, ModelTarget, ProviderKind, ProviderSettings};
+use crate::config::{ApiKey, ModelTarget, ProviderKind, ProviderSettings, ToolFormat};
 
 /// Progress reported while a call runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -154,6 +155,7 @@ impl ModelClient {
         on: &mut (dyn FnMut(Note) + Send),
         cancel: &CancellationToken,
     ) -> Result<Reply, LlmError> {
+        let offered = &req.tools;
         let http = self.http.get(&provider.name).ok_or_else(|| {
             LlmError::NotConfigured(format!("provider `{}` has no HTTP client", provider.name))
         })?;
@@ -162,6 +164,16 @@ impl ModelClient {
             ApiKey::Found { value, .. } => Some(value.0.as_str()),
             ApiKey::None => None,
         };
+        // Text formats: tools go into the prompt, calls come back as text.
+        let text_request;
+        let text_format = provider.tool_format != ToolFormat::Native;
+        let req = if text_format {
+            text_request = toolcall::render::to_text_request(req, provider.tool_format);
+            &text_request
+        } else {
+            req
+        };
+        let mut display = text_format.then(|| toolcall::stream::DisplayFilter::new(offered));
         let (url, body) = match provider.kind {
             ProviderKind::Openai => (
                 openai::endpoint(&provider.base_url),
@@ -236,13 +248,27 @@ impl ModelClient {
             for event in &events {
                 for delta in decoder.event(event)? {
                     if let super::Delta::Text(t) = &delta {
-                        on(Note::Text(t.clone()));
+                        let shown = match display.as_mut() {
+                            Some(filter) => filter.push(t),
+                            None => t.clone(),
+                        };
+                        if !shown.is_empty() {
+                            on(Note::Text(shown));
+                        }
                     }
                     reply.apply(delta);
                 }
             }
             if decoder.finished() {
-                return Ok(reply.finish());
+                let mut reply = reply.finish();
+                if let Some(mut filter) = display {
+                    let rest = filter.finish();
+                    if !rest.is_empty() {
+                        on(Note::Text(rest));
+                    }
+                    read_text_calls(&mut reply, offered);
+                }
+                return Ok(reply);
             }
             if ended {
                 return Err(LlmError::Truncated(match provider.kind {
@@ -251,6 +277,30 @@ impl ModelClient {
                 }));
             }
         }
+    }
+}
+
+/// Moves the calls written in a text-format reply into `tool_calls`,
+/// leaving the prose as its text; unreadable markup becomes
+/// `markup_problems`.
+fn read_text_calls(reply: &mut Reply, offered: &[super::ToolSpec]) {
+    let parsed = toolcall::parse(&reply.text, offered);
+    let first = reply.tool_calls.len();
+    reply.tool_calls.extend(
+        parsed
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(n, c)| super::ToolCall {
+                id: format!("call_{}", first + n),
+                name: c.name,
+                arguments: serde_json::Value::Object(c.arguments).to_string(),
+            }),
+    );
+    reply.text = parsed.prose;
+    reply.markup_problems = parsed.problems;
+    if !reply.tool_calls.is_empty() && reply.finish == super::FinishReason::Stop {
+        reply.finish = super::FinishReason::ToolCalls;
     }
 }
 

@@ -1,6 +1,7 @@
 //! Model providers (SPEC §7): the provider-neutral conversation types, the
 //! two wire formats ([`openai`] chat completions, [`anthropic`] messages),
-//! SSE decoding ([`sse`]), retry decisions ([`retry`]) and the
+//! SSE decoding ([`sse`]), retry decisions ([`retry`]), tool calls written
+//! as text ([`toolcall`]: the hermes and xml formats) and the
 //! [`client::ModelClient`] that streams one model call with retries,
 //! fallbacks and abort.
 
@@ -9,6 +10,7 @@ pub mod client;
 pub mod openai;
 pub mod retry;
 pub mod sse;
+pub mod toolcall;
 
 use std::time::Duration;
 
@@ -120,6 +122,9 @@ pub struct Reply {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub finish: FinishReason,
+    /// Tool-call markup in a text-format reply that could not be read, as
+    /// sentences for the model (the agent loop rolls such replies back).
+    pub markup_problems: Vec<String>,
 }
 
 /// Builds a [`Reply`] from deltas.
@@ -196,6 +201,7 @@ impl ReplyBuilder {
             tool_calls,
             usage: self.usage,
             finish,
+            markup_problems: Vec::new(),
         }
     }
 }

@@ -1,0 +1,114 @@
+//! The Hermes form: a JSON object (or an array of them) inside
+//! `<tool_call>…</tool_call>`, as Qwen- and Hermes-tuned models write it;
+//! and the Qwen3-Coder form `<function=name><parameter=p>v</parameter></function>`.
+
+use serde_json::{Map, Value};
+
+use super::{ParsedCall, ToolSpec, coerce, find_tool, param_type, scan};
+
+/// The calls inside one `<tool_call>` element.
+pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, String> {
+    let body = scan::strip_fence(content);
+    if body.starts_with(super::QWEN_FUNCTION) {
+        return qwen_function(body, tools).map(|c| vec![c]);
+    }
+    if body.is_empty() {
+        return Err("it is empty; put {\"name\": …, \"arguments\": {…}} inside".into());
+    }
+    // Usually one object; some models put several objects or an array.
+    let mut values = Vec::new();
+    let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+    for value in &mut stream {
+        match value {
+            Ok(v) => values.push(v),
+            Err(e) => return Err(format!("its JSON is not valid ({e})")),
+        }
+    }
+    let mut out = Vec::new();
+    for value in values {
+        match value {
+            Value::Array(items) => {
+                for item in items {
+                    out.push(call_from_json(item)?);
+                }
+            }
+            other => out.push(call_from_json(other)?),
+        }
+    }
+    if out.is_empty() {
+        return Err("it holds no call".into());
+    }
+    Ok(out)
+}
+
+/// `{"name": …, "arguments": {…}}`, also with `parameters` for `arguments`,
+/// arguments encoded as a JSON string, or the OpenAI shape
+/// `{"type": "function", "function": {…}}`.
+fn call_from_json(value: Value) -> Result<ParsedCall, String> {
+    let Value::Object(mut obj) = value else {
+        return Err("each call must be a JSON object with `name` and `arguments`".into());
+    };
+    if let Some(Value::Object(inner)) = obj.remove("function") {
+        return call_from_json(Value::Object(inner));
+    }
+    let name = match obj.remove("name") {
+        Some(Value::String(n)) if !n.trim().is_empty() => n.trim().to_string(),
+        _ => return Err("the call has no `name` string".into()),
+    };
+    let args = ["arguments", "parameters", "args", "input"]
+        .iter()
+        .find_map(|k| obj.remove(*k));
+    let arguments = match args {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(Value::String(s)) if s.trim().is_empty() => Map::new(),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
+            Ok(Value::Object(map)) => map,
+            _ => {
+                return Err(format!("the `arguments` of `{name}` must be a JSON object"));
+            }
+        },
+        Some(_) => {
+            return Err(format!("the `arguments` of `{name}` must be a JSON object"));
+        }
+    };
+    Ok(ParsedCall { name, arguments })
+}
+
+/// `<function=name><parameter=p>value</parameter>…</function>`; `text`
+/// starts at `<function=`. Values are typed by the tool's schema.
+pub fn qwen_function(text: &str, tools: &[ToolSpec]) -> Result<ParsedCall, String> {
+    let rest = text
+        .strip_prefix(super::QWEN_FUNCTION)
+        .ok_or("it does not start with <function=")?;
+    let gt = rest.find('>').ok_or("its <function=…> tag is not closed")?;
+    let name = rest[..gt].trim().trim_matches('"').to_string();
+    if name.is_empty() {
+        return Err("the function has no name".into());
+    }
+    let body = &rest[gt + 1..];
+    let body = match scan::close_tag(body, "function", 0) {
+        Some((close, _)) => &body[..close],
+        None => return Err(format!("<function={name}> has no </function>")),
+    };
+    let spec = find_tool(tools, &name);
+    let mut arguments = Map::new();
+    let mut pos = 0;
+    while let Some(rel) = body[pos..].find("<parameter=") {
+        let start = pos + rel + "<parameter=".len();
+        let gt = body[start..]
+            .find('>')
+            .ok_or("a <parameter=…> tag is not closed")?;
+        let param = body[start..start + gt].trim().trim_matches('"').to_string();
+        let value_start = start + gt + 1;
+        let (close, end) = scan::close_tag(body, "parameter", value_start)
+            .ok_or_else(|| format!("<parameter={param}> has no </parameter>"))?;
+        let ty = spec.and_then(|s| param_type(s, &param));
+        arguments.insert(param, coerce(&body[value_start..close], ty));
+        pos = end;
+    }
+    Ok(ParsedCall {
+        name: spec.map_or(name, |s| s.name.clone()),
+        arguments,
+    })
+}
