@@ -6,3 +6,4 @@ mod grpc;
 mod lifecycle;
 mod llmock;
 mod scripted;
+mod textformat;

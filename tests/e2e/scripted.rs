@@ -176,7 +176,8 @@ async fn anthropic_wire_format_round_trip() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_model_output_becomes_tool_errors_the_model_sees() {
-    let (home, llm) = setup("").await;
+    // Rollback off: every bad call gets its error result.
+    let (home, llm) = setup("\n[tools.rollback]\nmax_consecutive = 0").await;
     llm.script(
         "[bad-output]",
         vec![
@@ -185,7 +186,7 @@ async fn bad_model_output_becomes_tool_errors_the_model_sees() {
                     ("read".into(), "{\"path\": \"a.txt\"".into()), // truncated JSON
                     ("no_such_tool".into(), "{}".into()),           // unknown tool
                     ("read".into(), "{\"path\": \"../../etc/passwd\"}".into()), // outside the workspace
-                    ("read".into(), "{\"file\": \"a.txt\"}".into()),            // wrong parameter
+                    ("read".into(), "{\"paht\": \"a.txt\"}".into()),            // wrong parameter
                 ],
                 ..Default::default()
             },

@@ -9,6 +9,7 @@
 pub mod history;
 pub mod hub;
 pub mod prompt;
+pub mod rollback;
 pub mod turn;
 
 use std::sync::{Arc, RwLock};

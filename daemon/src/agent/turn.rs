@@ -6,12 +6,13 @@
 //! crash loses nothing that was said; the transcript is fsynced when the
 //! turn ends.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Event, Runtime, history, prompt};
+use super::{Event, Runtime, history, prompt, rollback};
 use crate::config::{AgentSettings, Config};
 use crate::llm::client::Note;
 use crate::llm::{FinishReason, LlmError, Message, Request};
@@ -113,6 +114,8 @@ impl Turn<'_> {
         let mut answer = String::new();
         let mut last_call = false;
         let mut extra: Vec<Message> = Vec::new();
+        let mut rollbacks = 0u32;
+        let mut dedupe_done: HashSet<String> = HashSet::new();
 
         loop {
             if self.cancel.is_cancelled() {
@@ -200,6 +203,39 @@ impl Turn<'_> {
                     output: reply.usage.output,
                 });
             }
+            if !last_call
+                && rollbacks < self.config.tools.max_rollbacks
+                && let Some(rb) = rollback::check(
+                    &reply,
+                    &tool_env.selected,
+                    &dedupe_done,
+                    &self.config.tools.refusal_keywords,
+                )
+            {
+                rollbacks += 1;
+                tracing::info!(session = %self.key, reason = %rb.reason, rollbacks, "reply rolled back");
+                if let Err(e) = log.append(
+                    &self.turn_id,
+                    Body::Meta {
+                        event: "rollback".into(),
+                        detail: format!(
+                            "{}; the reply was: {}",
+                            rb.reason,
+                            preview(&reply.text, 300)
+                        ),
+                    },
+                ) {
+                    return self.fail(log, "internal", e);
+                }
+                (self.emit)(Event::Retrying {
+                    attempt: rollbacks,
+                    delay_ms: 0,
+                    reason: format!("rollback: {}", rb.reason),
+                    model: target.label(),
+                });
+                extra = vec![Message::user(rb.note)];
+                continue;
+            }
             let tool_calls_now = if last_call {
                 Vec::new()
             } else {
@@ -240,12 +276,18 @@ impl Turn<'_> {
             extra.clear();
             answer.clear();
             continuations = 0;
+            rollbacks = 0;
 
             for call in tool_calls_now {
                 if self.cancel.is_cancelled() {
                     return self.aborted(log, "");
                 }
                 tool_calls += 1;
+                if let Some(tool) = tool_env.selected.iter().find(|t| t.name == call.name)
+                    && tool.flags.dedupe
+                {
+                    dedupe_done.insert(rollback::dedupe_key(tool, &call.arguments));
+                }
                 if let Err(e) = log.append(
                     &self.turn_id,
                     Body::ToolCall {

@@ -122,6 +122,16 @@ pub struct ToolsSection {
     #[serde(default)]
     pub exec: ExecSection,
     pub max_result_chars: Option<usize>,
+    #[serde(default)]
+    pub rollback: RollbackSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackSection {
+    pub max_consecutive: Option<u32>,
+    #[serde(default)]
+    pub refusal_keywords: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

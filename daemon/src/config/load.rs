@@ -366,6 +366,8 @@ fn tool_settings(file: &ConfigFile) -> ToolSettings {
         exec_timeout: Duration::from_secs(file.tools.exec.timeout_s.unwrap_or(120)),
         exec_max_output_chars: file.tools.exec.max_output_chars.unwrap_or(30_000),
         max_result_chars: file.tools.max_result_chars.unwrap_or(40_000),
+        max_rollbacks: file.tools.rollback.max_consecutive.unwrap_or(5),
+        refusal_keywords: file.tools.rollback.refusal_keywords.clone(),
     }
 }
 

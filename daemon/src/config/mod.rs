@@ -140,4 +140,9 @@ pub struct ToolSettings {
     pub exec_timeout: Duration,
     pub exec_max_output_chars: usize,
     pub max_result_chars: usize,
+    /// Consecutive replies the loop may drop and ask again (SPEC §7).
+    pub max_rollbacks: u32,
+    /// A reply without tool calls containing one of these is a refusal and
+    /// is rolled back (case-insensitive; none by default).
+    pub refusal_keywords: Vec<String>,
 }

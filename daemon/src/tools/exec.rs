@@ -39,6 +39,7 @@ pub fn tool() -> ToolDef {
         ToolFlags::default(),
         exec,
     )
+    .with_aliases(&[("cmd", "command"), ("workdir", "cwd")])
 }
 
 async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {

@@ -98,42 +98,48 @@ pub fn tools() -> Vec<ToolDef> {
             FS,
             plain,
             read,
-        ),
+        )
+        .with_aliases(&[("file_path", "path"), ("filepath", "path"), ("file", "path")]),
         ToolDef::typed(
             "write",
             "Create or overwrite a file in the workspace with the given content.",
             FS,
             plain,
             write,
-        ),
+        )
+        .with_aliases(&[("file_path", "path"), ("filepath", "path"), ("file", "path")]),
         ToolDef::typed(
             "edit",
             "Replace an exact string in a workspace file. old_string must match exactly once (or set replace_all).",
             FS,
             plain,
             edit,
-        ),
+        )
+        .with_aliases(&[("file_path", "path"), ("filepath", "path"), ("file", "path"), ("old_str", "old_string"), ("new_str", "new_string"), ("old", "old_string"), ("new", "new_string")]),
         ToolDef::typed(
             "ls",
             "List a folder of the workspace (folders end with /, files show their size).",
             FS,
             plain,
             ls,
-        ),
+        )
+        .with_aliases(&[("dir", "path"), ("directory", "path")]),
         ToolDef::typed(
             "glob",
             "Find files in the workspace whose paths match a glob pattern.",
             FS,
             plain,
             glob,
-        ),
+        )
+        .with_aliases(&[("glob", "pattern")]),
         ToolDef::typed(
             "grep",
             "Search file contents in the workspace with a regular expression; returns path:line: text.",
             FS,
             plain,
             grep,
-        ),
+        )
+        .with_aliases(&[("regex", "pattern"), ("query", "pattern")]),
     ]
 }
 

@@ -59,11 +59,11 @@ pub struct ToolContext {
     pub secret_env: Arc<Vec<String>>,
 }
 
-type Handler = dyn Fn(serde_json::Value, ToolContext) -> Pin<Box<dyn Future<Output = ToolOutput> + Send>>
+pub type Handler = dyn Fn(serde_json::Value, ToolContext) -> Pin<Box<dyn Future<Output = ToolOutput> + Send>>
     + Send
     + Sync;
 
-/// Static facts about a tool used by selection and (later) policy.
+/// Static facts about a tool used by selection and policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ToolFlags {
     /// Offered only when an allowlist names it.
@@ -74,14 +74,34 @@ pub struct ToolFlags {
     pub owner_only: bool,
 }
 
+/// Where a tool comes from (SPEC §8.1); policy groups follow from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolSource {
+    Core,
+    /// A configured MCP server.
+    Mcp {
+        server: String,
+    },
+    /// A plugin's MCP server.
+    Plugin {
+        id: String,
+        server: String,
+    },
+}
+
 /// One tool: its model-facing description and its implementation.
 #[derive(Clone)]
 pub struct ToolDef {
     pub name: String,
     pub description: String,
     pub parameters: serde_json::Value,
-    pub groups: &'static [&'static str],
+    /// Policy groups without the `group:` prefix (`fs`, `runtime`, …).
+    pub groups: Vec<String>,
     pub flags: ToolFlags,
+    pub source: ToolSource,
+    /// Parameter names models habitually get wrong, and the right ones.
+    pub aliases: Vec<(String, String)>,
+    validator: Option<Arc<jsonschema::Validator>>,
     handler: Arc<Handler>,
 }
 
@@ -99,7 +119,7 @@ impl ToolDef {
     pub fn typed<A, F, Fut>(
         name: &str,
         description: &str,
-        groups: &'static [&'static str],
+        groups: &[&str],
         flags: ToolFlags,
         run: F,
     ) -> Self
@@ -122,43 +142,176 @@ impl ToolDef {
                 }
             }) as Pin<Box<dyn Future<Output = ToolOutput> + Send>>
         };
+        Self::dynamic(
+            name,
+            description,
+            schema_of::<A>(),
+            groups.iter().map(|g| g.to_string()).collect(),
+            flags,
+            ToolSource::Core,
+            Arc::new(handler),
+        )
+    }
+
+    /// Defines a tool from a JSON schema known only at run time (MCP).
+    pub fn dynamic(
+        name: &str,
+        description: &str,
+        parameters: serde_json::Value,
+        groups: Vec<String>,
+        flags: ToolFlags,
+        source: ToolSource,
+        handler: Arc<Handler>,
+    ) -> Self {
+        // A schema the validator cannot compile (servers send odd ones)
+        // only loses validation; the tool still works.
+        let validator = match jsonschema::validator_for(&parameters) {
+            Ok(v) => Some(Arc::new(v)),
+            Err(e) => {
+                tracing::warn!(tool = name, error = %e, "the tool's JSON schema cannot be compiled; its arguments are not validated");
+                None
+            }
+        };
         Self {
             name: name.to_string(),
             description: description.to_string(),
-            parameters: schema_of::<A>(),
+            parameters,
             groups,
             flags,
-            handler: Arc::new(handler),
+            source,
+            aliases: Vec::new(),
+            validator,
+            handler,
         }
     }
 
-    /// Runs the tool on raw model arguments (JSON text). Invalid JSON is a
-    /// tool error the model can act on, never a crash.
-    pub async fn call(&self, raw_arguments: &str, ctx: ToolContext) -> ToolOutput {
+    /// Declares parameter names that are fixed to the right ones before
+    /// validation (`file_path` → `path`).
+    pub fn with_aliases(mut self, aliases: &[(&str, &str)]) -> Self {
+        self.aliases = aliases
+            .iter()
+            .map(|(wrong, right)| (wrong.to_string(), right.to_string()))
+            .collect();
+        self
+    }
+
+    /// Reads raw model arguments (JSON text) into an object, fixes declared
+    /// aliases and validates it against the schema. The error is a tool
+    /// error the model can act on.
+    pub fn prepare(&self, raw_arguments: &str) -> Result<serde_json::Value, ToolOutput> {
         let trimmed = raw_arguments.trim();
-        let value = if trimmed.is_empty() {
+        let mut value = if trimmed.is_empty() {
             serde_json::Value::Object(Default::default())
         } else {
             match serde_json::from_str::<serde_json::Value>(trimmed) {
                 Ok(v @ serde_json::Value::Object(_)) => v,
                 Ok(other) => {
-                    return ToolOutput::error(format!(
+                    return Err(ToolOutput::error(format!(
                         "arguments for `{}` must be a JSON object, got {}",
                         self.name,
                         json_kind(&other)
-                    ));
+                    )));
                 }
                 Err(e) => {
-                    return ToolOutput::error(format!(
+                    return Err(ToolOutput::error(format!(
                         "arguments for `{}` are not valid JSON ({e}): {}. Send them again as one complete JSON object.",
                         self.name,
                         crate::util::preview(trimmed, 200)
-                    ));
+                    )));
                 }
             }
         };
-        (self.handler)(value, ctx).await
+        if let serde_json::Value::Object(map) = &mut value {
+            for (wrong, right) in &self.aliases {
+                if !map.contains_key(right)
+                    && let Some(v) = map.remove(wrong)
+                {
+                    map.insert(right.clone(), v);
+                }
+            }
+        }
+        self.validate(&value)?;
+        Ok(value)
     }
+
+    /// Checks arguments against the schema (also after a hook replaced them).
+    pub fn validate(&self, args: &serde_json::Value) -> Result<(), ToolOutput> {
+        let Some(validator) = &self.validator else {
+            return Ok(());
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(args)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("at `{at}`: {e}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ToolOutput::error(format!(
+            "invalid arguments for `{}`: {}. The parameters are: {}. Call it again with corrected arguments.",
+            self.name,
+            problems.join("; "),
+            parameter_summary(&self.parameters)
+        )))
+    }
+
+    /// Runs the tool on prepared arguments.
+    pub async fn execute(&self, args: serde_json::Value, ctx: ToolContext) -> ToolOutput {
+        (self.handler)(args, ctx).await
+    }
+
+    /// Prepares and runs in one step. Invalid arguments are a tool error the
+    /// model can act on, never a crash.
+    pub async fn call(&self, raw_arguments: &str, ctx: ToolContext) -> ToolOutput {
+        match self.prepare(raw_arguments) {
+            Ok(args) => self.execute(args, ctx).await,
+            Err(e) => e,
+        }
+    }
+}
+
+/// `path (string, required), offset (integer)` for error messages.
+fn parameter_summary(schema: &serde_json::Value) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else {
+        return "none".into();
+    };
+    if props.is_empty() {
+        return "none".into();
+    }
+    props
+        .iter()
+        .map(|(name, p)| {
+            let ty = match p.get("type") {
+                Some(serde_json::Value::String(t)) => t.clone(),
+                Some(serde_json::Value::Array(ts)) => ts
+                    .iter()
+                    .filter_map(|t| t.as_str())
+                    .filter(|t| *t != "null")
+                    .collect::<Vec<_>>()
+                    .join("|"),
+                _ => "any".into(),
+            };
+            let req = if required.contains(&name.as_str()) {
+                ", required"
+            } else {
+                ""
+            };
+            format!("{name} ({ty}{req})")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn json_kind(v: &serde_json::Value) -> &'static str {

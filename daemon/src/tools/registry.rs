@@ -59,7 +59,7 @@ fn profile_groups(profile: &str) -> Option<&'static [&'static str]> {
 fn matches(pattern: &str, tool: &ToolDef) -> bool {
     let pattern = pattern.to_ascii_lowercase();
     if let Some(group) = pattern.strip_prefix("group:") {
-        return tool.groups.contains(&group);
+        return tool.groups.iter().any(|g| g == group);
     }
     globset::Glob::new(&pattern)
         .map(|g| g.compile_matcher().is_match(tool.name.to_ascii_lowercase()))
@@ -71,7 +71,7 @@ fn allowed(tool: &ToolDef, filter: &ToolFilter) -> bool {
         return false;
     }
     if let Some(groups) = filter.profile.as_deref().and_then(profile_groups)
-        && !groups.iter().any(|g| tool.groups.contains(g))
+        && !groups.iter().any(|g| tool.groups.iter().any(|t| t == g))
         && !filter.allow.iter().any(|p| matches(p, tool))
     {
         return false;

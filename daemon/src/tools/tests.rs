@@ -19,6 +19,8 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,
             max_result_chars: 40_000,
+            max_rollbacks: 5,
+            refusal_keywords: Vec::new(),
         }),
         secret_env: Arc::new(vec!["PINCER_TEST_SECRET_VAR".into()]),
     }
@@ -255,7 +257,7 @@ async fn arguments_that_are_not_an_object_are_tool_errors() {
         ("[1,2]", "must be a JSON object"),
         ("{\"path\":", "not valid JSON"),
         ("{\"path\": 5}", "invalid arguments"),
-        ("", "missing field `path`"),
+        ("", "\"path\" is a required property"),
     ] {
         let out = read.call(raw, ctx(dir.path())).await;
         assert!(
@@ -264,4 +266,47 @@ async fn arguments_that_are_not_an_object_are_tool_errors() {
             out.content
         );
     }
+}
+
+#[tokio::test]
+async fn schema_validation_names_the_problem_and_the_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let registry = ToolRegistry::core();
+    let read = registry.get("read").unwrap();
+    let out = read
+        .call(
+            "{\"path\": \"a.txt\", \"offset\": \"ten\"}",
+            ctx(dir.path()),
+        )
+        .await;
+    assert!(out.is_error);
+    assert!(out.content.contains("at `/offset`"), "{}", out.content);
+    assert!(
+        out.content.contains("path (string, required)"),
+        "{}",
+        out.content
+    );
+    // Declared aliases are fixed before validation.
+    let out = read
+        .call("{\"file_path\": \"a.txt\"}", ctx(dir.path()))
+        .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("two"));
+    // The right name wins when both are given.
+    let edit = registry.get("edit").unwrap();
+    let args = edit
+        .prepare("{\"path\": \"a.txt\", \"old\": \"one\", \"new_str\": \"1\"}")
+        .unwrap();
+    assert_eq!(args["old_string"], "one");
+    assert_eq!(args["new_string"], "1");
+    // Unknown parameters are reported (the argument types deny them).
+    let out = read
+        .call("{\"path\": \"a.txt\", \"mode\": 1}", ctx(dir.path()))
+        .await;
+    assert!(
+        out.is_error && out.content.contains("mode"),
+        "{}",
+        out.content
+    );
 }
