@@ -241,7 +241,9 @@ fn schema_type(schema: &Value) -> Option<&str> {
 /// parse (otherwise the text is kept and validation reports the mismatch).
 pub(crate) fn coerce(raw: &str, ty: Option<&str>) -> Value {
     let trimmed = raw.trim();
-    if trimmed == "null" && ty != Some("string") {
+    // `null` is null whatever the type: the text form has no other way to
+    // write it, and models mean "none" by it.
+    if trimmed == "null" {
         return Value::Null;
     }
     match ty {
@@ -259,10 +261,10 @@ pub(crate) fn coerce(raw: &str, ty: Option<&str>) -> Value {
             .ok()
             .filter(|v| v.is_array() || v.is_object())
             .unwrap_or_else(|| Value::String(trimmed.to_string())),
-        // Untyped: JSON structures and literals are read as such, anything
+        // Untyped: JSON (also a quoted string) is read as such, anything
         // else is text.
         _ => match serde_json::from_str::<Value>(trimmed) {
-            Ok(v) if !v.is_string() => v,
+            Ok(v) => v,
             _ => Value::String(trim_one_newline(raw).to_string()),
         },
     }

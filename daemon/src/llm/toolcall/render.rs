@@ -55,8 +55,32 @@ pub fn tool_prompt(format: ToolFormat, tools: &[ToolSpec]) -> String {
     out
 }
 
-/// One call written in `format`.
-pub fn render_call(format: ToolFormat, name: &str, arguments: &Map<String, Value>) -> String {
+/// A parameter value as XML text, so that the parser reads it back the
+/// same: text as it is, everything else as JSON — and text that would read
+/// as JSON (`10`, `true`) JSON-quoted when the schema does not say the
+/// parameter is a string.
+pub fn value_text(spec: Option<&ToolSpec>, param: &str, value: &Value) -> String {
+    match value {
+        Value::String(s) => {
+            let typed_string = spec.and_then(|t| super::param_type(t, param)) == Some("string");
+            if !typed_string && serde_json::from_str::<Value>(s.trim()).is_ok() {
+                value.to_string()
+            } else {
+                s.clone()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// One call written in `format`; `spec` (the tool, when known) decides how
+/// ambiguous values are written.
+pub fn render_call(
+    format: ToolFormat,
+    spec: Option<&ToolSpec>,
+    name: &str,
+    arguments: &Map<String, Value>,
+) -> String {
     match format {
         ToolFormat::Hermes | ToolFormat::Native => {
             let call = serde_json::json!({"name": name, "arguments": arguments});
@@ -65,10 +89,7 @@ pub fn render_call(format: ToolFormat, name: &str, arguments: &Map<String, Value
         ToolFormat::Xml => {
             let mut out = format!("<{name}>\n");
             for (param, value) in arguments {
-                let text = match value {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
+                let text = value_text(spec, param, value);
                 let _ = writeln!(out, "<{param}>{text}</{param}>");
             }
             let _ = write!(out, "</{name}>");
@@ -111,7 +132,7 @@ pub fn to_text_request(req: &Request, format: ToolFormat) -> Request {
         .iter()
         .map(|m| Message {
             role: m.role,
-            parts: vec![Part::Text(message_text(m, format))],
+            parts: vec![Part::Text(message_text(m, format, &req.tools))],
         })
         .collect();
     Request {
@@ -121,7 +142,7 @@ pub fn to_text_request(req: &Request, format: ToolFormat) -> Request {
     }
 }
 
-fn message_text(m: &Message, format: ToolFormat) -> String {
+fn message_text(m: &Message, format: ToolFormat, tools: &[ToolSpec]) -> String {
     let mut pieces: Vec<String> = Vec::new();
     for part in &m.parts {
         match part {
@@ -132,7 +153,8 @@ fn message_text(m: &Message, format: ToolFormat) -> String {
                     Value::Object(map) => map,
                     _ => Map::new(),
                 };
-                pieces.push(render_call(format, &call.name, &args));
+                let spec = super::find_tool(tools, &call.name);
+                pieces.push(render_call(format, spec, &call.name, &args));
             }
             Part::ToolResult {
                 call_id,

@@ -13,10 +13,10 @@ pub struct OpenTag<'a> {
     pub self_closing: bool,
 }
 
-/// Characters allowed in a tag name: enough for tool names such as
-/// `math.factorial`, `mcp__time__now` or `get-weather`.
+/// Characters allowed in a tag name: enough for tool and parameter names
+/// such as `math.factorial`, `mcp__time__now`, `get-weather` or `año`.
 pub fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')
 }
 
 /// Parses an opening tag starting at `at` (which holds `<`). `None` when

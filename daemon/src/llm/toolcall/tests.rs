@@ -167,7 +167,7 @@ fn broken_markup_is_a_problem_not_a_call() {
 fn rendered_calls_parse_back() {
     let a = args(json!({"path": "dir/x.md", "offset": 5, "limit": null}));
     for format in [ToolFormat::Hermes, ToolFormat::Xml] {
-        let text = render_call(format, "read", &a);
+        let text = render_call(format, None, "read", &a);
         assert_eq!(one(&text).arguments, a, "{format:?}: {text}");
     }
 }
