@@ -189,6 +189,9 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     if old.tools != new.tools {
         applied.push("tool settings changed".into());
     }
+    if old.policy != new.policy {
+        applied.push("tool policy changed".into());
+    }
     if old.daemon.max_concurrent_turns != new.daemon.max_concurrent_turns {
         restart.push(format!(
             "daemon.max_concurrent_turns ({} → {})",

@@ -15,10 +15,11 @@ use tokio_util::sync::CancellationToken;
 use super::{Event, Runtime, history, prompt, rollback};
 use crate::config::{AgentSettings, Config};
 use crate::llm::client::Note;
-use crate::llm::{FinishReason, LlmError, Message, Request};
+use crate::llm::{FinishReason, LlmError, Message, Request, ToolSpec};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
 use crate::session::transcript::{Body, Entry, Transcript, Usage};
+use crate::tools::policy::{self, PolicyInput};
 use crate::tools::{ToolContext, ToolDef, ToolOutput};
 use crate::util::{cap_head_tail, preview};
 
@@ -103,9 +104,9 @@ impl Turn<'_> {
             return self.fail(log, "config", problem);
         }
 
-        let specs = self.rt.tools.specs(&self.agent.tools);
-        let system = prompt::system_prompt(self.agent, &specs);
         let tool_env = self.tool_env();
+        let specs: Vec<ToolSpec> = tool_env.selected.iter().map(|t| t.spec()).collect();
+        let system = prompt::system_prompt(self.agent, &specs);
         let started = Instant::now();
         let deadline = started + self.agent.max_turn_duration;
         let mut model_calls = 0u32;
@@ -359,7 +360,12 @@ impl Turn<'_> {
                 )
             });
         ToolEnv {
-            selected: self.rt.tools.selected(&self.agent.tools),
+            selected: policy::resolve(
+                &self.rt.tools,
+                &self.config.policy,
+                &PolicyInput::owner(self.agent),
+            )
+            .offered(),
             workspace_error,
             base: ToolContext {
                 agent: self.agent.id.clone(),

@@ -103,17 +103,29 @@ pub struct AgentSection {
     pub max_turn_seconds: Option<u64>,
     pub system_prompt: Option<String>,
     #[serde(default)]
-    pub tools: AgentToolsSection,
+    pub tools: LayerSection,
+}
+
+/// One layer of the tool policy (SPEC §8.3).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerSection {
+    pub profile: Option<Spanned<String>>,
+    #[serde(default)]
+    pub allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub deny: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AgentToolsSection {
-    pub profile: Option<Spanned<String>>,
+pub struct SandboxSection {
+    /// Which sessions count as sandboxed: off | non-main | all.
+    pub mode: Option<Spanned<String>>,
     #[serde(default)]
-    pub allow: Vec<String>,
+    pub allow: Vec<Spanned<String>>,
     #[serde(default)]
-    pub deny: Vec<String>,
+    pub deny: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -124,6 +136,19 @@ pub struct ToolsSection {
     pub max_result_chars: Option<usize>,
     #[serde(default)]
     pub rollback: RollbackSection,
+    /// The global policy layer.
+    pub profile: Option<Spanned<String>>,
+    #[serde(default)]
+    pub allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub deny: Vec<Spanned<String>>,
+    /// Per-provider layers, keyed `provider` or `provider/model`.
+    #[serde(default)]
+    pub by_provider: BTreeMap<String, LayerSection>,
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+    #[serde(default)]
+    pub subagents: LayerSection,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -9,12 +9,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::env::{self, Detected};
-use super::file::{AgentSection, ConfigFile, ModelSection, ProviderKind, ProviderSection};
+use super::file::{
+    AgentSection, ConfigFile, LayerSection, ModelSection, ProviderKind, ProviderSection,
+};
 use super::{
-    AgentSettings, ApiKey, Config, DaemonSettings, ModelTarget, ProviderSettings, RetrySettings,
-    Secret, ToolFilter, ToolFormat, ToolSettings,
+    AgentSettings, ApiKey, Config, DaemonSettings, ModelTarget, PolicySettings, ProviderSettings,
+    RetrySettings, SandboxMode, Secret, ToolFormat, ToolLayer, ToolSettings,
 };
 use crate::home::{Home, expand_tilde};
+use toml::Spanned;
 
 /// A configuration problem, located in the file where possible.
 #[derive(Debug, thiserror::Error)]
@@ -320,6 +323,7 @@ fn resolve(
         agents,
         default_agent,
         tools: tool_settings(&file),
+        policy: policy_settings(&loc, &file)?,
         provider_problem,
     })
 }
@@ -574,17 +578,7 @@ fn agent_settings(
     {
         return Err(loc.at(n.span(), "must be at least 1"));
     }
-    if let Some(profile) = &section.tools.profile
-        && !["minimal", "messaging", "coding", "full"].contains(&profile.get_ref().as_str())
-    {
-        return Err(loc.at(
-            profile.span(),
-            format!(
-                "unknown tool profile `{}`: use minimal, messaging, coding or full",
-                profile.get_ref()
-            ),
-        ));
-    }
+    let tools = layer(loc, &section.tools)?;
     let workspace = match &section.workspace {
         Some(w) => {
             let p = expand_tilde(w);
@@ -607,11 +601,89 @@ fn agent_settings(
             .map_or(40, |n| *n.get_ref()),
         max_turn_duration: Duration::from_secs(section.max_turn_seconds.unwrap_or(30 * 60)),
         system_prompt: section.system_prompt.clone(),
-        tools: ToolFilter {
-            profile: section.tools.profile.as_ref().map(|p| p.get_ref().clone()),
-            allow: section.tools.allow.clone(),
-            deny: section.tools.deny.clone(),
+        tools,
+    })
+}
+
+const PROFILES: &[&str] = &["minimal", "messaging", "coding", "full"];
+
+/// A policy layer, its profile and patterns checked.
+fn layer(loc: &Locator<'_>, section: &LayerSection) -> Result<ToolLayer, ConfigError> {
+    patterns_and_profile(loc, section.profile.as_ref(), &section.allow, &section.deny)
+}
+
+fn patterns_and_profile(
+    loc: &Locator<'_>,
+    profile: Option<&Spanned<String>>,
+    allow: &[Spanned<String>],
+    deny: &[Spanned<String>],
+) -> Result<ToolLayer, ConfigError> {
+    if let Some(profile) = profile
+        && !PROFILES.contains(&profile.get_ref().as_str())
+    {
+        return Err(loc.at(
+            profile.span(),
+            format!(
+                "unknown tool profile `{}`: use minimal, messaging, coding or full",
+                profile.get_ref()
+            ),
+        ));
+    }
+    for pattern in allow.iter().chain(deny) {
+        if let Err(why) = crate::tools::policy::check_pattern(pattern.get_ref()) {
+            return Err(loc.at(pattern.span(), why));
+        }
+    }
+    Ok(ToolLayer {
+        profile: profile.map(|p| p.get_ref().clone()),
+        allow: allow.iter().map(|p| p.get_ref().clone()).collect(),
+        deny: deny.iter().map(|p| p.get_ref().clone()).collect(),
+    })
+}
+
+fn policy_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<PolicySettings, ConfigError> {
+    let t = &file.tools;
+    let mut by_provider = BTreeMap::new();
+    for (key, section) in &t.by_provider {
+        let provider = key.split('/').next().unwrap_or_default();
+        if !file.providers.contains_key(provider) && !file.providers.is_empty() {
+            return Err(loc.at(
+                header_span(loc.text, &format!("tools.by_provider.{key}")),
+                format!(
+                    "[tools.by_provider.\"{key}\"]: no provider `{provider}` is defined (providers: {})",
+                    join_keys(&file.providers)
+                ),
+            ));
+        }
+        let layer = layer(loc, section)?;
+        if let Some(p) = &section.profile {
+            return Err(loc.at(
+                p.span(),
+                "a per-provider layer can only narrow (allow/deny); set profiles on [tools] or an agent",
+            ));
+        }
+        by_provider.insert(key.clone(), layer);
+    }
+    let sandbox_mode = match t.sandbox.mode.as_ref() {
+        None => SandboxMode::Off,
+        Some(m) => match m.get_ref().as_str() {
+            "off" => SandboxMode::Off,
+            "non-main" => SandboxMode::NonMain,
+            "all" => SandboxMode::All,
+            other => {
+                return Err(loc.at(
+                    m.span(),
+                    format!("unknown sandbox mode `{other}`: use off, non-main or all"),
+                ));
+            }
         },
+    };
+    Ok(PolicySettings {
+        global: patterns_and_profile(loc, t.profile.as_ref(), &t.allow, &t.deny)?,
+        by_provider,
+        sandbox_mode,
+        sandbox: patterns_and_profile(loc, None, &t.sandbox.allow, &t.sandbox.deny)?,
+        subagents: layer(loc, &t.subagents)?,
     })
 }
 

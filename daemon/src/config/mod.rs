@@ -32,6 +32,7 @@ pub struct Config {
     pub agents: BTreeMap<String, AgentSettings>,
     pub default_agent: String,
     pub tools: ToolSettings,
+    pub policy: PolicySettings,
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,
@@ -123,16 +124,45 @@ pub struct AgentSettings {
     pub max_model_calls: u32,
     pub max_turn_duration: Duration,
     pub system_prompt: Option<String>,
-    pub tools: ToolFilter,
+    pub tools: ToolLayer,
 }
 
-/// The per-agent tool selection available before the full policy pipeline
-/// (tool orchestration issue): a profile, an allowlist and a denylist.
+/// One layer of the tool policy (SPEC §8.3): a profile, an allowlist and a
+/// denylist of tool names, `group:` names, source ids and `*` globs.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ToolFilter {
+pub struct ToolLayer {
     pub profile: Option<String>,
     pub allow: Vec<String>,
     pub deny: Vec<String>,
+}
+
+impl ToolLayer {
+    pub fn is_empty(&self) -> bool {
+        self.profile.is_none() && self.allow.is_empty() && self.deny.is_empty()
+    }
+}
+
+/// Which sessions the sandbox layer applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    #[default]
+    Off,
+    /// Every session except an agent's main (CLI) session.
+    NonMain,
+    All,
+}
+
+/// The layers of the tool policy that come from `[tools]`; the agent's own
+/// layer lives in [`AgentSettings`], channel and sender layers come with
+/// the chat.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PolicySettings {
+    pub global: ToolLayer,
+    /// Keyed `provider` or `provider/model`.
+    pub by_provider: BTreeMap<String, ToolLayer>,
+    pub sandbox_mode: SandboxMode,
+    pub sandbox: ToolLayer,
+    pub subagents: ToolLayer,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1,11 +1,15 @@
 //! Tools (SPEC §8): a tool is defined once ([`ToolDef`]) with a JSON schema
-//! derived from its Rust argument type; the [`registry`] holds them and
-//! selects what an agent may use; [`paths`] confines file tools to the
-//! workspace; [`fs`] and [`exec`] are the core tools of this version.
+//! (derived from its Rust argument type, or given by an MCP server); the
+//! [`registry`] holds them; the [`policy`] pipeline decides which an agent,
+//! chat and sender are offered; [`paths`] confines file tools to the
+//! workspace; [`fs`] and [`exec`] are core tools.
 
 pub mod exec;
 pub mod fs;
 pub mod paths;
+pub mod policy;
+#[cfg(test)]
+mod policy_tests;
 pub mod registry;
 #[cfg(test)]
 mod tests;

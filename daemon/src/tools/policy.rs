@@ -1,0 +1,399 @@
+//! The tool policy pipeline (SPEC §8.3): before the model sees any tool,
+//! the registry is narrowed by layers, in order — profile, per-provider,
+//! global, agent, channel/group, sender, sandbox, sub-agent — then
+//! owner-only tools are removed for senders who are not owners. Deny wins;
+//! an empty allow means "no restriction at this layer"; a non-empty allow
+//! is an allowlist, except in the layer that sets the profile, where it
+//! adds to the profile; a layer can only narrow. Every removed tool keeps
+//! the layer and the pattern that removed it, so `pincer tools list` can
+//! explain each decision.
+
+use globset::{Glob, GlobMatcher};
+
+use super::{ToolDef, ToolRegistry, ToolSource};
+use crate::config::{AgentSettings, ModelTarget, PolicySettings, SandboxMode, ToolLayer};
+
+/// The groups a `group:` pattern may name.
+pub const GROUPS: &[&str] = &[
+    "fs",
+    "runtime",
+    "web",
+    "memory",
+    "sessions",
+    "messaging",
+    "plugins",
+];
+
+/// What each profile offers, as patterns.
+fn profile_patterns(profile: &str) -> &'static [&'static str] {
+    match profile {
+        "minimal" => &["session_status"],
+        "messaging" => &["group:messaging", "group:sessions", "group:memory"],
+        "coding" => &[
+            "group:fs",
+            "group:runtime",
+            "group:web",
+            "group:memory",
+            "group:sessions",
+        ],
+        _ => &["*"],
+    }
+}
+
+/// Checks a pattern from the config; the error is a sentence for the user.
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
+    let p = pattern.trim();
+    if p.is_empty() {
+        return Err("an empty tool pattern matches nothing".into());
+    }
+    if let Some(group) = p.strip_prefix("group:") {
+        if !GROUPS.contains(&group.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "unknown tool group `{p}`: the groups are {}",
+                GROUPS
+                    .iter()
+                    .map(|g| format!("group:{g}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        return Ok(());
+    }
+    Glob::new(&p.to_lowercase())
+        .map(|_| ())
+        .map_err(|e| format!("`{p}` is not a valid glob: {e}"))
+}
+
+/// A compiled pattern.
+#[derive(Debug, Clone)]
+enum Pattern {
+    Group(String),
+    /// A tool name glob, which also matches a plugin id or `mcp:<server>`.
+    Name {
+        glob: GlobMatcher,
+        literal: bool,
+    },
+}
+
+impl Pattern {
+    fn compile(p: &str) -> Option<Pattern> {
+        let lower = p.trim().to_lowercase();
+        if let Some(group) = lower.strip_prefix("group:") {
+            return Some(Pattern::Group(group.to_string()));
+        }
+        let literal = !lower.contains(['*', '?', '[', '{']);
+        Glob::new(&lower).ok().map(|g| Pattern::Name {
+            glob: g.compile_matcher(),
+            literal,
+        })
+    }
+
+    fn matches(&self, tool: &Facts) -> bool {
+        match self {
+            Pattern::Group(g) => tool.groups.iter().any(|t| t == g),
+            Pattern::Name { glob, .. } => {
+                glob.is_match(&tool.name) || tool.source_ids.iter().any(|id| glob.is_match(id))
+            }
+        }
+    }
+
+    /// Whether the pattern names the tool on purpose (not only through a
+    /// wildcard): what an `optional` tool needs.
+    fn names(&self, tool: &Facts) -> bool {
+        match self {
+            Pattern::Name { literal: false, .. } => false,
+            other => other.matches(tool),
+        }
+    }
+}
+
+/// Lower-cased facts of a tool that patterns match against.
+struct Facts {
+    name: String,
+    groups: Vec<String>,
+    source_ids: Vec<String>,
+}
+
+impl Facts {
+    fn of(tool: &ToolDef) -> Self {
+        let source_ids = match &tool.source {
+            ToolSource::Core => Vec::new(),
+            ToolSource::Mcp { server } => vec![format!("mcp:{server}").to_lowercase()],
+            ToolSource::Plugin { id, server } => {
+                vec![id.to_lowercase(), format!("mcp:{server}").to_lowercase()]
+            }
+        };
+        let mut groups: Vec<String> = tool.groups.iter().map(|g| g.to_lowercase()).collect();
+        if tool.source != ToolSource::Core {
+            groups.push("plugins".into());
+        }
+        Self {
+            name: tool.name.to_lowercase(),
+            groups,
+            source_ids,
+        }
+    }
+}
+
+struct Compiled {
+    name: String,
+    /// The profile's patterns plus the layer's allow (additions), or the
+    /// layer's allowlist; empty: no restriction.
+    pass: Vec<(String, Pattern)>,
+    profile: Option<String>,
+    deny: Vec<(String, Pattern)>,
+}
+
+fn compile_all(patterns: &[String]) -> Vec<(String, Pattern)> {
+    patterns
+        .iter()
+        .filter_map(|p| Pattern::compile(p).map(|c| (p.clone(), c)))
+        .collect()
+}
+
+impl Compiled {
+    fn new(name: String, layer: &ToolLayer) -> Self {
+        let mut pass = compile_all(&layer.allow);
+        if let Some(profile) = &layer.profile {
+            let owned: Vec<String> = profile_patterns(profile)
+                .iter()
+                .map(|p| p.to_string())
+                .collect();
+            pass.extend(compile_all(&owned));
+        }
+        Self {
+            name,
+            pass,
+            profile: layer.profile.clone(),
+            deny: compile_all(&layer.deny),
+        }
+    }
+
+    /// `None` when the tool passes; otherwise why not.
+    fn reject(&self, tool: &Facts) -> Option<String> {
+        if let Some((p, _)) = self.deny.iter().find(|(_, c)| c.matches(tool)) {
+            return Some(format!("denied by `{p}`"));
+        }
+        if self.pass.is_empty() || self.pass.iter().any(|(_, c)| c.matches(tool)) {
+            return None;
+        }
+        Some(match &self.profile {
+            Some(profile) => format!("not in profile `{profile}` nor in its allow list"),
+            None => "not in the allow list".into(),
+        })
+    }
+
+    fn names(&self, tool: &Facts) -> bool {
+        self.pass
+            .iter()
+            .filter(|(p, _)| !p.starts_with("group:") || p == "group:plugins")
+            .any(|(_, c)| c.names(tool))
+    }
+}
+
+/// Who is asking, in what chat: the inputs beyond the config.
+#[derive(Debug, Clone)]
+pub struct PolicyInput<'a> {
+    pub agent: &'a AgentSettings,
+    /// The model the turn calls first (per-provider layers).
+    pub model: Option<&'a ModelTarget>,
+    /// The channel or group layer of the chat, from the bridge config.
+    pub channel: Option<&'a ToolLayer>,
+    /// The layer for this sender in that chat.
+    pub sender: Option<&'a ToolLayer>,
+    pub owner: bool,
+    /// The agent's main (CLI) session: not sandboxed in `non-main` mode.
+    pub main_session: bool,
+    /// Set for sub-agent sessions: the spawn's own narrowing, on top of
+    /// `[tools.subagents]`.
+    pub subagent: Option<&'a ToolLayer>,
+    /// The profile when neither the agent nor `[tools]` sets one.
+    pub default_profile: &'a str,
+}
+
+impl<'a> PolicyInput<'a> {
+    /// The owner talking to `agent` from the CLI.
+    pub fn owner(agent: &'a AgentSettings) -> Self {
+        Self {
+            agent,
+            model: agent.models.first(),
+            channel: None,
+            sender: None,
+            owner: true,
+            main_session: true,
+            subagent: None,
+            default_profile: "full",
+        }
+    }
+}
+
+/// Why a tool is not offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal {
+    pub layer: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Verdict<'r> {
+    pub tool: &'r ToolDef,
+    pub removed: Option<Removal>,
+}
+
+/// The outcome for every tool of the registry, in registry order.
+#[derive(Debug, Clone)]
+pub struct Resolution<'r> {
+    pub profile: String,
+    pub verdicts: Vec<Verdict<'r>>,
+}
+
+impl<'r> Resolution<'r> {
+    pub fn offered(&self) -> Vec<&'r ToolDef> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.removed.is_none())
+            .map(|v| v.tool)
+            .collect()
+    }
+
+    /// When no tool is left: the layer that removed the most, as a sentence.
+    pub fn why_none(&self) -> Option<String> {
+        if self.verdicts.iter().any(|v| v.removed.is_none()) {
+            return None;
+        }
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for r in self.verdicts.iter().filter_map(|v| v.removed.as_ref()) {
+            match counts.iter_mut().find(|(l, _)| *l == r.layer) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((&r.layer, 1)),
+            }
+        }
+        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        Some(match counts.first() {
+            Some((layer, n)) => format!(
+                "no tool is offered: the {layer} layer removed {n} of {}",
+                self.verdicts.len()
+            ),
+            None => "no tool is offered: the registry is empty".into(),
+        })
+    }
+}
+
+/// Runs the pipeline over every tool of `registry`.
+pub fn resolve<'r>(
+    registry: &'r ToolRegistry,
+    policy: &PolicySettings,
+    input: &PolicyInput<'_>,
+) -> Resolution<'r> {
+    let agent_layer = &input.agent.tools;
+    // The profile comes from the agent, else [tools], else the default for
+    // this kind of chat; the layer that sets it adds its allow to it.
+    let (profile, additions, agent_has_profile, global_has_profile) =
+        match (&agent_layer.profile, &policy.global.profile) {
+            (Some(p), _) => (p.clone(), agent_layer.allow.clone(), true, false),
+            (None, Some(p)) => (p.clone(), policy.global.allow.clone(), false, true),
+            (None, None) => (input.default_profile.to_string(), Vec::new(), false, false),
+        };
+    let mut layers = vec![Compiled::new(
+        format!("profile `{profile}`"),
+        &ToolLayer {
+            profile: Some(profile.clone()),
+            allow: additions,
+            deny: Vec::new(),
+        },
+    )];
+    if let Some(model) = input.model {
+        for key in [model.provider.clone(), model.label()] {
+            if let Some(layer) = policy.by_provider.get(&key) {
+                layers.push(Compiled::new(format!("provider `{key}`"), layer));
+            }
+        }
+    }
+    let without_profile = |layer: &ToolLayer, consumed: bool| ToolLayer {
+        profile: None,
+        allow: if consumed {
+            Vec::new()
+        } else {
+            layer.allow.clone()
+        },
+        deny: layer.deny.clone(),
+    };
+    layers.push(Compiled::new(
+        "global [tools]".into(),
+        &without_profile(&policy.global, global_has_profile),
+    ));
+    layers.push(Compiled::new(
+        format!("agent `{}`", input.agent.id),
+        &without_profile(agent_layer, agent_has_profile),
+    ));
+    if let Some(layer) = input.channel {
+        layers.push(Compiled::new("channel/group".into(), layer));
+    }
+    if let Some(layer) = input.sender {
+        layers.push(Compiled::new("sender".into(), layer));
+    }
+    let sandboxed = match policy.sandbox_mode {
+        SandboxMode::Off => false,
+        SandboxMode::NonMain => !input.main_session,
+        SandboxMode::All => true,
+    };
+    if sandboxed {
+        layers.push(Compiled::new("sandbox".into(), &policy.sandbox));
+    }
+    if let Some(layer) = input.subagent {
+        layers.push(Compiled::new(
+            "sub-agent [tools.subagents]".into(),
+            &policy.subagents,
+        ));
+        layers.push(Compiled::new("sub-agent spawn".into(), layer));
+    }
+
+    let mut verdicts: Vec<Verdict<'r>> = registry
+        .all()
+        .iter()
+        .map(|tool| {
+            let facts = Facts::of(tool);
+            let removed = remove(tool, &facts, &layers, input.owner);
+            Verdict { tool, removed }
+        })
+        .collect();
+    // apply_patch writes files: it is offered only where write is.
+    let write_removed = verdicts
+        .iter()
+        .find(|v| v.tool.name == "write")
+        .and_then(|v| v.removed.clone());
+    if let Some(w) = write_removed
+        && let Some(v) = verdicts.iter_mut().find(|v| v.tool.name == "apply_patch")
+        && v.removed.is_none()
+    {
+        v.removed = Some(Removal {
+            layer: w.layer,
+            reason: "follows `write`, which this layer removed".into(),
+        });
+    }
+    Resolution { profile, verdicts }
+}
+
+fn remove(tool: &ToolDef, facts: &Facts, layers: &[Compiled], owner: bool) -> Option<Removal> {
+    if tool.flags.optional && !layers.iter().any(|l| l.names(facts)) {
+        return Some(Removal {
+            layer: "optional".into(),
+            reason: "optional tool: offered only when an allow list names it, its plugin id or group:plugins".into(),
+        });
+    }
+    for layer in layers {
+        if let Some(reason) = layer.reject(facts) {
+            return Some(Removal {
+                layer: layer.name.clone(),
+                reason,
+            });
+        }
+    }
+    if tool.flags.owner_only && !owner {
+        return Some(Removal {
+            layer: "owner-only".into(),
+            reason: "only the owner may use it".into(),
+        });
+    }
+    None
+}

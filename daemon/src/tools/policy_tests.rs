@@ -1,0 +1,407 @@
+//! Table-driven tests of the policy pipeline: each case is a config file
+//! (parsed by the real loader), a chat context, the tools expected on offer
+//! and, for some removed tools, the layer expected to have removed them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::policy::{PolicyInput, resolve};
+use super::{ToolDef, ToolFlags, ToolOutput, ToolRegistry, ToolSource};
+use crate::config::{ToolLayer, load};
+use crate::home::Home;
+
+fn tool(name: &str, groups: &[&str], flags: ToolFlags, source: ToolSource) -> ToolDef {
+    ToolDef::dynamic(
+        name,
+        "test tool",
+        serde_json::json!({"type": "object", "properties": {}}),
+        groups.iter().map(|g| g.to_string()).collect(),
+        flags,
+        source,
+        Arc::new(|_, _| Box::pin(async { ToolOutput::ok("") })),
+    )
+}
+
+/// Core tools plus the kinds of tool the pipeline treats differently.
+fn registry() -> ToolRegistry {
+    let plain = ToolFlags::default();
+    let mut tools = ToolRegistry::core().all().to_vec();
+    let core = ToolSource::Core;
+    tools.push(tool("apply_patch", &["fs"], plain, core.clone()));
+    tools.push(tool("process", &["runtime"], plain, core.clone()));
+    tools.push(tool("web_fetch", &["web"], plain, core.clone()));
+    tools.push(tool("memory_search", &["memory"], plain, core.clone()));
+    tools.push(tool("sessions_list", &["sessions"], plain, core.clone()));
+    tools.push(tool("session_status", &["sessions"], plain, core.clone()));
+    tools.push(tool("message", &["messaging"], plain, core.clone()));
+    let owner_only = ToolFlags {
+        owner_only: true,
+        ..plain
+    };
+    tools.push(tool("gateway_restart", &[], owner_only, core));
+    let plugin = ToolSource::Plugin {
+        id: "weather".into(),
+        server: "weather".into(),
+    };
+    let optional = ToolFlags {
+        optional: true,
+        ..plain
+    };
+    tools.push(tool("weather__forecast", &[], optional, plugin.clone()));
+    tools.push(tool("weather__alerts", &[], plain, plugin));
+    tools.push(tool(
+        "mcp__time__now",
+        &[],
+        plain,
+        ToolSource::Mcp {
+            server: "time".into(),
+        },
+    ));
+    ToolRegistry::from_tools(tools)
+}
+
+const ALL: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "ls",
+    "glob",
+    "grep",
+    "exec",
+    "apply_patch",
+    "process",
+    "web_fetch",
+    "memory_search",
+    "sessions_list",
+    "session_status",
+    "message",
+    "gateway_restart",
+    "weather__alerts",
+    "mcp__time__now",
+];
+
+struct Case {
+    name: &'static str,
+    /// Config text after the provider/model lines.
+    config: &'static str,
+    ctx: Ctx,
+    offered: Vec<&'static str>,
+    /// (tool, text the removing layer's name contains)
+    removed_by: &'static [(&'static str, &'static str)],
+}
+
+#[derive(Default, Clone)]
+struct Ctx {
+    channel: Option<ToolLayer>,
+    sender: Option<ToolLayer>,
+    stranger: bool,
+    not_main: bool,
+    subagent: Option<ToolLayer>,
+    channel_default: bool,
+}
+
+fn layer(allow: &[&str], deny: &[&str]) -> ToolLayer {
+    ToolLayer {
+        profile: None,
+        allow: allow.iter().map(|s| s.to_string()).collect(),
+        deny: deny.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn but(except: &[&str]) -> Vec<&'static str> {
+    ALL.iter()
+        .copied()
+        .filter(|t| !except.contains(t))
+        .collect()
+}
+
+const HEAD: &str = "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\n";
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "full by default: everything but optional tools",
+            config: "[agents.main]\n",
+            ctx: Ctx::default(),
+            offered: ALL.to_vec(),
+            removed_by: &[("weather__forecast", "optional")],
+        },
+        Case {
+            name: "an optional tool named by its plugin id",
+            config: "[agents.main]\ntools.allow = [\"weather\"]\n",
+            ctx: Ctx::default(),
+            offered: vec!["weather__forecast", "weather__alerts"],
+            removed_by: &[("read", "agent `main`")],
+        },
+        Case {
+            name: "an optional tool added to a profile by group:plugins",
+            config: "[agents.main]\ntools = { profile = \"minimal\", allow = [\"group:plugins\"] }\n",
+            ctx: Ctx::default(),
+            offered: vec![
+                "session_status",
+                "weather__forecast",
+                "weather__alerts",
+                "mcp__time__now",
+            ],
+            removed_by: &[("exec", "profile `minimal`")],
+        },
+        Case {
+            name: "a wildcard does not name an optional tool",
+            config: "[agents.main]\ntools.allow = [\"weather__*\"]\n",
+            ctx: Ctx::default(),
+            offered: vec!["weather__alerts"],
+            removed_by: &[("weather__forecast", "optional")],
+        },
+        Case {
+            name: "messaging profile with additions and a deny (SPEC sample)",
+            config: "[agents.main]\ntools = { profile = \"messaging\", allow = [\"memory_search\", \"web_fetch\"], deny = [\"exec\"] }\n",
+            ctx: Ctx::default(),
+            offered: vec![
+                "web_fetch",
+                "memory_search",
+                "sessions_list",
+                "session_status",
+                "message",
+            ],
+            removed_by: &[("exec", "profile `messaging`"), ("read", "profile")],
+        },
+        Case {
+            name: "coding profile: groups",
+            config: "[agents.main]\ntools.profile = \"coding\"\n",
+            ctx: Ctx::default(),
+            offered: vec![
+                "read",
+                "write",
+                "edit",
+                "ls",
+                "glob",
+                "grep",
+                "exec",
+                "apply_patch",
+                "process",
+                "web_fetch",
+                "memory_search",
+                "sessions_list",
+                "session_status",
+            ],
+            removed_by: &[
+                ("message", "profile `coding`"),
+                ("mcp__time__now", "profile"),
+            ],
+        },
+        Case {
+            name: "deny wins over allow, case-insensitive globs",
+            config: "[tools]\nallow = [\"group:fs\", \"exec\"]\ndeny = [\"EX*\", \"Write\"]\n[agents.main]\n",
+            ctx: Ctx::default(),
+            offered: vec!["read", "edit", "ls", "glob", "grep"],
+            removed_by: &[
+                ("exec", "global"),
+                ("write", "global"),
+                ("apply_patch", "global"),
+                ("message", "global"),
+            ],
+        },
+        Case {
+            name: "apply_patch follows write",
+            config: "[agents.main]\ntools.deny = [\"write\"]\n",
+            ctx: Ctx::default(),
+            offered: but(&["write", "apply_patch"]),
+            removed_by: &[("apply_patch", "agent `main`")],
+        },
+        Case {
+            name: "per-provider and per-model layers",
+            config: "[tools.by_provider.p]\ndeny = [\"group:runtime\"]\n[tools.by_provider.\"p/m\"]\ndeny = [\"mcp:time\"]\n[agents.main]\n",
+            ctx: Ctx::default(),
+            offered: but(&["exec", "process", "mcp__time__now"]),
+            removed_by: &[
+                ("exec", "provider `p`"),
+                ("mcp__time__now", "provider `p/m`"),
+            ],
+        },
+        Case {
+            name: "a layer can only narrow: a later allow cannot add back",
+            config: "[tools]\ndeny = [\"exec\"]\n[agents.main]\ntools.allow = [\"exec\", \"read\"]\n",
+            ctx: Ctx::default(),
+            offered: vec!["read"],
+            removed_by: &[("exec", "global"), ("write", "agent")],
+        },
+        Case {
+            name: "channel and sender layers",
+            config: "[agents.main]\n",
+            ctx: Ctx {
+                channel: Some(layer(&[], &["web_fetch"])),
+                sender: Some(layer(&["read", "message", "web_fetch"], &[])),
+                ..Ctx::default()
+            },
+            offered: vec!["read", "message"],
+            removed_by: &[("web_fetch", "channel/group"), ("ls", "sender")],
+        },
+        Case {
+            name: "a stranger in a group: messaging by default, no runtime, no owner-only",
+            config: "[agents.main]\n",
+            ctx: Ctx {
+                channel_default: true,
+                stranger: true,
+                ..Ctx::default()
+            },
+            offered: vec![
+                "sessions_list",
+                "session_status",
+                "message",
+                "memory_search",
+            ],
+            removed_by: &[("exec", "profile `messaging`")],
+        },
+        Case {
+            name: "exec reaches a group only when the config names it",
+            config: "[agents.main]\ntools = { profile = \"messaging\", allow = [\"exec\"] }\n",
+            ctx: Ctx {
+                stranger: true,
+                ..Ctx::default()
+            },
+            offered: vec![
+                "exec",
+                "memory_search",
+                "sessions_list",
+                "session_status",
+                "message",
+            ],
+            removed_by: &[("process", "profile")],
+        },
+        Case {
+            name: "owner-only tools are removed for non-owners",
+            config: "[agents.main]\n",
+            ctx: Ctx {
+                stranger: true,
+                ..Ctx::default()
+            },
+            offered: but(&["gateway_restart"]),
+            removed_by: &[("gateway_restart", "owner-only")],
+        },
+        Case {
+            name: "sandbox layer applies to non-main sessions in non-main mode",
+            config: "[tools.sandbox]\nmode = \"non-main\"\ndeny = [\"group:runtime\", \"group:web\"]\n[agents.main]\n",
+            ctx: Ctx {
+                not_main: true,
+                ..Ctx::default()
+            },
+            offered: but(&["exec", "process", "web_fetch"]),
+            removed_by: &[("exec", "sandbox")],
+        },
+        Case {
+            name: "sandbox layer does not apply to the main session",
+            config: "[tools.sandbox]\nmode = \"non-main\"\ndeny = [\"group:runtime\"]\n[agents.main]\n",
+            ctx: Ctx::default(),
+            offered: ALL.to_vec(),
+            removed_by: &[],
+        },
+        Case {
+            name: "sub-agents narrow by config and by spawn",
+            config: "[tools.subagents]\ndeny = [\"message\", \"sessions_*\"]\n[agents.main]\ntools.profile = \"coding\"\n",
+            ctx: Ctx {
+                subagent: Some(layer(
+                    &["group:fs", "web_fetch", "sessions_list"],
+                    &["write"],
+                )),
+                ..Ctx::default()
+            },
+            offered: vec!["read", "edit", "ls", "glob", "grep", "web_fetch"],
+            removed_by: &[
+                ("sessions_list", "sub-agent [tools.subagents]"),
+                ("write", "sub-agent spawn"),
+                ("exec", "sub-agent spawn"),
+            ],
+        },
+        Case {
+            name: "layers that leave nothing",
+            config: "[agents.main]\ntools.deny = [\"*\"]\n",
+            ctx: Ctx::default(),
+            offered: vec![],
+            removed_by: &[("read", "agent `main`")],
+        },
+    ]
+}
+
+#[test]
+fn every_layer_as_a_table() {
+    let home = Home::at("/tmp/pincer-policy-test");
+    let registry = registry();
+    for case in cases() {
+        let text = format!("{HEAD}{}", case.config);
+        let config = load::parse(&home, Path::new("/t/config.toml"), &text, &|| None)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let agent = config.agent("main").unwrap();
+        let mut input = PolicyInput::owner(agent);
+        input.channel = case.ctx.channel.as_ref();
+        input.sender = case.ctx.sender.as_ref();
+        input.owner = !case.ctx.stranger;
+        input.main_session = !case.ctx.not_main;
+        input.subagent = case.ctx.subagent.as_ref();
+        if case.ctx.channel_default {
+            input.default_profile = "messaging";
+        }
+        let resolution = resolve(&registry, &config.policy, &input);
+        let mut offered: Vec<&str> = resolution
+            .offered()
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        let mut want = case.offered.clone();
+        offered.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(offered, want, "{}", case.name);
+        for (tool, layer) in case.removed_by {
+            let verdict = resolution
+                .verdicts
+                .iter()
+                .find(|v| v.tool.name == *tool)
+                .unwrap();
+            let removal = verdict
+                .removed
+                .as_ref()
+                .unwrap_or_else(|| panic!("{}: {tool} was not removed", case.name));
+            assert!(
+                removal.layer.contains(layer),
+                "{}: {tool} removed by {:?}, expected {layer}",
+                case.name,
+                removal
+            );
+        }
+        assert_eq!(
+            resolution.why_none().is_some(),
+            case.offered.is_empty(),
+            "{}",
+            case.name
+        );
+    }
+}
+
+#[test]
+fn bad_patterns_are_config_errors() {
+    let home = Home::at("/tmp/pincer-policy-test");
+    for (text, expect) in [
+        (
+            "[tools]\ndeny = [\"group:shell\"]\n",
+            "unknown tool group `group:shell`",
+        ),
+        ("[tools]\nallow = [\"[a\"]\n", "not a valid glob"),
+        (
+            "[tools.sandbox]\nmode = \"sometimes\"\n",
+            "unknown sandbox mode",
+        ),
+        (
+            "[tools.by_provider.nope]\ndeny = [\"exec\"]\n",
+            "no provider `nope`",
+        ),
+        (
+            "[tools.by_provider.p]\nprofile = \"full\"\n",
+            "can only narrow",
+        ),
+        ("[agents.main]\ntools.deny = [\"\"]\n", "empty tool pattern"),
+    ] {
+        let text = format!("{HEAD}{text}");
+        let err = load::parse(&home, Path::new("/t/config.toml"), &text, &|| None)
+            .expect_err(text.as_str());
+        assert!(err.to_string().contains(expect), "{text}: {err}");
+    }
+}
