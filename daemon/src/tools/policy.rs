@@ -268,7 +268,7 @@ impl<'r> Resolution<'r> {
                 None => counts.push((&r.layer, 1)),
             }
         }
-        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
         Some(match counts.first() {
             Some((layer, n)) => format!(
                 "no tool is offered: the {layer} layer removed {n} of {}",
