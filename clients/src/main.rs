@@ -7,6 +7,7 @@ mod commands;
 mod init;
 mod render;
 mod rpc;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,6 +67,11 @@ pub enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+    /// The tools an agent is offered, and which policy layer removed the others.
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
     /// Check or reload the configuration.
     Config {
         #[command(subcommand)]
@@ -111,6 +117,21 @@ pub enum SessionsCommand {
         session: String,
         #[arg(long)]
         agent: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ToolsCommand {
+    /// Every tool with its source and whether it is offered (and if not, why).
+    List {
+        #[arg(long)]
+        agent: Option<String>,
+        /// As seen by a sender who is not an owner.
+        #[arg(long)]
+        as_stranger: bool,
+        /// As in a channel or group chat (default profile `messaging`).
+        #[arg(long)]
+        in_channel: bool,
     },
 }
 

@@ -11,6 +11,7 @@ use interprocess::local_socket::{GenericFilePath, ToFsName};
 use pincer_proto::v1::agent_client::AgentClient;
 use pincer_proto::v1::daemon_client::DaemonClient;
 use pincer_proto::v1::sessions_client::SessionsClient;
+use pincer_proto::v1::tools_client::ToolsClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 /// An error with its exit code.
@@ -60,11 +61,12 @@ pub fn not_running(home: &Path, explicit_home: bool) -> CliError {
     )
 }
 
-/// The three API clients over one connection.
+/// The API clients over one connection.
 pub struct Clients {
     pub agent: AgentClient<Channel>,
     pub sessions: SessionsClient<Channel>,
     pub daemon: DaemonClient<Channel>,
+    pub tools: ToolsClient<Channel>,
 }
 
 pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliError> {
@@ -97,6 +99,7 @@ pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliErr
     Ok(Clients {
         agent: AgentClient::new(channel.clone()),
         sessions: SessionsClient::new(channel.clone()),
-        daemon: DaemonClient::new(channel),
+        daemon: DaemonClient::new(channel.clone()),
+        tools: ToolsClient::new(channel),
     })
 }

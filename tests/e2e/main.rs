@@ -5,5 +5,6 @@ mod fakellm;
 mod grpc;
 mod lifecycle;
 mod llmock;
+mod policy;
 mod scripted;
 mod textformat;

@@ -1,5 +1,5 @@
 //! The gRPC server (SPEC §3): the socket ([`socket`]), one module per
-//! service ([`agent`], [`sessions`], [`daemon`]), plus gRPC health and
+//! service ([`agent`], [`sessions`], [`daemon`], [`tools`]), plus gRPC health and
 //! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
 //! request passes the peer-uid check first.
 
@@ -7,12 +7,14 @@ pub mod agent;
 pub mod daemon;
 pub mod sessions;
 pub mod socket;
+pub mod tools;
 
 use std::time::Instant;
 
 use pincer_proto::v1::agent_server::AgentServer;
 use pincer_proto::v1::daemon_server::DaemonServer;
 use pincer_proto::v1::sessions_server::SessionsServer;
+use pincer_proto::v1::tools_server::ToolsServer;
 use tokio_util::sync::CancellationToken;
 use tonic::service::InterceptorLayer;
 
@@ -47,6 +49,9 @@ pub async fn serve(
     health
         .set_serving::<DaemonServer<daemon::DaemonService>>()
         .await;
+    health
+        .set_serving::<ToolsServer<tools::ToolsService>>()
+        .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
@@ -69,7 +74,8 @@ pub async fn serve(
         .add_service(SessionsServer::new(sessions::SessionsService::new(
             state.clone(),
         )))
-        .add_service(DaemonServer::new(daemon::DaemonService::new(state.clone())));
+        .add_service(DaemonServer::new(daemon::DaemonService::new(state.clone())))
+        .add_service(ToolsServer::new(tools::ToolsService::new(state.clone())));
     match (reflection_v1, reflection_v1alpha) {
         (Ok(v1), Ok(v1alpha)) => router = router.add_service(v1).add_service(v1alpha),
         (Err(e), _) | (_, Err(e)) => tracing::error!(error = %e, "gRPC reflection is unavailable"),

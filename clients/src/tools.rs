@@ -1,0 +1,76 @@
+//! `pincer tools list`: every tool of the daemon, where it comes from, and
+//! whether the agent is offered it — if not, the policy layer that removed
+//! it and why.
+
+use pincer_proto::v1 as pb;
+use serde_json::json;
+
+use crate::render::one_line;
+use crate::rpc::{self, CliError};
+use crate::{Ctx, ToolsCommand};
+
+pub async fn run(ctx: &Ctx, command: ToolsCommand) -> Result<u8, CliError> {
+    let ToolsCommand::List {
+        agent,
+        as_stranger,
+        in_channel,
+    } = command;
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let list = c
+        .tools
+        .list(pb::ListToolsRequest {
+            agent: agent.unwrap_or_default(),
+            as_stranger,
+            in_channel,
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        let tools: Vec<_> = list
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"name": t.name, "source": t.source, "groups": t.groups, "optional": t.optional,
+                       "dedupe": t.dedupe, "owner_only": t.owner_only, "offered": t.offered,
+                       "removed_by": t.removed_by, "reason": t.reason, "description": t.description})
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({"agent": list.agent, "profile": list.profile, "tools": tools, "note": list.note})
+        );
+        return Ok(0);
+    }
+    let offered = list.tools.iter().filter(|t| t.offered).count();
+    println!(
+        "agent `{}`: {offered} of {} tools offered (profile `{}`)",
+        list.agent,
+        list.tools.len(),
+        list.profile
+    );
+    if !list.note.is_empty() {
+        println!("{}", list.note);
+    }
+    let width = list
+        .tools
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!("{:<width$}  {:<16} STATUS", "TOOL", "SOURCE");
+    for t in &list.tools {
+        let status = if t.offered {
+            "offered".to_string()
+        } else {
+            format!("removed by {}: {}", t.removed_by, t.reason)
+        };
+        println!(
+            "{:<width$}  {:<16} {}",
+            t.name,
+            one_line(&t.source, 16),
+            status
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,91 @@
+//! The tool policy end to end: `pincer tools list` explains every decision,
+//! and the model is offered exactly the tools the list calls offered.
+
+use pincer_testkit::harness::{TestHome, provider_config};
+use pincer_testkit::scripted::{ScriptedLlm, Step};
+use serde_json::Value;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_list_explains_each_removal_and_matches_what_the_model_sees() {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    home.write_config(&provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        "tools = { profile = \"coding\", deny = [\"exec\"] }\n\n[tools.by_provider.test]\ndeny = [\"grep\"]\n",
+    ));
+    llm.script("[policy]", vec![Step::text("ok")]);
+    let _d = home.start();
+
+    let out = home.cli(&["tools", "list"]).await;
+    let text = out.ok();
+    assert!(text.contains("profile `coding`"), "{text}");
+    let line = |tool: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(tool))
+            .unwrap_or_else(|| panic!("no line for {tool} in\n{text}"))
+            .to_string()
+    };
+    assert!(line("read").ends_with("offered"), "{}", line("read"));
+    assert!(
+        line("exec").contains("removed by agent `main`: denied by `exec`"),
+        "{}",
+        line("exec")
+    );
+    assert!(
+        line("grep").contains("removed by provider `test`: denied by `grep`"),
+        "{}",
+        line("grep")
+    );
+
+    let json = home.cli(&["--json", "tools", "list"]).await.json();
+    let offered: Vec<&str> = json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["offered"] == true)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["read", "write", "edit", "ls", "glob"]);
+
+    home.cli(&["send", "[policy] hi"]).await.ok();
+    let journal = llm.journal();
+    let sent: Vec<&str> = journal[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(sent, offered, "the model is offered what the list says");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_channel_stranger_gets_no_runtime_and_an_empty_set_is_explained() {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    home.write_config(&provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        "",
+    ));
+    let _d = home.start();
+    let json = home
+        .cli(&["--json", "tools", "list", "--in-channel", "--as-stranger"])
+        .await
+        .json();
+    assert_eq!(json["profile"], "messaging");
+    let tools = json["tools"].as_array().unwrap();
+    let exec = tools.iter().find(|t| t["name"] == "exec").unwrap();
+    assert_eq!(exec["offered"], false);
+    assert_eq!(exec["removed_by"], "profile `messaging`");
+    // The core tools of this build are all outside `messaging`.
+    if tools.iter().all(|t: &Value| t["offered"] == false) {
+        assert!(
+            json["note"]
+                .as_str()
+                .unwrap()
+                .contains("no tool is offered"),
+            "{json}"
+        );
+    }
+}
