@@ -246,6 +246,7 @@ impl Hub {
                 session_id: row.id.clone(),
                 transcript,
                 entries,
+                loops: Default::default(),
             });
         }
         let Some(session_log) = log.as_mut() else {

@@ -19,16 +19,17 @@ use crate::llm::{FinishReason, LlmError, Message, Request, ToolSpec};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
 use crate::session::transcript::{Body, Entry, Transcript, Usage};
+use crate::tools::ToolContext;
+use crate::tools::loops::LoopDetector;
+use crate::tools::pipeline::CallEnv;
 use crate::tools::policy::{self, PolicyInput};
-use crate::tools::{ToolContext, ToolDef, ToolOutput};
-use crate::util::{cap_head_tail, preview};
+use crate::tools::redact::Redactor;
+use crate::util::preview;
 
 /// How many times a reply cut by `finish_reason = length` is continued.
 const MAX_CONTINUATIONS: u32 = 2;
 /// Characters of a tool result shown to clients (the model gets more).
 const RESULT_PREVIEW: usize = 2000;
-/// How long a tool stopped by the turn's time limit gets to clean up.
-const TOOL_CLEANUP: Duration = Duration::from_secs(5);
 /// Environment variables that always count as secrets.
 const WELL_KNOWN_SECRETS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
 
@@ -40,6 +41,8 @@ pub struct SessionLog {
     pub session_id: String,
     pub transcript: Transcript,
     pub entries: Vec<Entry>,
+    /// The session's loop-detection window (SPEC §8.4).
+    pub loops: LoopDetector,
 }
 
 impl SessionLog {
@@ -105,7 +108,7 @@ impl Turn<'_> {
         }
 
         let tool_env = self.tool_env();
-        let specs: Vec<ToolSpec> = tool_env.selected.iter().map(|t| t.spec()).collect();
+        let specs: Vec<ToolSpec> = tool_env.offered.iter().map(|t| t.spec()).collect();
         let system = prompt::system_prompt(self.agent, &specs);
         let started = Instant::now();
         let deadline = started + self.agent.max_turn_duration;
@@ -116,11 +119,22 @@ impl Turn<'_> {
         let mut last_call = false;
         let mut extra: Vec<Message> = Vec::new();
         let mut rollbacks = 0u32;
+        let mut loop_stop: Option<String> = None;
+        let mut stopped_by_loop = false;
         let mut dedupe_done: HashSet<String> = HashSet::new();
 
         loop {
             if self.cancel.is_cancelled() {
                 return self.aborted(log, "");
+            }
+            if let Some(reason) = loop_stop.take()
+                && !last_call
+            {
+                last_call = true;
+                stopped_by_loop = true;
+                extra.push(Message::user(format!(
+                    "[pincer] Loop detection stopped the tool calls: {reason}. Do not call tools; summarise what you found and what is still open."
+                )));
             }
             let over_limit =
                 model_calls >= self.agent.max_model_calls || Instant::now() >= deadline;
@@ -208,7 +222,7 @@ impl Turn<'_> {
                 && rollbacks < self.config.tools.max_rollbacks
                 && let Some(rb) = rollback::check(
                     &reply,
-                    &tool_env.selected,
+                    &tool_env.offered,
                     &dedupe_done,
                     &self.config.tools.refusal_keywords,
                 )
@@ -268,7 +282,13 @@ impl Turn<'_> {
                 }
                 (self.emit)(Event::Finished {
                     text: answer,
-                    stop_reason: if last_call { "limit" } else { "done" },
+                    stop_reason: if stopped_by_loop {
+                        "loop"
+                    } else if last_call {
+                        "limit"
+                    } else {
+                        "done"
+                    },
                     model_calls,
                     tool_calls,
                 });
@@ -284,7 +304,7 @@ impl Turn<'_> {
                     return self.aborted(log, "");
                 }
                 tool_calls += 1;
-                if let Some(tool) = tool_env.selected.iter().find(|t| t.name == call.name)
+                if let Some(tool) = tool_env.offered.iter().find(|t| t.name == call.name)
                     && tool.flags.dedupe
                 {
                     dedupe_done.insert(rollback::dedupe_key(tool, &call.arguments));
@@ -305,18 +325,22 @@ impl Turn<'_> {
                     arguments: call.arguments.clone(),
                 });
                 let started = Instant::now();
-                let output = self
-                    .run_tool(&tool_env, &call.name, &call.arguments, deadline)
+                let result = tool_env
+                    .run(
+                        &mut log.loops,
+                        &call.id,
+                        &call.name,
+                        &call.arguments,
+                        deadline,
+                    )
                     .await;
                 let duration_ms = started.elapsed().as_millis() as u64;
-                let content = cap_head_tail(&output.content, self.result_cap(&target));
-                let status = if self.cancel.is_cancelled() {
-                    "aborted"
-                } else if output.is_error {
-                    "error"
-                } else {
-                    "ok"
-                };
+                let output = result.output;
+                let content = output.content.clone();
+                let status = result.status;
+                if let Some(reason) = result.end_turn {
+                    loop_stop = Some(reason);
+                }
                 if let Err(e) = log.append(
                     &self.turn_id,
                     Body::ToolResult {
@@ -340,9 +364,14 @@ impl Turn<'_> {
         }
     }
 
-    fn result_cap(&self, target: &crate::config::ModelTarget) -> usize {
-        // min(configured chars, 30 % of the context window at ~4 chars/token)
-        let window_chars = (target.context_window as usize).saturating_mul(4) * 3 / 10;
+    /// min(configured chars, 30 % of the context window at ~4 chars/token)
+    fn result_cap(&self) -> usize {
+        let window = self
+            .agent
+            .models
+            .first()
+            .map_or(128_000, |m| m.context_window);
+        let window_chars = (window as usize).saturating_mul(4) * 3 / 10;
         self.config
             .tools
             .max_result_chars
@@ -350,7 +379,7 @@ impl Turn<'_> {
     }
 
     /// What every tool call of this turn shares, built once per turn.
-    fn tool_env(&self) -> ToolEnv<'_> {
+    fn tool_env(&self) -> CallEnv<'_> {
         let workspace_error = std::fs::create_dir_all(&self.agent.workspace)
             .err()
             .map(|e| {
@@ -359,66 +388,30 @@ impl Turn<'_> {
                     self.agent.workspace.display()
                 )
             });
-        ToolEnv {
-            selected: policy::resolve(
-                &self.rt.tools,
-                &self.config.policy,
-                &PolicyInput::owner(self.agent),
-            )
-            .offered(),
+        let resolution = policy::resolve(
+            &self.rt.tools,
+            &self.config.policy,
+            &PolicyInput::owner(self.agent),
+        );
+        let secret_env = secret_env(&self.config);
+        let settings = Arc::new(self.config.tools.clone());
+        CallEnv {
+            offered: resolution.offered(),
+            resolution,
+            redactor: Redactor::from_env(&secret_env, provider_keys(&self.config)),
+            result_cap: self.result_cap(),
             workspace_error,
             base: ToolContext {
                 agent: self.agent.id.clone(),
                 session_key: self.key.to_string(),
                 workspace: self.agent.workspace.clone(),
                 cancel: self.cancel.clone(),
-                settings: Arc::new(self.config.tools.clone()),
-                secret_env: Arc::new(secret_env(&self.config)),
+                settings: settings.clone(),
+                secret_env: Arc::new(secret_env),
             },
-        }
-    }
-
-    async fn run_tool(
-        &self,
-        env: &ToolEnv<'_>,
-        name: &str,
-        arguments: &str,
-        deadline: Instant,
-    ) -> ToolOutput {
-        let Some(tool) = env.selected.iter().find(|t| t.name == name) else {
-            let available: Vec<&str> = env.selected.iter().map(|t| t.name.as_str()).collect();
-            return ToolOutput::error(format!(
-                "unknown tool `{}`; the tools available are: {}",
-                preview(name, 100),
-                if available.is_empty() {
-                    "none".to_string()
-                } else {
-                    available.join(", ")
-                }
-            ));
-        };
-        if let Some(e) = &env.workspace_error {
-            return ToolOutput::error(e.clone());
-        }
-        let ctx = ToolContext {
-            cancel: self.cancel.child_token(),
-            ..env.base.clone()
-        };
-        let cancel = ctx.cancel.clone();
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let call = tool.call(arguments, ctx);
-        tokio::pin!(call);
-        match tokio::time::timeout(remaining, &mut call).await {
-            Ok(out) => out,
-            Err(_) => {
-                // Cancel rather than drop, so the tool cleans up after itself
-                // (exec kills its process group); bounded, in case it cannot.
-                cancel.cancel();
-                let _ = tokio::time::timeout(TOOL_CLEANUP, &mut call).await;
-                ToolOutput::error(
-                    "the turn's time limit was reached while the tool ran; it was stopped",
-                )
-            }
+            settings,
+            sender: "owner".into(),
+            audit: self.rt.registry.clone(),
         }
     }
 
@@ -493,14 +486,6 @@ fn provider_sentence(e: &LlmError) -> String {
     }
 }
 
-/// The tools this turn may call and the context they share.
-struct ToolEnv<'t> {
-    selected: Vec<&'t ToolDef>,
-    /// Set when the workspace cannot be created: every tool call says so.
-    workspace_error: Option<String>,
-    base: ToolContext,
-}
-
 /// Environment variables that hold API keys: the well-known ones and every
 /// variable a provider reads its key from.
 fn secret_env(config: &Config) -> Vec<String> {
@@ -515,4 +500,16 @@ fn secret_env(config: &Config) -> Vec<String> {
     vars.sort();
     vars.dedup();
     vars
+}
+
+/// The values of provider keys (also those read from secret files).
+fn provider_keys(config: &Config) -> Vec<String> {
+    config
+        .providers
+        .values()
+        .filter_map(|p| match &p.api_key {
+            crate::config::ApiKey::Found { value, .. } => Some(value.0.clone()),
+            _ => None,
+        })
+        .collect()
 }

@@ -136,6 +136,14 @@ pub struct ToolsSection {
     pub max_result_chars: Option<usize>,
     #[serde(default)]
     pub rollback: RollbackSection,
+    #[serde(default)]
+    pub loop_detection: LoopSection,
+    #[serde(default)]
+    pub hooks: Vec<HookSection>,
+    /// Seconds per tool name.
+    #[serde(default)]
+    pub timeouts: BTreeMap<String, u64>,
+    pub default_timeout_s: Option<u64>,
     /// The global policy layer.
     pub profile: Option<Spanned<String>>,
     #[serde(default)]
@@ -149,6 +157,27 @@ pub struct ToolsSection {
     pub sandbox: SandboxSection,
     #[serde(default)]
     pub subagents: LayerSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookSection {
+    pub name: Option<String>,
+    pub event: Spanned<String>,
+    pub command: Spanned<Vec<String>>,
+    #[serde(default)]
+    pub tools: Vec<String>,
+    pub timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopSection {
+    pub enabled: Option<bool>,
+    pub window: Option<Spanned<usize>>,
+    pub warning: Option<usize>,
+    pub critical: Option<usize>,
+    pub breaker: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

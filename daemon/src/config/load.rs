@@ -13,8 +13,9 @@ use super::file::{
     AgentSection, ConfigFile, LayerSection, ModelSection, ProviderKind, ProviderSection,
 };
 use super::{
-    AgentSettings, ApiKey, Config, DaemonSettings, ModelTarget, PolicySettings, ProviderSettings,
-    RetrySettings, SandboxMode, Secret, ToolFormat, ToolLayer, ToolSettings,
+    AgentSettings, ApiKey, Config, DaemonSettings, HookEvent, HookSettings, LoopSettings,
+    ModelTarget, PolicySettings, ProviderSettings, RetrySettings, SandboxMode, Secret, ToolFormat,
+    ToolLayer, ToolSettings,
 };
 use crate::home::{Home, expand_tilde};
 use toml::Spanned;
@@ -322,7 +323,7 @@ fn resolve(
         providers,
         agents,
         default_agent,
-        tools: tool_settings(&file),
+        tools: tool_settings(&loc, &file)?,
         policy: policy_settings(&loc, &file)?,
         provider_problem,
     })
@@ -365,14 +366,88 @@ fn daemon_settings(file: &ConfigFile) -> DaemonSettings {
     }
 }
 
-fn tool_settings(file: &ConfigFile) -> ToolSettings {
-    ToolSettings {
+fn loop_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<LoopSettings, ConfigError> {
+    let l = &file.tools.loop_detection;
+    let s = LoopSettings {
+        enabled: l.enabled.unwrap_or(true),
+        window: l.window.as_ref().map_or(30, |w| *w.get_ref()),
+        warning: l.warning.unwrap_or(10),
+        critical: l.critical.unwrap_or(20),
+        breaker: l.breaker.unwrap_or(30),
+    };
+    if !(1 <= s.warning
+        && s.warning <= s.critical
+        && s.critical <= s.breaker
+        && s.breaker <= s.window)
+    {
+        let span = l
+            .window
+            .as_ref()
+            .map(|w| w.span())
+            .unwrap_or_else(|| header_span(loc.text, "tools.loop_detection"));
+        return Err(loc.at(
+            span,
+            format!(
+                "[tools.loop_detection] needs 1 <= warning <= critical <= breaker <= window (got {}, {}, {}, {})",
+                s.warning, s.critical, s.breaker, s.window
+            ),
+        ));
+    }
+    Ok(s)
+}
+
+fn tool_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<ToolSettings, ConfigError> {
+    Ok(ToolSettings {
         exec_timeout: Duration::from_secs(file.tools.exec.timeout_s.unwrap_or(120)),
         exec_max_output_chars: file.tools.exec.max_output_chars.unwrap_or(30_000),
         max_result_chars: file.tools.max_result_chars.unwrap_or(40_000),
         max_rollbacks: file.tools.rollback.max_consecutive.unwrap_or(5),
         refusal_keywords: file.tools.rollback.refusal_keywords.clone(),
+        loops: loop_settings(loc, file)?,
+        hooks: hook_settings(loc, file)?,
+        timeouts: file
+            .tools
+            .timeouts
+            .iter()
+            .map(|(k, v)| (k.clone(), Duration::from_secs(*v)))
+            .collect(),
+        default_timeout: Duration::from_secs(file.tools.default_timeout_s.unwrap_or(600)),
+    })
+}
+
+fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSettings>, ConfigError> {
+    let mut out = Vec::new();
+    for (n, h) in file.tools.hooks.iter().enumerate() {
+        let event = match h.event.get_ref().as_str() {
+            "before_tool_call" => HookEvent::BeforeToolCall,
+            "after_tool_call" => HookEvent::AfterToolCall,
+            other => {
+                return Err(loc.at(
+                    h.event.span(),
+                    format!(
+                        "unknown hook event `{other}`: use before_tool_call or after_tool_call"
+                    ),
+                ));
+            }
+        };
+        if h.command.get_ref().is_empty() || h.command.get_ref()[0].trim().is_empty() {
+            return Err(loc.at(
+                h.command.span(),
+                "a hook needs a command: [\"program\", \"arg\", …]",
+            ));
+        }
+        let program = expand_tilde(&h.command.get_ref()[0]);
+        let mut command = h.command.get_ref().clone();
+        command[0] = program.to_string_lossy().into_owned();
+        out.push(HookSettings {
+            name: h.name.clone().unwrap_or_else(|| format!("hooks[{n}]")),
+            event,
+            command,
+            tools: h.tools.clone(),
+            timeout: Duration::from_secs(h.timeout_s.unwrap_or(10)),
+        });
     }
+    Ok(out)
 }
 
 fn provider_settings(

@@ -175,4 +175,38 @@ pub struct ToolSettings {
     /// A reply without tool calls containing one of these is a refusal and
     /// is rolled back (case-insensitive; none by default).
     pub refusal_keywords: Vec<String>,
+    pub loops: LoopSettings,
+    pub hooks: Vec<HookSettings>,
+    /// Per-tool time limits; tools not named get `default_timeout`.
+    pub timeouts: BTreeMap<String, Duration>,
+    pub default_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookEvent {
+    BeforeToolCall,
+    AfterToolCall,
+}
+
+/// A command hook (SPEC §8.4), from `[[tools.hooks]]` or a plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookSettings {
+    pub name: String,
+    pub event: HookEvent,
+    /// Program and arguments; no shell.
+    pub command: Vec<String>,
+    /// Tool name globs it applies to; empty: every tool.
+    pub tools: Vec<String>,
+    pub timeout: Duration,
+}
+
+/// Loop detection thresholds (SPEC §8.4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopSettings {
+    pub enabled: bool,
+    /// Calls remembered per session.
+    pub window: usize,
+    pub warning: usize,
+    pub critical: usize,
+    pub breaker: usize,
 }

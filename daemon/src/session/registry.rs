@@ -43,8 +43,6 @@ pub struct Registry {
     jobs: mpsc::UnboundedSender<Job>,
 }
 
-const SCHEMA_VERSION: i64 = 1;
-
 impl Registry {
     /// Opens (creating and migrating) the database and starts its thread.
     pub fn open(path: &Path) -> Result<Self, RegistryError> {
@@ -221,29 +219,117 @@ fn by_key(conn: &Connection, key: &str) -> rusqlite::Result<Option<SessionRow>> 
     .optional()
 }
 
+/// Schema steps; step N brings `user_version` from N-1 to N.
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS sessions (
+        key TEXT PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        agent TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        compactions INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT
+    );
+    CREATE INDEX IF NOT EXISTS sessions_agent ON sessions(agent, updated_at);",
+    // SPEC §8.4: every tool call, whatever happened to it.
+    "CREATE TABLE IF NOT EXISTS tool_audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        session_key TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        decided_by TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS tool_audit_session ON tool_audit(session_key, seq);",
+];
+
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version >= SCHEMA_VERSION {
-        return Ok(());
+    for (step, sql) in MIGRATIONS.iter().enumerate() {
+        let target = step as i64 + 1;
+        if version >= target {
+            continue;
+        }
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", target)?;
+        tx.commit()?;
     }
-    let tx = conn.transaction()?;
-    tx.execute_batch(
-        "CREATE TABLE IF NOT EXISTS sessions (
-            key TEXT PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            agent TEXT NOT NULL,
-            channel TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            input_tokens INTEGER NOT NULL DEFAULT 0,
-            output_tokens INTEGER NOT NULL DEFAULT 0,
-            compactions INTEGER NOT NULL DEFAULT 0,
-            last_error TEXT
-        );
-        CREATE INDEX IF NOT EXISTS sessions_agent ON sessions(agent, updated_at);",
-    )?;
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    tx.commit()
+    Ok(())
+}
+
+/// One row of the audit table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    pub session_key: String,
+    pub agent: String,
+    pub sender: String,
+    pub tool: String,
+    pub call_id: String,
+    pub args_hash: String,
+    /// ok | error | blocked | denied | aborted | timeout
+    pub outcome: String,
+    pub duration_ms: u64,
+    /// What decided: `policy`, `loop:<detector>`, `hook:<name>`,
+    /// `approval`, `validation` or `tool`.
+    pub decided_by: String,
+    pub detail: String,
+}
+
+impl Registry {
+    pub async fn audit(&self, r: AuditRecord) -> Result<(), RegistryError> {
+        self.call(move |conn| {
+            conn.execute(
+                "INSERT INTO tool_audit (at, session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![now_rfc3339(), r.session_key, r.agent, r.sender, r.tool, r.call_id, r.args_hash, r.outcome, r.duration_ms as i64, r.decided_by, r.detail],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    /// The newest `limit` audit rows of a session (all sessions if empty),
+    /// oldest first.
+    pub async fn audit_rows(
+        &self,
+        session_key: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<AuditRecord>, RegistryError> {
+        self.call(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail
+                 FROM tool_audit WHERE (?1 IS NULL OR session_key = ?1) ORDER BY seq DESC LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![session_key, limit as i64], |r| {
+                Ok(AuditRecord {
+                    session_key: r.get(0)?,
+                    agent: r.get(1)?,
+                    sender: r.get(2)?,
+                    tool: r.get(3)?,
+                    call_id: r.get(4)?,
+                    args_hash: r.get(5)?,
+                    outcome: r.get(6)?,
+                    duration_ms: r.get::<_, i64>(7)? as u64,
+                    decided_by: r.get(8)?,
+                    detail: r.get(9)?,
+                })
+            })?;
+            let mut out: Vec<AuditRecord> = rows.collect::<Result<_, _>>()?;
+            out.reverse();
+            Ok(out)
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

@@ -6,10 +6,14 @@
 
 pub mod exec;
 pub mod fs;
+pub mod hooks;
+pub mod loops;
 pub mod paths;
+pub mod pipeline;
 pub mod policy;
 #[cfg(test)]
 mod policy_tests;
+pub mod redact;
 pub mod registry;
 #[cfg(test)]
 mod tests;

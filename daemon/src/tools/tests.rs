@@ -21,6 +21,16 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
             max_result_chars: 40_000,
             max_rollbacks: 5,
             refusal_keywords: Vec::new(),
+            loops: crate::config::LoopSettings {
+                enabled: true,
+                window: 30,
+                warning: 10,
+                critical: 20,
+                breaker: 30,
+            },
+            hooks: Vec::new(),
+            timeouts: Default::default(),
+            default_timeout: Duration::from_secs(600),
         }),
         secret_env: Arc::new(vec!["PINCER_TEST_SECRET_VAR".into()]),
     }

@@ -1,0 +1,295 @@
+//! Around every tool call (SPEC §8.4), in order: policy (is the tool
+//! offered here?), argument validation, loop detection, `before_tool_call`
+//! hooks, execution with the abort signal and a time limit,
+//! `after_tool_call` hooks, secret redaction, the result cap, and one row
+//! in the audit table whatever happened.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::hooks::{self, After, Before, CallFacts};
+use super::loops::{LoopDetector, LoopVerdict, stable_hash};
+use super::policy::Resolution;
+use super::redact::Redactor;
+use super::{ToolContext, ToolDef, ToolOutput};
+use crate::config::{HookEvent, ToolSettings};
+use crate::session::registry::{AuditRecord, Registry};
+use crate::util::{cap_head_tail, preview};
+
+/// How long a tool stopped by a time limit gets to clean up.
+const TOOL_CLEANUP: Duration = Duration::from_secs(5);
+
+/// What every call of a turn shares; built once per turn.
+pub struct CallEnv<'r> {
+    pub resolution: Resolution<'r>,
+    pub offered: Vec<&'r ToolDef>,
+    pub settings: Arc<ToolSettings>,
+    pub redactor: Redactor,
+    /// Characters a result may keep (head and tail).
+    pub result_cap: usize,
+    /// Set when the workspace cannot be created: every call says so.
+    pub workspace_error: Option<String>,
+    pub base: ToolContext,
+    pub sender: String,
+    pub audit: Registry,
+}
+
+/// A call's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    pub output: ToolOutput,
+    /// ok | error | blocked | denied | aborted | timeout
+    pub status: &'static str,
+    /// Set by the loop breaker: the turn ends.
+    pub end_turn: Option<String>,
+}
+
+impl CallEnv<'_> {
+    /// Runs one call through the whole pipeline.
+    pub async fn run(
+        &self,
+        loops: &mut LoopDetector,
+        call_id: &str,
+        name: &str,
+        raw_arguments: &str,
+        deadline: Instant,
+    ) -> CallResult {
+        let started = Instant::now();
+        let mut args_hash = stable_hash(raw_arguments.trim());
+        let (result, decided_by) = self
+            .decide_and_run(loops, name, raw_arguments, deadline, &mut args_hash)
+            .await;
+        let CallResult { output, status, .. } = &result;
+        let record = AuditRecord {
+            session_key: self.base.session_key.clone(),
+            agent: self.base.agent.clone(),
+            sender: self.sender.clone(),
+            tool: preview(name, 200),
+            call_id: call_id.to_string(),
+            args_hash: format!("{args_hash:016x}"),
+            outcome: status.to_string(),
+            duration_ms: started.elapsed().as_millis() as u64,
+            decided_by,
+            detail: if *status == "ok" {
+                String::new()
+            } else {
+                preview(&output.content, 300)
+            },
+        };
+        if let Err(e) = self.audit.audit(record).await {
+            tracing::warn!(error = %e, "cannot write the tool audit row");
+        }
+        result
+    }
+
+    async fn decide_and_run(
+        &self,
+        loops: &mut LoopDetector,
+        name: &str,
+        raw_arguments: &str,
+        deadline: Instant,
+        args_hash: &mut u64,
+    ) -> (CallResult, String) {
+        let done = |output: ToolOutput, status: &'static str| CallResult {
+            output,
+            status,
+            end_turn: None,
+        };
+        // 1. Policy: the tool must be offered to this agent, chat and sender.
+        let Some(tool) = self.offered.iter().find(|t| t.name == name).copied() else {
+            let removed = self
+                .resolution
+                .verdicts
+                .iter()
+                .find(|v| v.tool.name == name)
+                .and_then(|v| v.removed.as_ref());
+            let message = match removed {
+                Some(r) => format!(
+                    "`{name}` is not available here: removed by the {} layer ({}). Do not call it again; use the tools you have.",
+                    r.layer, r.reason
+                ),
+                None => format!(
+                    "unknown tool `{}`; the tools available are: {}",
+                    preview(name, 100),
+                    self.offered_names()
+                ),
+            };
+            return (done(ToolOutput::error(message), "denied"), "policy".into());
+        };
+        if let Some(e) = &self.workspace_error {
+            return (
+                done(ToolOutput::error(e.clone()), "error"),
+                "workspace".into(),
+            );
+        }
+        // 2. Arguments: parsed, aliases fixed, validated.
+        let mut args = match tool.prepare(raw_arguments) {
+            Ok(a) => a,
+            Err(e) => return (done(e, "error"), "validation".into()),
+        };
+        *args_hash = stable_hash(&args.to_string());
+        // 3. Loop detection, the first in-process before-hook.
+        let s = &self.settings.loops;
+        let mut note = None;
+        match loops.check(s, name, *args_hash) {
+            LoopVerdict::Ok => {}
+            LoopVerdict::Warn { note: n, .. } => note = Some(n),
+            LoopVerdict::Block { detector, message } => {
+                loops.record_blocked(s, name, *args_hash);
+                return (
+                    done(ToolOutput::error(message), "blocked"),
+                    format!("loop:{detector}"),
+                );
+            }
+            LoopVerdict::Break { detector, message } => {
+                loops.record_blocked(s, name, *args_hash);
+                return (
+                    CallResult {
+                        output: ToolOutput::error(message.clone()),
+                        status: "blocked",
+                        end_turn: Some(message),
+                    },
+                    format!("loop:{detector}"),
+                );
+            }
+        }
+        // 4. Command hooks before the call.
+        let facts = CallFacts {
+            tool: name,
+            agent: &self.base.agent,
+            session: &self.base.session_key,
+            sender: &self.sender,
+        };
+        let mut decided_by = "tool".to_string();
+        for hook in self.hooks(HookEvent::BeforeToolCall, name) {
+            match hooks::before(hook, &facts, &args).await {
+                Before::Allow => {}
+                Before::Replace(new) => {
+                    if let Err(e) = tool.validate(&new) {
+                        return (
+                            done(
+                                ToolOutput::error(format!(
+                                    "hook `{}` replaced the arguments with invalid ones: {}",
+                                    hook.name, e.content
+                                )),
+                                "blocked",
+                            ),
+                            format!("hook:{}", hook.name),
+                        );
+                    }
+                    args = new;
+                    decided_by = format!("hook:{}", hook.name);
+                }
+                Before::Block(reason) => {
+                    return (
+                        done(ToolOutput::error(reason), "blocked"),
+                        format!("hook:{}", hook.name),
+                    );
+                }
+            }
+        }
+        // 5. Execution, bounded by the tool's limit and the turn's.
+        let limit = self
+            .settings
+            .timeouts
+            .get(name)
+            .copied()
+            .unwrap_or(self.settings.default_timeout);
+        let (mut output, mut status) = self.execute(tool, args.clone(), limit, deadline).await;
+        // 6. Hooks after the call may rewrite the result.
+        for hook in self.hooks(HookEvent::AfterToolCall, name) {
+            if let After::Replace { result, is_error } =
+                hooks::after(hook, &facts, &args, &output.content, output.is_error).await
+            {
+                output = ToolOutput {
+                    content: result,
+                    is_error,
+                };
+                if status == "ok" && is_error {
+                    status = "error";
+                }
+                decided_by = format!("hook:{}", hook.name);
+            }
+        }
+        // 7. Secrets out, size capped; the loop window sees the outcome.
+        output.content = cap_head_tail(&self.redactor.redact(&output.content), self.result_cap);
+        loops.record(s, name, *args_hash, &output.content);
+        if let Some(note) = note {
+            output.content.push_str("\n\n");
+            output.content.push_str(&note);
+        }
+        (
+            CallResult {
+                output,
+                status,
+                end_turn: None,
+            },
+            decided_by,
+        )
+    }
+
+    async fn execute(
+        &self,
+        tool: &ToolDef,
+        args: serde_json::Value,
+        limit: Duration,
+        deadline: Instant,
+    ) -> (ToolOutput, &'static str) {
+        let ctx = ToolContext {
+            cancel: self.base.cancel.child_token(),
+            ..self.base.clone()
+        };
+        let cancel = ctx.cancel.clone();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let budget = remaining.min(limit);
+        let call = tool.execute(args, ctx);
+        tokio::pin!(call);
+        match tokio::time::timeout(budget, &mut call).await {
+            Ok(out) if self.base.cancel.is_cancelled() => (out, "aborted"),
+            Ok(out) => {
+                let status = if out.is_error { "error" } else { "ok" };
+                (out, status)
+            }
+            Err(_) => {
+                // Cancel rather than drop, so the tool cleans up after itself
+                // (exec kills its process group); bounded, in case it cannot.
+                cancel.cancel();
+                let _ = tokio::time::timeout(TOOL_CLEANUP, &mut call).await;
+                let why = if budget < remaining {
+                    format!(
+                        "`{}` ran past its time limit of {} s and was stopped",
+                        tool.name,
+                        limit.as_secs()
+                    )
+                } else {
+                    "the turn's time limit was reached while the tool ran; it was stopped"
+                        .to_string()
+                };
+                (ToolOutput::error(why), "timeout")
+            }
+        }
+    }
+
+    fn hooks(
+        &self,
+        event: HookEvent,
+        tool: &str,
+    ) -> impl Iterator<Item = &crate::config::HookSettings> {
+        self.settings
+            .hooks
+            .iter()
+            .filter(move |h| h.event == event && hooks::applies(h, tool))
+    }
+
+    fn offered_names(&self) -> String {
+        if self.offered.is_empty() {
+            "none".into()
+        } else {
+            self.offered
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+}
