@@ -133,6 +133,15 @@ pub enum ToolsCommand {
         #[arg(long)]
         in_channel: bool,
     },
+    /// The audit table: recent tool calls, their outcome and what decided it.
+    Audit {
+        /// Only this session (a key such as agent:main:main).
+        #[arg(long)]
+        session: Option<String>,
+        /// The newest N calls.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        limit: u32,
+    },
 }
 
 #[derive(Subcommand)]

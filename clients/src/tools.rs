@@ -10,11 +10,65 @@ use crate::rpc::{self, CliError};
 use crate::{Ctx, ToolsCommand};
 
 pub async fn run(ctx: &Ctx, command: ToolsCommand) -> Result<u8, CliError> {
-    let ToolsCommand::List {
-        agent,
-        as_stranger,
-        in_channel,
-    } = command;
+    match command {
+        ToolsCommand::List {
+            agent,
+            as_stranger,
+            in_channel,
+        } => list(ctx, agent, as_stranger, in_channel).await,
+        ToolsCommand::Audit { session, limit } => audit(ctx, session, limit).await,
+    }
+}
+
+async fn audit(ctx: &Ctx, session: Option<String>, limit: u32) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let rows = c
+        .tools
+        .audit(pb::AuditRequest {
+            session: session.unwrap_or_default(),
+            limit,
+        })
+        .await?
+        .into_inner()
+        .rows;
+    if ctx.json {
+        for r in &rows {
+            println!(
+                "{}",
+                json!({"session": r.session_key, "agent": r.agent, "sender": r.sender, "tool": r.tool,
+                       "call_id": r.call_id, "args_hash": r.args_hash, "outcome": r.outcome,
+                       "duration_ms": r.duration_ms, "decided_by": r.decided_by, "detail": r.detail})
+            );
+        }
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        println!("no tool calls recorded yet");
+        return Ok(0);
+    }
+    println!(
+        "{:<16} {:<8} {:>7}  {:<24} DETAIL",
+        "TOOL", "OUTCOME", "MS", "DECIDED BY"
+    );
+    for r in &rows {
+        println!(
+            "{:<16} {:<8} {:>7}  {:<24} {}",
+            one_line(&r.tool, 16),
+            r.outcome,
+            r.duration_ms,
+            one_line(&r.decided_by, 24),
+            one_line(&r.detail, 80)
+        );
+    }
+    Ok(0)
+}
+
+async fn list(
+    ctx: &Ctx,
+    agent: Option<String>,
+    as_stranger: bool,
+    in_channel: bool,
+) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     let list = c
         .tools

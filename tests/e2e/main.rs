@@ -3,6 +3,7 @@
 
 mod fakellm;
 mod grpc;
+mod guard;
 mod lifecycle;
 mod llmock;
 mod policy;

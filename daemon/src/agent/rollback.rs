@@ -30,10 +30,13 @@ pub fn dedupe_key(tool: &ToolDef, raw_arguments: &str) -> String {
 }
 
 /// Decides whether `reply` should be rolled back. `offered` are the tools
-/// of this turn; `done` the dedupe keys of calls already made in it.
+/// of this turn; `exists` tells whether a name is a tool at all (a tool the
+/// policy removed is not "unknown": the call gets the policy's answer);
+/// `done` holds the dedupe keys of calls already made in the turn.
 pub fn check(
     reply: &Reply,
     offered: &[&ToolDef],
+    exists: &dyn Fn(&str) -> bool,
     done: &HashSet<String>,
     refusal_keywords: &[String],
 ) -> Option<Rollback> {
@@ -59,7 +62,7 @@ pub fn check(
     let unknown: Vec<&str> = reply
         .tool_calls
         .iter()
-        .filter(|c| !offered.iter().any(|t| t.name == c.name))
+        .filter(|c| !offered.iter().any(|t| t.name == c.name) && !exists(&c.name))
         .map(|c| c.name.as_str())
         .collect();
     if !unknown.is_empty() {
@@ -148,20 +151,38 @@ mod tests {
         let mut offered: Vec<&ToolDef> = registry.all().iter().collect();
         offered.push(&search);
         let keywords = vec!["I'm sorry, but I can't".to_string()];
+        let exists = |name: &str| name == "denied_tool";
         let mut done = HashSet::new();
+        // A tool that exists but is not offered is left to the policy.
+        let denied = reply("", &[("denied_tool", "{}")], &[]);
+        assert_eq!(check(&denied, &offered, &exists, &done, &keywords), None);
 
         let ok = reply("fine", &[("read", "{\"path\":\"a\"}")], &[]);
-        assert_eq!(check(&ok, &offered, &done, &keywords), None);
+        assert_eq!(check(&ok, &offered, &exists, &done, &keywords), None);
         assert_eq!(
-            check(&reply("The answer.", &[], &[]), &offered, &done, &keywords),
+            check(
+                &reply("The answer.", &[], &[]),
+                &offered,
+                &exists,
+                &done,
+                &keywords
+            ),
             None
         );
 
-        let r = check(&reply("x", &[], &["cut off"]), &offered, &done, &keywords).unwrap();
+        let r = check(
+            &reply("x", &[], &["cut off"]),
+            &offered,
+            &exists,
+            &done,
+            &keywords,
+        )
+        .unwrap();
         assert!(r.note.contains("cut off"));
         let r = check(
             &reply("i'M SORRY, BUT I CAN'T do that", &[], &[]),
             &offered,
+            &exists,
             &done,
             &keywords,
         )
@@ -170,6 +191,7 @@ mod tests {
         let r = check(
             &reply("", &[("teleport", "{}")], &[]),
             &offered,
+            &exists,
             &done,
             &keywords,
         )
@@ -190,23 +212,23 @@ mod tests {
             ],
             &[],
         );
-        assert!(check(&twice, &offered, &done, &keywords).is_some());
+        assert!(check(&twice, &offered, &exists, &done, &keywords).is_some());
         done.insert(dedupe_key(&search, "{\"q\":1,\"n\":2}"));
         let again = reply("", &[("search", "{\"n\": 2, \"q\": 1}")], &[]);
         assert!(
-            check(&again, &offered, &done, &keywords)
+            check(&again, &offered, &exists, &done, &keywords)
                 .unwrap()
                 .reason
                 .contains("repeated")
         );
         let other = reply("", &[("search", "{\"q\":3}")], &[]);
-        assert_eq!(check(&other, &offered, &done, &keywords), None);
+        assert_eq!(check(&other, &offered, &exists, &done, &keywords), None);
         // Tools without `dedupe` may repeat.
         let reads = reply(
             "",
             &[("read", "{\"path\":\"a\"}"), ("read", "{\"path\":\"a\"}")],
             &[],
         );
-        assert_eq!(check(&reads, &offered, &done, &keywords), None);
+        assert_eq!(check(&reads, &offered, &exists, &done, &keywords), None);
     }
 }

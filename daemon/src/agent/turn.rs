@@ -223,6 +223,7 @@ impl Turn<'_> {
                 && let Some(rb) = rollback::check(
                     &reply,
                     &tool_env.offered,
+                    &|name: &str| self.rt.tools.get(name).is_some(),
                     &dedupe_done,
                     &self.config.tools.refusal_keywords,
                 )

@@ -1,5 +1,6 @@
 //! `pincer.v1.Tools`: the effective tool set of an agent, with the policy
-//! layer that removed each tool it is not offered (`pincer tools list`).
+//! layer that removed each tool it is not offered (`pincer tools list`),
+//! and the audit table of tool calls (`pincer tools audit`).
 
 use pincer_proto::v1 as pb;
 use tonic::{Request, Response, Status};
@@ -78,6 +79,44 @@ impl pb::tools_server::Tools for ToolsService {
             profile: resolution.profile.clone(),
             tools,
             note: resolution.why_none().unwrap_or_default(),
+        }))
+    }
+
+    async fn audit(
+        &self,
+        request: Request<pb::AuditRequest>,
+    ) -> Result<Response<pb::AuditResponse>, Status> {
+        let req = request.into_inner();
+        let session = (!req.session.trim().is_empty()).then(|| req.session.trim().to_string());
+        let limit = if req.limit == 0 {
+            50
+        } else {
+            req.limit.min(10_000)
+        };
+        let rows = self
+            .state
+            .hub
+            .runtime()
+            .registry
+            .audit_rows(session, limit)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(pb::AuditResponse {
+            rows: rows
+                .into_iter()
+                .map(|r| pb::AuditRow {
+                    session_key: r.session_key,
+                    agent: r.agent,
+                    sender: r.sender,
+                    tool: r.tool,
+                    call_id: r.call_id,
+                    args_hash: r.args_hash,
+                    outcome: r.outcome,
+                    duration_ms: r.duration_ms,
+                    decided_by: r.decided_by,
+                    detail: r.detail,
+                })
+                .collect(),
         }))
     }
 }
