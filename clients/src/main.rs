@@ -72,6 +72,11 @@ pub enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
+    /// Calls waiting for your approval (tools set to `ask`).
+    Approvals {
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
     /// Check or reload the configuration.
     Config {
         #[command(subcommand)]
@@ -142,6 +147,16 @@ pub enum ToolsCommand {
         #[arg(short = 'n', long, default_value_t = 50)]
         limit: u32,
     },
+}
+
+#[derive(Subcommand)]
+pub enum ApprovalsCommand {
+    /// Calls waiting for an answer.
+    List,
+    /// Let the call run.
+    Allow { id: String },
+    /// Refuse the call (the model is told).
+    Deny { id: String },
 }
 
 #[derive(Subcommand)]

@@ -52,6 +52,18 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
             );
             None
         }
+        Event::ApprovalRequested(a) => {
+            let _ = writeln!(
+                err,
+                "\n  ? {} {} needs your approval: `pincer approvals allow {}` or `pincer approvals deny {}` (denied in {} s)",
+                a.tool,
+                one_line(&a.arguments_json, 120),
+                a.id,
+                a.id,
+                a.expires_in_s
+            );
+            None
+        }
         Event::Queued(q) => {
             let _ = writeln!(
                 err,
@@ -70,6 +82,12 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
                     let _ = writeln!(
                         err,
                         "  ■ the turn reached its limit; this answer came from a last call without tools"
+                    );
+                }
+                "loop" => {
+                    let _ = writeln!(
+                        err,
+                        "  ■ loop detection stopped the tool calls; this answer came from a last call without tools"
                     );
                 }
                 _ => {}
@@ -109,6 +127,9 @@ pub fn json(event: &Event) -> serde_json::Value {
         }
         Event::Error(e) => json!({"type": "error", "code": e.code, "message": e.message}),
         Event::Queued(q) => json!({"type": "queued", "position": q.position}),
+        Event::ApprovalRequested(a) => {
+            json!({"type": "approval_requested", "id": a.id, "tool": a.tool, "arguments": a.arguments_json, "expires_in_s": a.expires_in_s})
+        }
         Event::Retrying(r) => {
             json!({"type": "retrying", "attempt": r.attempt, "delay_ms": r.delay_ms, "reason": r.reason, "model": r.model})
         }

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::render::one_line;
 use crate::rpc::{self, CliError};
-use crate::{Ctx, ToolsCommand};
+use crate::{ApprovalsCommand, Ctx, ToolsCommand};
 
 pub async fn run(ctx: &Ctx, command: ToolsCommand) -> Result<u8, CliError> {
     match command {
@@ -18,6 +18,57 @@ pub async fn run(ctx: &Ctx, command: ToolsCommand) -> Result<u8, CliError> {
         } => list(ctx, agent, as_stranger, in_channel).await,
         ToolsCommand::Audit { session, limit } => audit(ctx, session, limit).await,
     }
+}
+
+/// `pincer approvals list|allow|deny`.
+pub async fn approvals(ctx: &Ctx, command: ApprovalsCommand) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let (id, allow) = match command {
+        ApprovalsCommand::Allow { id } => (id, true),
+        ApprovalsCommand::Deny { id } => (id, false),
+        ApprovalsCommand::List => {
+            let pending = c
+                .tools
+                .approvals(pb::ApprovalsRequest {})
+                .await?
+                .into_inner()
+                .pending;
+            if ctx.json {
+                for p in &pending {
+                    println!(
+                        "{}",
+                        json!({"id": p.id, "session": p.session_key, "agent": p.agent, "tool": p.tool,
+                               "arguments": p.arguments_json, "age_s": p.age_s, "expires_in_s": p.expires_in_s})
+                    );
+                }
+                return Ok(0);
+            }
+            if pending.is_empty() {
+                println!("no calls are waiting for approval");
+            }
+            for p in &pending {
+                println!(
+                    "{}  {} {}  ({}, denied in {} s)",
+                    p.id,
+                    p.tool,
+                    one_line(&p.arguments_json, 100),
+                    p.session_key,
+                    p.expires_in_s
+                );
+            }
+            return Ok(0);
+        }
+    };
+    c.tools
+        .decide(pb::DecideRequest {
+            id: id.clone(),
+            allow,
+        })
+        .await?;
+    if !ctx.json {
+        println!("{} {id}", if allow { "allowed" } else { "denied" });
+    }
+    Ok(0)
 }
 
 async fn audit(ctx: &Ctx, session: Option<String>, limit: u32) -> Result<u8, CliError> {

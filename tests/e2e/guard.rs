@@ -306,3 +306,96 @@ async fn a_hostile_model_through_fakellm_runs_nothing_it_may_not() {
         "{rows:?}"
     );
 }
+
+/// Waits for one pending approval and returns it.
+async fn pending_approval(home: &TestHome) -> Value {
+    for _ in 0..250 {
+        let list = home
+            .cli(&["--json", "approvals", "list"])
+            .await
+            .json_lines();
+        if let Some(p) = list.into_iter().next() {
+            return p;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no approval was requested");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ask_tools_wait_for_the_owner_who_allows_denies_or_lets_it_expire() {
+    let (home, llm) = setup(
+        "tools.ask = [\"exec\"]",
+        "[tools]\napproval_timeout_s = 1\n",
+    )
+    .await;
+    for (marker, file) in [
+        ("[allow]", "allowed"),
+        ("[deny]", "denied"),
+        ("[expire]", "expired"),
+    ] {
+        llm.script(
+            marker,
+            vec![
+                Step::tool("exec", json!({"command": format!("touch {file}")})),
+                Step::text("finished"),
+            ],
+        );
+    }
+    let _d = home.start();
+
+    let send = home.cli_spawn(&["send", "--json", "--session", "a", "[allow] go"]);
+    let p = pending_approval(&home).await;
+    assert_eq!(p["tool"], "exec");
+    assert!(p["arguments"].as_str().unwrap().contains("touch allowed"));
+    home.cli(&["approvals", "allow", p["id"].as_str().unwrap()])
+        .await
+        .ok();
+    let out = String::from_utf8_lossy(&send.wait_with_output().await.unwrap().stdout).into_owned();
+    assert!(out.contains("\"approval_requested\""), "{out}");
+    assert!(home.workspace().join("allowed").exists());
+
+    let send = home.cli_spawn(&["send", "--json", "--session", "d", "[deny] go"]);
+    let p = pending_approval(&home).await;
+    home.cli(&["approvals", "deny", p["id"].as_str().unwrap()])
+        .await
+        .ok();
+    send.wait_with_output().await.unwrap();
+    assert!(!home.workspace().join("denied").exists());
+
+    let out = home
+        .cli(&["send", "--json", "--session", "e", "[expire] go"])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!home.workspace().join("expired").exists());
+    let unknown = home.cli(&["approvals", "allow", "nope"]).await;
+    assert_ne!(unknown.code, 0);
+    assert!(
+        unknown.stderr.contains("no call is waiting"),
+        "{}",
+        unknown.stderr
+    );
+
+    let rows = audit(&home).await;
+    let got: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["outcome"].as_str().unwrap(),
+                r["decided_by"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("ok", "approval"),
+            ("denied", "approval"),
+            ("denied", "approval")
+        ]
+    );
+    assert!(
+        rows[2]["detail"].as_str().unwrap().contains("within 1 s"),
+        "{rows:?}"
+    );
+}

@@ -19,6 +19,7 @@ use crate::home::Home;
 use crate::llm::client::ModelClient;
 use crate::session::registry::Registry;
 use crate::tools::ToolRegistry;
+use crate::tools::approvals::Approvals;
 
 /// What a running turn reports, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +68,13 @@ pub enum Event {
         code: &'static str,
         message: String,
     },
+    /// A call waits for the owner: `pincer approvals allow|deny <id>`.
+    ApprovalRequested {
+        id: String,
+        tool: String,
+        arguments: String,
+        expires_in_s: u64,
+    },
 }
 
 /// Live, swappable parts of the runtime (replaced on config reload).
@@ -81,6 +89,8 @@ pub struct Runtime {
     pub home: Home,
     pub registry: Registry,
     pub tools: Arc<ToolRegistry>,
+    /// Calls waiting for the owner's approval.
+    pub approvals: Approvals,
     live: Arc<RwLock<Live>>,
 }
 
@@ -90,6 +100,7 @@ impl Runtime {
             home,
             registry,
             tools: Arc::new(ToolRegistry::core()),
+            approvals: Approvals::default(),
             live: Arc::new(RwLock::new(Live {
                 config: Arc::new(config),
                 models: Arc::new(models),

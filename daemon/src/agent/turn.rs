@@ -20,6 +20,7 @@ use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
 use crate::session::transcript::{Body, Entry, Transcript, Usage};
 use crate::tools::ToolContext;
+use crate::tools::approvals::PendingApproval;
 use crate::tools::loops::LoopDetector;
 use crate::tools::pipeline::CallEnv;
 use crate::tools::policy::{self, PolicyInput};
@@ -413,6 +414,20 @@ impl Turn<'_> {
             settings,
             sender: "owner".into(),
             audit: self.rt.registry.clone(),
+            ask: self.agent.ask.clone(),
+            approvals: self.rt.approvals.clone(),
+            announce: {
+                let emit = self.emit.clone();
+                let timeout = self.config.tools.approval_timeout;
+                Arc::new(move |p: &PendingApproval| {
+                    emit(Event::ApprovalRequested {
+                        id: p.id.clone(),
+                        tool: p.tool.clone(),
+                        arguments: p.arguments.clone(),
+                        expires_in_s: timeout.as_secs(),
+                    })
+                })
+            },
         }
     }
 

@@ -115,6 +115,9 @@ pub struct LayerSection {
     pub allow: Vec<Spanned<String>>,
     #[serde(default)]
     pub deny: Vec<Spanned<String>>,
+    /// Tools whose calls wait for the owner's approval (agents only).
+    #[serde(default)]
+    pub ask: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -144,6 +147,8 @@ pub struct ToolsSection {
     #[serde(default)]
     pub timeouts: BTreeMap<String, u64>,
     pub default_timeout_s: Option<u64>,
+    /// How long an approval waits before it counts as denied.
+    pub approval_timeout_s: Option<u64>,
     /// The global policy layer.
     pub profile: Option<Spanned<String>>,
     #[serde(default)]

@@ -412,6 +412,7 @@ fn tool_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<ToolSettings, C
             .map(|(k, v)| (k.clone(), Duration::from_secs(*v)))
             .collect(),
         default_timeout: Duration::from_secs(file.tools.default_timeout_s.unwrap_or(600)),
+        approval_timeout: Duration::from_secs(file.tools.approval_timeout_s.unwrap_or(600)),
     })
 }
 
@@ -653,7 +654,23 @@ fn agent_settings(
     {
         return Err(loc.at(n.span(), "must be at least 1"));
     }
-    let tools = layer(loc, &section.tools)?;
+    let tools = patterns_and_profile(
+        loc,
+        section.tools.profile.as_ref(),
+        &section.tools.allow,
+        &section.tools.deny,
+    )?;
+    for pattern in &section.tools.ask {
+        if let Err(why) = crate::tools::policy::check_pattern(pattern.get_ref()) {
+            return Err(loc.at(pattern.span(), why));
+        }
+    }
+    let ask = section
+        .tools
+        .ask
+        .iter()
+        .map(|p| p.get_ref().clone())
+        .collect();
     let workspace = match &section.workspace {
         Some(w) => {
             let p = expand_tilde(w);
@@ -677,6 +694,7 @@ fn agent_settings(
         max_turn_duration: Duration::from_secs(section.max_turn_seconds.unwrap_or(30 * 60)),
         system_prompt: section.system_prompt.clone(),
         tools,
+        ask,
     })
 }
 
@@ -684,6 +702,12 @@ const PROFILES: &[&str] = &["minimal", "messaging", "coding", "full"];
 
 /// A policy layer, its profile and patterns checked.
 fn layer(loc: &Locator<'_>, section: &LayerSection) -> Result<ToolLayer, ConfigError> {
+    if let Some(ask) = section.ask.first() {
+        return Err(loc.at(
+            ask.span(),
+            "`ask` is set per agent: [agents.<id>.tools] ask = [\"exec\"]",
+        ));
+    }
     patterns_and_profile(loc, section.profile.as_ref(), &section.allow, &section.deny)
 }
 

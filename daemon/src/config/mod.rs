@@ -125,6 +125,8 @@ pub struct AgentSettings {
     pub max_turn_duration: Duration,
     pub system_prompt: Option<String>,
     pub tools: ToolLayer,
+    /// Tool patterns whose calls wait for the owner's approval.
+    pub ask: Vec<String>,
 }
 
 /// One layer of the tool policy (SPEC §8.3): a profile, an allowlist and a
@@ -180,6 +182,7 @@ pub struct ToolSettings {
     /// Per-tool time limits; tools not named get `default_timeout`.
     pub timeouts: BTreeMap<String, Duration>,
     pub default_timeout: Duration,
+    pub approval_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

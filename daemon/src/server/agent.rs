@@ -178,6 +178,17 @@ pub fn to_proto(event: Event) -> pb::ChatEvent {
             model,
         }),
         Event::Queued { position } => PbEvent::Queued(pb::Queued { position }),
+        Event::ApprovalRequested {
+            id,
+            tool,
+            arguments,
+            expires_in_s,
+        } => PbEvent::ApprovalRequested(pb::ApprovalRequested {
+            id,
+            tool,
+            arguments_json: arguments,
+            expires_in_s,
+        }),
         Event::Finished {
             text,
             stop_reason,

@@ -82,6 +82,55 @@ impl pb::tools_server::Tools for ToolsService {
         }))
     }
 
+    async fn approvals(
+        &self,
+        _request: Request<pb::ApprovalsRequest>,
+    ) -> Result<Response<pb::ApprovalsResponse>, Status> {
+        let now = std::time::SystemTime::now();
+        let secs = |a: std::time::SystemTime, b: std::time::SystemTime| {
+            a.duration_since(b).map(|d| d.as_secs()).unwrap_or(0)
+        };
+        let pending = self
+            .state
+            .hub
+            .runtime()
+            .approvals
+            .pending()
+            .into_iter()
+            .map(|p| pb::PendingApproval {
+                age_s: secs(now, p.requested_at),
+                expires_in_s: secs(p.expires_at, now),
+                id: p.id,
+                session_key: p.session_key,
+                agent: p.agent,
+                tool: p.tool,
+                arguments_json: p.arguments,
+            })
+            .collect();
+        Ok(Response::new(pb::ApprovalsResponse { pending }))
+    }
+
+    async fn decide(
+        &self,
+        request: Request<pb::DecideRequest>,
+    ) -> Result<Response<pb::DecideResponse>, Status> {
+        let req = request.into_inner();
+        if self
+            .state
+            .hub
+            .runtime()
+            .approvals
+            .decide(&req.id, req.allow)
+        {
+            Ok(Response::new(pb::DecideResponse {}))
+        } else {
+            Err(Status::not_found(format!(
+                "no call is waiting for approval under id `{}` (it may have expired or been answered); `pincer approvals list` shows them",
+                req.id
+            )))
+        }
+    }
+
     async fn audit(
         &self,
         request: Request<pb::AuditRequest>,

@@ -1,14 +1,17 @@
 //! Around every tool call (SPEC §8.4), in order: policy (is the tool
 //! offered here?), argument validation, loop detection, `before_tool_call`
-//! hooks, execution with the abort signal and a time limit,
+//! hooks, the owner's approval for `ask` tools, execution with the abort
+//! signal and a time limit,
 //! `after_tool_call` hooks, secret redaction, the result cap, and one row
 //! in the audit table whatever happened.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::approvals::{Answer, Approvals, PendingApproval};
 use super::hooks::{self, After, Before, CallFacts};
 use super::loops::{LoopDetector, LoopVerdict, stable_hash};
+use super::policy;
 use super::policy::Resolution;
 use super::redact::Redactor;
 use super::{ToolContext, ToolDef, ToolOutput};
@@ -32,6 +35,11 @@ pub struct CallEnv<'r> {
     pub base: ToolContext,
     pub sender: String,
     pub audit: Registry,
+    /// Patterns of tools whose calls wait for the owner (the agent's `ask`).
+    pub ask: Vec<String>,
+    pub approvals: Approvals,
+    /// Tells the chat's client that a call waits for approval.
+    pub announce: Arc<dyn Fn(&PendingApproval) + Send + Sync>,
 }
 
 /// A call's outcome.
@@ -188,7 +196,41 @@ impl CallEnv<'_> {
                 }
             }
         }
-        // 5. Execution, bounded by the tool's limit and the turn's.
+        // 5. The owner's approval, for tools set to `ask`.
+        if policy::matches_any(&self.ask, tool) {
+            let answer = self
+                .approvals
+                .request(
+                    &self.base.session_key,
+                    &self.base.agent,
+                    name,
+                    &args.to_string(),
+                    self.settings.approval_timeout,
+                    &self.base.cancel,
+                    |p| (self.announce)(p),
+                )
+                .await;
+            let refused = match answer {
+                Answer::Allowed => None,
+                Answer::Denied => Some(("denied", "the owner denied this call".to_string())),
+                Answer::Expired => Some((
+                    "denied",
+                    format!(
+                        "nobody approved this call within {} s, so it was denied",
+                        self.settings.approval_timeout.as_secs()
+                    ),
+                )),
+                Answer::Aborted => Some((
+                    "aborted",
+                    "the turn was aborted while the call waited for approval".to_string(),
+                )),
+            };
+            if let Some((status, why)) = refused {
+                return (done(ToolOutput::error(why), status), "approval".into());
+            }
+            decided_by = "approval".into();
+        }
+        // 6. Execution, bounded by the tool's limit and the turn's.
         let limit = self
             .settings
             .timeouts
@@ -196,7 +238,7 @@ impl CallEnv<'_> {
             .copied()
             .unwrap_or(self.settings.default_timeout);
         let (mut output, mut status) = self.execute(tool, args.clone(), limit, deadline).await;
-        // 6. Hooks after the call may rewrite the result.
+        // 7. Hooks after the call may rewrite the result.
         for hook in self.hooks(HookEvent::AfterToolCall, name) {
             if let After::Replace { result, is_error } =
                 hooks::after(hook, &facts, &args, &output.content, output.is_error).await
@@ -211,7 +253,7 @@ impl CallEnv<'_> {
                 decided_by = format!("hook:{}", hook.name);
             }
         }
-        // 7. Secrets out, size capped; the loop window sees the outcome.
+        // 8. Secrets out, size capped; the loop window sees the outcome.
         output.content = cap_head_tail(&self.redactor.redact(&output.content), self.result_cap);
         loops.record(s, name, *args_hash, &output.content);
         if let Some(note) = note {

@@ -191,6 +191,16 @@ impl Compiled {
     }
 }
 
+/// Whether any of `patterns` (names, `group:` names, source ids, globs)
+/// matches `tool`; used for `ask` lists and hooks.
+pub fn matches_any(patterns: &[String], tool: &ToolDef) -> bool {
+    let facts = Facts::of(tool);
+    patterns
+        .iter()
+        .filter_map(|p| Pattern::compile(p))
+        .any(|p| p.matches(&facts))
+}
+
 /// Who is asking, in what chat: the inputs beyond the config.
 #[derive(Debug, Clone)]
 pub struct PolicyInput<'a> {

@@ -31,6 +31,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
             hooks: Vec::new(),
             timeouts: Default::default(),
             default_timeout: Duration::from_secs(600),
+            approval_timeout: Duration::from_secs(600),
         }),
         secret_env: Arc::new(vec!["PINCER_TEST_SECRET_VAR".into()]),
     }

@@ -1,0 +1,170 @@
+//! Approvals (SPEC §8.4): a call to a tool the agent has set to `ask`
+//! waits until the owner allows or denies it (`pincer approvals allow|deny`)
+//! or the request expires, which counts as denied. The store is in memory:
+//! a restart of the daemon aborts running turns, and with them their
+//! pending approvals.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// A call waiting for the owner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingApproval {
+    pub id: String,
+    pub session_key: String,
+    pub agent: String,
+    pub tool: String,
+    pub arguments: String,
+    pub requested_at: SystemTime,
+    pub expires_at: SystemTime,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Allowed,
+    Denied,
+    Expired,
+    /// The turn was aborted while it waited.
+    Aborted,
+}
+
+struct Waiting {
+    info: PendingApproval,
+    answer: oneshot::Sender<bool>,
+}
+
+/// The shared store; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Approvals {
+    inner: Arc<Mutex<BTreeMap<String, Waiting>>>,
+}
+
+impl Approvals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Waiting>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a request; `announce` is told about it (the chat's client
+    /// shows it) before the wait starts.
+    pub async fn request(
+        &self,
+        session_key: &str,
+        agent: &str,
+        tool: &str,
+        arguments: &str,
+        timeout: Duration,
+        cancel: &CancellationToken,
+        announce: impl FnOnce(&PendingApproval),
+    ) -> Answer {
+        let now = SystemTime::now();
+        // Short ids are easy to type; collisions are checked.
+        let id = loop {
+            let candidate = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+            if !self.lock().contains_key(&candidate) {
+                break candidate;
+            }
+        };
+        let info = PendingApproval {
+            id: id.clone(),
+            session_key: session_key.to_string(),
+            agent: agent.to_string(),
+            tool: tool.to_string(),
+            arguments: arguments.to_string(),
+            requested_at: now,
+            expires_at: now + timeout,
+        };
+        let (tx, rx) = oneshot::channel();
+        announce(&info);
+        self.lock().insert(id.clone(), Waiting { info, answer: tx });
+        let answer = tokio::select! {
+            r = tokio::time::timeout(timeout, rx) => match r {
+                Ok(Ok(true)) => Answer::Allowed,
+                Ok(Ok(false)) | Ok(Err(_)) => Answer::Denied,
+                Err(_) => Answer::Expired,
+            },
+            _ = cancel.cancelled() => Answer::Aborted,
+        };
+        self.lock().remove(&id);
+        answer
+    }
+
+    pub fn pending(&self) -> Vec<PendingApproval> {
+        self.lock().values().map(|w| w.info.clone()).collect()
+    }
+
+    /// Answers a request; false when no such request is waiting.
+    pub fn decide(&self, id: &str, allow: bool) -> bool {
+        match self.lock().remove(id.trim()) {
+            Some(w) => w.answer.send(allow).is_ok(),
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn allowed_denied_expired_aborted() {
+        let store = Approvals::default();
+        let cancel = CancellationToken::new();
+        for (allow, want) in [(true, Answer::Allowed), (false, Answer::Denied)] {
+            let s = store.clone();
+            let decider = tokio::spawn(async move {
+                loop {
+                    if let Some(p) = s.pending().first() {
+                        assert!(s.decide(&p.id, allow));
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+            let got = store
+                .request(
+                    "k",
+                    "main",
+                    "exec",
+                    "{}",
+                    Duration::from_secs(5),
+                    &cancel,
+                    |_| {},
+                )
+                .await;
+            decider.await.unwrap();
+            assert_eq!(got, want);
+        }
+        let got = store
+            .request(
+                "k",
+                "main",
+                "exec",
+                "{}",
+                Duration::from_millis(20),
+                &cancel,
+                |_| {},
+            )
+            .await;
+        assert_eq!(got, Answer::Expired);
+        assert!(store.pending().is_empty(), "expired requests are gone");
+        cancel.cancel();
+        let got = store
+            .request(
+                "k",
+                "main",
+                "exec",
+                "{}",
+                Duration::from_secs(5),
+                &cancel,
+                |_| {},
+            )
+            .await;
+        assert_eq!(got, Answer::Aborted);
+        assert!(!store.decide("nope", true));
+    }
+}
