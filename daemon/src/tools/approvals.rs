@@ -23,6 +23,15 @@ pub struct PendingApproval {
     pub expires_at: SystemTime,
 }
 
+/// The call an approval is asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub session_key: &'a str,
+    pub agent: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a str,
+}
+
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
@@ -53,10 +62,7 @@ impl Approvals {
     /// shows it) before the wait starts.
     pub async fn request(
         &self,
-        session_key: &str,
-        agent: &str,
-        tool: &str,
-        arguments: &str,
+        call: Ask<'_>,
         timeout: Duration,
         cancel: &CancellationToken,
         announce: impl FnOnce(&PendingApproval),
@@ -71,10 +77,10 @@ impl Approvals {
         };
         let info = PendingApproval {
             id: id.clone(),
-            session_key: session_key.to_string(),
-            agent: agent.to_string(),
-            tool: tool.to_string(),
-            arguments: arguments.to_string(),
+            session_key: call.session_key.to_string(),
+            agent: call.agent.to_string(),
+            tool: call.tool.to_string(),
+            arguments: call.arguments.to_string(),
             requested_at: now,
             expires_at: now + timeout,
         };
@@ -110,6 +116,13 @@ impl Approvals {
 mod tests {
     use super::*;
 
+    const ASK: Ask<'static> = Ask {
+        session_key: "k",
+        agent: "main",
+        tool: "exec",
+        arguments: "{}",
+    };
+
     #[tokio::test]
     async fn allowed_denied_expired_aborted() {
         let store = Approvals::default();
@@ -126,43 +139,19 @@ mod tests {
                 }
             });
             let got = store
-                .request(
-                    "k",
-                    "main",
-                    "exec",
-                    "{}",
-                    Duration::from_secs(5),
-                    &cancel,
-                    |_| {},
-                )
+                .request(ASK, Duration::from_secs(5), &cancel, |_| {})
                 .await;
             decider.await.unwrap();
             assert_eq!(got, want);
         }
         let got = store
-            .request(
-                "k",
-                "main",
-                "exec",
-                "{}",
-                Duration::from_millis(20),
-                &cancel,
-                |_| {},
-            )
+            .request(ASK, Duration::from_millis(20), &cancel, |_| {})
             .await;
         assert_eq!(got, Answer::Expired);
         assert!(store.pending().is_empty(), "expired requests are gone");
         cancel.cancel();
         let got = store
-            .request(
-                "k",
-                "main",
-                "exec",
-                "{}",
-                Duration::from_secs(5),
-                &cancel,
-                |_| {},
-            )
+            .request(ASK, Duration::from_secs(5), &cancel, |_| {})
             .await;
         assert_eq!(got, Answer::Aborted);
         assert!(!store.decide("nope", true));

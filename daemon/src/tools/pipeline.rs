@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::approvals::{Answer, Approvals, PendingApproval};
+use super::approvals::{Answer, Approvals, Ask, PendingApproval};
 use super::hooks::{self, After, Before, CallFacts};
 use super::loops::{LoopDetector, LoopVerdict, stable_hash};
 use super::policy;
@@ -201,10 +201,12 @@ impl CallEnv<'_> {
             let answer = self
                 .approvals
                 .request(
-                    &self.base.session_key,
-                    &self.base.agent,
-                    name,
-                    &args.to_string(),
+                    Ask {
+                        session_key: &self.base.session_key,
+                        agent: &self.base.agent,
+                        tool: name,
+                        arguments: &args.to_string(),
+                    },
                     self.settings.approval_timeout,
                     &self.base.cancel,
                     |p| (self.announce)(p),
