@@ -46,7 +46,10 @@ async fn tools_list_explains_each_removal_and_matches_what_the_model_sees() {
         .filter(|t| t["offered"] == true)
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(offered, ["read", "write", "edit", "ls", "glob"]);
+    assert_eq!(
+        offered,
+        ["read", "write", "edit", "ls", "glob", "web_fetch"]
+    );
 
     home.cli(&["send", "[policy] hi"]).await.ok();
     let journal = llm.journal();

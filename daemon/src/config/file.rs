@@ -149,6 +149,8 @@ pub struct ToolsSection {
     pub default_timeout_s: Option<u64>,
     /// How long an approval waits before it counts as denied.
     pub approval_timeout_s: Option<u64>,
+    #[serde(default)]
+    pub web_fetch: WebFetchSection,
     /// The global policy layer.
     pub profile: Option<Spanned<String>>,
     #[serde(default)]
@@ -162,6 +164,14 @@ pub struct ToolsSection {
     pub sandbox: SandboxSection,
     #[serde(default)]
     pub subagents: LayerSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebFetchSection {
+    pub allow_private: Option<bool>,
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -15,7 +15,7 @@ use super::file::{
 use super::{
     AgentSettings, ApiKey, Config, DaemonSettings, HookEvent, HookSettings, LoopSettings,
     ModelTarget, PolicySettings, ProviderSettings, RetrySettings, SandboxMode, Secret, ToolFormat,
-    ToolLayer, ToolSettings,
+    ToolLayer, ToolSettings, WebFetchSettings,
 };
 use crate::home::{Home, expand_tilde};
 use toml::Spanned;
@@ -413,6 +413,10 @@ fn tool_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<ToolSettings, C
             .collect(),
         default_timeout: Duration::from_secs(file.tools.default_timeout_s.unwrap_or(600)),
         approval_timeout: Duration::from_secs(file.tools.approval_timeout_s.unwrap_or(600)),
+        web_fetch: WebFetchSettings {
+            allow_private: file.tools.web_fetch.allow_private.unwrap_or(false),
+            allow_hosts: file.tools.web_fetch.allow_hosts.clone(),
+        },
     })
 }
 

@@ -183,6 +183,15 @@ pub struct ToolSettings {
     pub timeouts: BTreeMap<String, Duration>,
     pub default_timeout: Duration,
     pub approval_timeout: Duration,
+    pub web_fetch: WebFetchSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WebFetchSettings {
+    /// Let `web_fetch` reach private, loopback and link-local addresses.
+    pub allow_private: bool,
+    /// Hosts reachable even when they resolve to private addresses.
+    pub allow_hosts: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,6 +18,7 @@ pub mod redact;
 pub mod registry;
 #[cfg(test)]
 mod tests;
+pub mod web;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -29,7 +29,6 @@ fn registry() -> ToolRegistry {
     let core = ToolSource::Core;
     tools.push(tool("apply_patch", &["fs"], plain, core.clone()));
     tools.push(tool("process", &["runtime"], plain, core.clone()));
-    tools.push(tool("web_fetch", &["web"], plain, core.clone()));
     tools.push(tool("memory_search", &["memory"], plain, core.clone()));
     tools.push(tool("sessions_list", &["sessions"], plain, core.clone()));
     tools.push(tool("session_status", &["sessions"], plain, core.clone()));

@@ -2,7 +2,7 @@
 //! tools first, then MCP and plugin tools). Which of them an agent is
 //! offered is the [`super::policy`] pipeline's decision.
 
-use super::{ToolDef, exec, fs};
+use super::{ToolDef, exec, fs, web};
 use crate::llm::ToolSpec;
 
 #[derive(Debug, Clone)]
@@ -15,6 +15,7 @@ impl ToolRegistry {
     pub fn core() -> Self {
         let mut tools = fs::tools();
         tools.push(exec::tool());
+        tools.push(web::tool());
         Self { tools }
     }
 

@@ -32,6 +32,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
             timeouts: Default::default(),
             default_timeout: Duration::from_secs(600),
             approval_timeout: Duration::from_secs(600),
+            web_fetch: Default::default(),
         }),
         secret_env: Arc::new(vec!["PINCER_TEST_SECRET_VAR".into()]),
     }
@@ -317,6 +318,134 @@ async fn schema_validation_names_the_problem_and_the_parameters() {
         .await;
     assert!(
         out.is_error && out.content.contains("mode"),
+        "{}",
+        out.content
+    );
+}
+
+/// A local web server: `/page` (HTML), `/rN` redirecting to `/r(N-1)`, with
+/// `/r0` redirecting to `/page`, and `/to-ip` redirecting to the same
+/// server by IP address.
+async fn web_server() -> u16 {
+    use axum::extract::Path as UrlPath;
+    use axum::response::{Html, IntoResponse, Redirect};
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new()
+        .route(
+            "/page",
+            get(|| async { Html("<html><body><h1>Hello</h1><p>from <b>pincer</b> tests</p><script>x()</script></body></html>") }),
+        )
+        .route(
+            "/to-ip",
+            get(move || async move { Redirect::temporary(&format!("http://127.0.0.1:{port}/page")) }),
+        )
+        .route(
+            "/{hop}",
+            get(|UrlPath(hop): UrlPath<String>| async move {
+                let n: u32 = hop.trim_start_matches('r').parse().unwrap_or(0);
+                let next = if n == 0 { "/page".to_string() } else { format!("/r{}", n - 1) };
+                Redirect::temporary(&next).into_response()
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
+}
+
+fn web_ctx(dir: &std::path::Path, allow_private: bool, hosts: &[&str]) -> ToolContext {
+    let mut c = ctx(dir);
+    let mut settings = (*c.settings).clone();
+    settings.web_fetch = crate::config::WebFetchSettings {
+        allow_private,
+        allow_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+    };
+    c.settings = Arc::new(settings);
+    c
+}
+
+#[tokio::test]
+async fn web_fetch_refuses_private_addresses_and_rechecks_redirects() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = web_server().await;
+    let registry = ToolRegistry::core();
+    let fetch = registry.get("web_fetch").unwrap();
+    let call = |url: String, ctx: ToolContext| {
+        let args = serde_json::json!({ "url": url }).to_string();
+        async move { fetch.call(&args, ctx).await }
+    };
+
+    let out = call(
+        format!("http://127.0.0.1:{port}/page"),
+        web_ctx(dir.path(), false, &[]),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("private or local address"),
+        "{}",
+        out.content
+    );
+
+    let out = call(
+        format!("http://127.0.0.1:{port}/page"),
+        web_ctx(dir.path(), true, &[]),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(
+        out.content.contains("Hello") && out.content.contains("pincer"),
+        "{}",
+        out.content
+    );
+    assert!(
+        !out.content.contains("<h1>"),
+        "HTML is converted: {}",
+        out.content
+    );
+
+    // Three redirects are followed, a fourth is not.
+    let out = call(
+        format!("http://127.0.0.1:{port}/r2"),
+        web_ctx(dir.path(), true, &[]),
+    )
+    .await;
+    assert!(
+        !out.is_error && out.content.contains("Hello"),
+        "{}",
+        out.content
+    );
+    let out = call(
+        format!("http://127.0.0.1:{port}/r3"),
+        web_ctx(dir.path(), true, &[]),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("more than 3 redirects"),
+        "{}",
+        out.content
+    );
+
+    // An allowed host does not open the door to where it redirects.
+    let out = call(
+        format!("http://localhost:{port}/page"),
+        web_ctx(dir.path(), false, &["localhost"]),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    let out = call(
+        format!("http://localhost:{port}/to-ip"),
+        web_ctx(dir.path(), false, &["localhost"]),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("127.0.0.1"),
+        "{}",
+        out.content
+    );
+
+    let out = call("file:///etc/passwd".into(), web_ctx(dir.path(), true, &[])).await;
+    assert!(
+        out.is_error && out.content.contains("only http and https"),
         "{}",
         out.content
     );
