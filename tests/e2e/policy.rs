@@ -48,7 +48,15 @@ async fn tools_list_explains_each_removal_and_matches_what_the_model_sees() {
         .collect();
     assert_eq!(
         offered,
-        ["read", "write", "edit", "ls", "glob", "web_fetch"]
+        [
+            "read",
+            "write",
+            "edit",
+            "ls",
+            "glob",
+            "apply_patch",
+            "web_fetch"
+        ]
     );
 
     home.cli(&["send", "[policy] hi"]).await.ok();

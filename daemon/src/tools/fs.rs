@@ -208,7 +208,7 @@ async fn write(args: WriteArgs, ctx: ToolContext) -> ToolOutput {
 }
 
 /// Writes via a temporary file and rename, so a crash never leaves half a file.
-fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| std::io::Error::other("no parent folder"))?;

@@ -9,6 +9,7 @@ pub mod exec;
 pub mod fs;
 pub mod hooks;
 pub mod loops;
+pub mod patch;
 pub mod paths;
 pub mod pipeline;
 pub mod policy;

@@ -2,7 +2,7 @@
 //! tools first, then MCP and plugin tools). Which of them an agent is
 //! offered is the [`super::policy`] pipeline's decision.
 
-use super::{ToolDef, exec, fs, web};
+use super::{ToolDef, exec, fs, patch, web};
 use crate::llm::ToolSpec;
 
 #[derive(Debug, Clone)]
@@ -14,6 +14,7 @@ impl ToolRegistry {
     /// The core tools.
     pub fn core() -> Self {
         let mut tools = fs::tools();
+        tools.push(patch::tool());
         tools.push(exec::tool());
         tools.push(web::tool());
         Self { tools }

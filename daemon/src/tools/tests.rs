@@ -450,3 +450,55 @@ async fn web_fetch_refuses_private_addresses_and_rechecks_redirects() {
         out.content
     );
 }
+
+#[tokio::test]
+async fn apply_patch_changes_several_files_or_none() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(dir.path().join("gone.txt"), "bye\n").unwrap();
+    let patch = "*** Begin Patch\n*** Add File: new/b.txt\n+hello\n*** Update File: a.txt\n*** Move to: moved.txt\n@@\n one\n-two\n+2\n three\n*** Delete File: gone.txt\n*** End Patch";
+    let out = call(
+        dir.path(),
+        "apply_patch",
+        serde_json::json!({ "patch": patch }),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("new/b.txt")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("moved.txt")).unwrap(),
+        "one\n2\nthree\n"
+    );
+    assert!(!dir.path().join("a.txt").exists() && !dir.path().join("gone.txt").exists());
+
+    // The second change does not apply: the first is not written either.
+    let patch = "*** Begin Patch\n*** Add File: c.txt\n+c\n*** Update File: moved.txt\n-not there\n+x\n*** End Patch";
+    let out = call(
+        dir.path(),
+        "apply_patch",
+        serde_json::json!({ "patch": patch }),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("not in the file"),
+        "{}",
+        out.content
+    );
+    assert!(!dir.path().join("c.txt").exists());
+
+    let patch = "*** Begin Patch\n*** Add File: ../escape.txt\n+x\n*** End Patch";
+    let out = call(
+        dir.path(),
+        "apply_patch",
+        serde_json::json!({ "patch": patch }),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("outside the workspace"),
+        "{}",
+        out.content
+    );
+}

@@ -1,0 +1,389 @@
+//! `apply_patch` (SPEC §8.2): several file changes in one call, in the
+//! patch format OpenAI's models are trained on:
+//!
+//! ```text
+//! *** Begin Patch
+//! *** Add File: notes/new.md
+//! +first line
+//! *** Update File: src/main.rs
+//! *** Move to: src/app.rs
+//! @@ fn main() {
+//!  context
+//! -old line
+//! +new line
+//! *** Delete File: old.txt
+//! *** End Patch
+//! ```
+//!
+//! All or nothing: every change is computed first, and files are written
+//! only when all of them apply. Paths are confined to the workspace like
+//! every file tool's.
+
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::fs::write_atomic;
+use super::paths::confine;
+use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyPatchArgs {
+    /// The whole patch, from `*** Begin Patch` to `*** End Patch`.
+    pub patch: String,
+}
+
+pub fn tool() -> ToolDef {
+    ToolDef::typed(
+        "apply_patch",
+        "Apply a patch to workspace files: '*** Begin Patch', then '*** Add File: p' (lines prefixed +), '*** Delete File: p', or '*** Update File: p' (optional '*** Move to: q') with '@@' hunks of ' ' context, '-' removed and '+' added lines; '*** End Patch'. All changes apply or none.",
+        &["fs"],
+        ToolFlags::default(),
+        apply_patch,
+    )
+    .with_aliases(&[("input", "patch"), ("diff", "patch")])
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Op {
+    Add {
+        path: String,
+        content: String,
+    },
+    Delete {
+        path: String,
+    },
+    Update {
+        path: String,
+        move_to: Option<String>,
+        hunks: Vec<Hunk>,
+    },
+}
+
+#[derive(Debug, PartialEq, Default)]
+pub struct Hunk {
+    /// The text after `@@`: a line to find before the change.
+    pub anchor: Option<String>,
+    pub old: Vec<String>,
+    pub new: Vec<String>,
+}
+
+/// Reads the patch text into operations; the error names the line.
+pub fn parse(text: &str) -> Result<Vec<Op>, String> {
+    let lines: Vec<&str> = text.trim().lines().collect();
+    let body = match (lines.first(), lines.last()) {
+        (Some(first), Some(last))
+            if first.trim() == "*** Begin Patch" && last.trim() == "*** End Patch" =>
+        {
+            &lines[1..lines.len() - 1]
+        }
+        _ => {
+            return Err(
+                "the patch must start with `*** Begin Patch` and end with `*** End Patch`".into(),
+            );
+        }
+    };
+    let mut ops = Vec::new();
+    let mut i = 0;
+    while i < body.len() {
+        let line = body[i];
+        let n = i + 2; // 1-based, after the Begin line
+        if let Some(path) = line.strip_prefix("*** Add File: ") {
+            i += 1;
+            let mut content = String::new();
+            while i < body.len() && !body[i].starts_with("*** ") {
+                let Some(l) = body[i].strip_prefix('+') else {
+                    return Err(format!(
+                        "line {}: every line of an added file starts with `+`",
+                        i + 2
+                    ));
+                };
+                content.push_str(l);
+                content.push('\n');
+                i += 1;
+            }
+            ops.push(Op::Add {
+                path: path.trim().to_string(),
+                content,
+            });
+        } else if let Some(path) = line.strip_prefix("*** Delete File: ") {
+            ops.push(Op::Delete {
+                path: path.trim().to_string(),
+            });
+            i += 1;
+        } else if let Some(path) = line.strip_prefix("*** Update File: ") {
+            i += 1;
+            let mut move_to = None;
+            if let Some(to) = body.get(i).and_then(|l| l.strip_prefix("*** Move to: ")) {
+                move_to = Some(to.trim().to_string());
+                i += 1;
+            }
+            let mut hunks: Vec<Hunk> = Vec::new();
+            while i < body.len() && !(body[i].starts_with("*** ") && body[i] != "*** End of File") {
+                let l = body[i];
+                if let Some(anchor) = l.strip_prefix("@@") {
+                    let anchor = anchor.trim();
+                    hunks.push(Hunk {
+                        anchor: (!anchor.is_empty()).then(|| anchor.to_string()),
+                        ..Hunk::default()
+                    });
+                } else if l == "*** End of File" {
+                } else {
+                    if hunks.is_empty() {
+                        hunks.push(Hunk::default());
+                    }
+                    let h = hunks.last_mut().ok_or("no hunk")?;
+                    match l.chars().next() {
+                        Some('+') => h.new.push(l[1..].to_string()),
+                        Some('-') => h.old.push(l[1..].to_string()),
+                        Some(' ') => {
+                            h.old.push(l[1..].to_string());
+                            h.new.push(l[1..].to_string());
+                        }
+                        // An empty context line often loses its space.
+                        None => {
+                            h.old.push(String::new());
+                            h.new.push(String::new());
+                        }
+                        Some(_) => {
+                            return Err(format!(
+                                "line {}: a hunk line starts with ' ', '-' or '+', or is `@@`: {l:?}",
+                                i + 2
+                            ));
+                        }
+                    }
+                }
+                i += 1;
+            }
+            if hunks.iter().all(|h| h.old == h.new) && move_to.is_none() {
+                return Err(format!(
+                    "line {n}: `*** Update File: {}` changes nothing",
+                    path.trim()
+                ));
+            }
+            ops.push(Op::Update {
+                path: path.trim().to_string(),
+                move_to,
+                hunks,
+            });
+        } else if line.trim().is_empty() {
+            i += 1;
+        } else {
+            return Err(format!(
+                "line {n}: expected `*** Add File:`, `*** Update File:` or `*** Delete File:`, found {line:?}"
+            ));
+        }
+    }
+    if ops.is_empty() {
+        return Err("the patch has no changes".into());
+    }
+    Ok(ops)
+}
+
+/// Finds `needle` in `lines` at or after `from`: exactly, then ignoring
+/// trailing whitespace, then ignoring surrounding whitespace.
+fn find(lines: &[String], needle: &[String], from: usize) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(lines.len());
+    }
+    let tries: [fn(&str) -> &str; 3] = [|s| s, str::trim_end, str::trim];
+    for norm in tries {
+        let found = (from..=lines.len().saturating_sub(needle.len())).find(|&start| {
+            needle
+                .iter()
+                .enumerate()
+                .all(|(k, n)| norm(&lines[start + k]) == norm(n))
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// Applies the hunks to `text`.
+pub fn apply_hunks(text: &str, hunks: &[Hunk], path: &str) -> Result<String, String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut cursor = 0;
+    for (n, h) in hunks.iter().enumerate() {
+        if let Some(anchor) = &h.anchor {
+            match find(&lines, std::slice::from_ref(anchor), cursor) {
+                Some(at) => cursor = at + 1,
+                None => {
+                    return Err(format!(
+                        "hunk {} of `{path}`: the line `@@ {anchor}` is not in the file",
+                        n + 1
+                    ));
+                }
+            }
+        }
+        let at = find(&lines, &h.old, cursor).ok_or_else(|| {
+            format!(
+                "hunk {} of `{path}`: these lines are not in the file (read it again and send the patch with the current text):\n{}",
+                n + 1,
+                h.old.join("\n")
+            )
+        })?;
+        lines.splice(at..at + h.old.len(), h.new.iter().cloned());
+        cursor = at + h.new.len();
+    }
+    let mut out = lines.join("\n");
+    if !lines.is_empty() {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// What one operation does to the disk.
+enum Change {
+    Write(PathBuf, String),
+    Remove(PathBuf),
+}
+
+fn plan(root: &Path, ops: &[Op]) -> Result<(Vec<Change>, Vec<String>), String> {
+    let mut changes = Vec::new();
+    let mut summary = Vec::new();
+    for op in ops {
+        match op {
+            Op::Add { path, content } => {
+                let p = confine(root, path)?;
+                if p.exists() {
+                    return Err(format!(
+                        "`{path}` already exists; use `*** Update File:` to change it"
+                    ));
+                }
+                changes.push(Change::Write(p, content.clone()));
+                summary.push(format!("added {path}"));
+            }
+            Op::Delete { path } => {
+                let p = confine(root, path)?;
+                if !p.is_file() {
+                    return Err(format!("`{path}` is not a file in the workspace"));
+                }
+                changes.push(Change::Remove(p));
+                summary.push(format!("deleted {path}"));
+            }
+            Op::Update {
+                path,
+                move_to,
+                hunks,
+            } => {
+                let p = confine(root, path)?;
+                let text = std::fs::read_to_string(&p)
+                    .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+                let updated = apply_hunks(&text, hunks, path)?;
+                match move_to {
+                    Some(to) => {
+                        let target = confine(root, to)?;
+                        changes.push(Change::Write(target, updated));
+                        changes.push(Change::Remove(p));
+                        summary.push(format!("updated {path} and moved it to {to}"));
+                    }
+                    None => {
+                        changes.push(Change::Write(p, updated));
+                        summary.push(format!("updated {path}"));
+                    }
+                }
+            }
+        }
+    }
+    Ok((changes, summary))
+}
+
+async fn apply_patch(args: ApplyPatchArgs, ctx: ToolContext) -> ToolOutput {
+    let ops = match parse(&args.patch) {
+        Ok(ops) => ops,
+        Err(e) => return ToolOutput::error(format!("the patch cannot be read: {e}")),
+    };
+    let root = ctx.workspace.clone();
+    let result = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
+        let (changes, summary) = plan(&root, &ops)?;
+        for change in changes {
+            match change {
+                Change::Write(p, content) => write_atomic(&p, content.as_bytes())
+                    .map_err(|e| format!("cannot write {}: {e}", p.display()))?,
+                Change::Remove(p) => std::fs::remove_file(&p)
+                    .map_err(|e| format!("cannot delete {}: {e}", p.display()))?,
+            }
+        }
+        Ok(summary)
+    })
+    .await;
+    match result {
+        Ok(Ok(summary)) => ToolOutput::ok(summary.join("\n")),
+        Ok(Err(e)) => ToolOutput::error(format!("the patch was not applied: {e}")),
+        Err(e) => ToolOutput::error(format!("the patch was not applied: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_operation() {
+        let ops = parse("*** Begin Patch\n*** Add File: a.md\n+one\n+two\n*** Delete File: b.md\n*** Update File: c.md\n*** Move to: d.md\n@@ fn main\n ctx\n-old\n+new\n\n*** End of File\n*** End Patch\n").unwrap();
+        assert_eq!(ops.len(), 3);
+        assert_eq!(
+            ops[0],
+            Op::Add {
+                path: "a.md".into(),
+                content: "one\ntwo\n".into()
+            }
+        );
+        let Op::Update { move_to, hunks, .. } = &ops[2] else {
+            panic!()
+        };
+        assert_eq!(move_to.as_deref(), Some("d.md"));
+        assert_eq!(hunks[0].anchor.as_deref(), Some("fn main"));
+        assert_eq!(hunks[0].old, ["ctx", "old", ""]);
+        assert_eq!(hunks[0].new, ["ctx", "new", ""]);
+    }
+
+    #[test]
+    fn bad_patches_say_where() {
+        for (text, want) in [
+            ("no markers", "must start with"),
+            ("*** Begin Patch\n*** End Patch", "no changes"),
+            (
+                "*** Begin Patch\n*** Add File: a\nno plus\n*** End Patch",
+                "line 3",
+            ),
+            (
+                "*** Begin Patch\nrandom\n*** End Patch",
+                "expected `*** Add File:`",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n ctx\n*** End Patch",
+                "changes nothing",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn hunks_apply_with_whitespace_tolerance_and_anchors() {
+        let text = "fn a() {\n    x();\n}\nfn b() {\n    x();\n}\n";
+        let hunks = vec![Hunk {
+            anchor: Some("fn b() {".into()),
+            old: vec!["x();  ".into()],
+            new: vec!["    y();".into()],
+        }];
+        let out = apply_hunks(text, &hunks, "f.rs").unwrap();
+        assert_eq!(out, "fn a() {\n    x();\n}\nfn b() {\n    y();\n}\n");
+        let missing = vec![Hunk {
+            anchor: None,
+            old: vec!["nope".into()],
+            new: vec![],
+        }];
+        assert!(
+            apply_hunks(text, &missing, "f.rs")
+                .unwrap_err()
+                .contains("not in the file")
+        );
+    }
+}
