@@ -98,6 +98,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let served = server::serve(listener, state).await;
     tracing::info!("stopping: letting running turns finish (up to {grace:?})");
     hub.shutdown(grace).await;
+    hub.runtime().jobs.kill_all();
     tracing::info!("pincerd stopped");
     served.map_err(StartError::from)
 }

@@ -20,6 +20,7 @@ use crate::llm::client::ModelClient;
 use crate::session::registry::Registry;
 use crate::tools::ToolRegistry;
 use crate::tools::approvals::Approvals;
+use crate::tools::jobs::Jobs;
 
 /// What a running turn reports, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +92,8 @@ pub struct Runtime {
     pub tools: Arc<ToolRegistry>,
     /// Calls waiting for the owner's approval.
     pub approvals: Approvals,
+    /// Background jobs of `exec`; killed when the daemon stops.
+    pub jobs: Jobs,
     live: Arc<RwLock<Live>>,
 }
 
@@ -101,6 +104,7 @@ impl Runtime {
             registry,
             tools: Arc::new(ToolRegistry::core()),
             approvals: Approvals::default(),
+            jobs: Jobs::default(),
             live: Arc::new(RwLock::new(Live {
                 config: Arc::new(config),
                 models: Arc::new(models),

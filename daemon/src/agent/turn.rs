@@ -410,6 +410,7 @@ impl Turn<'_> {
                 cancel: self.cancel.clone(),
                 settings: settings.clone(),
                 secret_env: Arc::new(secret_env),
+                jobs: self.rt.jobs.clone(),
             },
             settings,
             sender: "owner".into(),

@@ -26,9 +26,12 @@ pub struct ExecArgs {
     /// Working folder, relative to the workspace (default: the workspace).
     #[serde(default)]
     pub cwd: Option<String>,
-    /// Timeout in seconds (default from config, 120).
+    /// Timeout in seconds (default from config, 120; none for background jobs).
     #[serde(default)]
     pub timeout_s: Option<u64>,
+    /// Start it as a background job and return its id at once (see `process`).
+    #[serde(default)]
+    pub background: bool,
 }
 
 pub fn tool() -> ToolDef {
@@ -67,6 +70,9 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
     for var in ctx.secret_env.iter() {
         cmd.env_remove(var);
     }
+    if args.background {
+        cmd.kill_on_drop(false);
+    }
     let started = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -77,6 +83,9 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
         Some(s) => s,
         None => return ToolOutput::error("cannot capture the command's output"),
     };
+    if args.background {
+        return background(child, stdout, pgid, &args, &ctx);
+    }
     let reader = tokio::spawn(async move {
         let mut capture = Capture::default();
         let mut buf = vec![0u8; 64 * 1024];
@@ -144,7 +153,52 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
     }
 }
 
-fn kill_group(pgid: Option<u32>) {
+/// Registers a started command as a background job; tasks collect its
+/// output and exit status.
+fn background(
+    mut child: tokio::process::Child,
+    mut stdout: tokio::process::ChildStdout,
+    pgid: Option<u32>,
+    args: &ExecArgs,
+    ctx: &ToolContext,
+) -> ToolOutput {
+    let job = ctx.jobs.add(&ctx.session_key, &args.command, pgid);
+    let id = job.id;
+    let reader_job = job.clone();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdout.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => reader_job.push(&buf[..n]),
+            }
+        }
+    });
+    let limit = args.timeout_s.map(Duration::from_secs);
+    tokio::spawn(async move {
+        let waited = match limit {
+            Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
+            None => Some(child.wait().await),
+        };
+        let how = match waited {
+            Some(Ok(status)) => match status.code() {
+                Some(code) => format!("exit code {code}"),
+                None => "killed by a signal".to_string(),
+            },
+            Some(Err(e)) => format!("waiting failed: {e}"),
+            None => "timed out; the process group was killed".to_string(),
+        };
+        // Children left behind die with the job.
+        job.kill();
+        let _ = child.wait().await;
+        job.finish(how);
+    });
+    ToolOutput::ok(format!(
+        "started background job {id}; use `process` with action poll, log or kill and id {id}"
+    ))
+}
+
+pub(crate) fn kill_group(pgid: Option<u32>) {
     if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) {
         // SAFETY: killpg only sends a signal; the group was created by our
         // own spawn (process_group(0)), so it cannot name another group.

@@ -8,6 +8,7 @@ pub mod approvals;
 pub mod exec;
 pub mod fs;
 pub mod hooks;
+pub mod jobs;
 pub mod loops;
 pub mod patch;
 pub mod paths;
@@ -68,6 +69,8 @@ pub struct ToolContext {
     pub settings: Arc<ToolSettings>,
     /// Environment variables that hold secrets; removed from `exec`.
     pub secret_env: Arc<Vec<String>>,
+    /// The daemon's background jobs (`exec` with `background`, `process`).
+    pub jobs: jobs::Jobs,
 }
 
 pub type Handler = dyn Fn(serde_json::Value, ToolContext) -> Pin<Box<dyn Future<Output = ToolOutput> + Send>>

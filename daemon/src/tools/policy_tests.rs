@@ -27,7 +27,6 @@ fn registry() -> ToolRegistry {
     let plain = ToolFlags::default();
     let mut tools = ToolRegistry::core().all().to_vec();
     let core = ToolSource::Core;
-    tools.push(tool("process", &["runtime"], plain, core.clone()));
     tools.push(tool("memory_search", &["memory"], plain, core.clone()));
     tools.push(tool("sessions_list", &["sessions"], plain, core.clone()));
     tools.push(tool("session_status", &["sessions"], plain, core.clone()));

@@ -2,7 +2,7 @@
 //! tools first, then MCP and plugin tools). Which of them an agent is
 //! offered is the [`super::policy`] pipeline's decision.
 
-use super::{ToolDef, exec, fs, patch, web};
+use super::{ToolDef, exec, fs, jobs, patch, web};
 use crate::llm::ToolSpec;
 
 #[derive(Debug, Clone)]
@@ -16,6 +16,7 @@ impl ToolRegistry {
         let mut tools = fs::tools();
         tools.push(patch::tool());
         tools.push(exec::tool());
+        tools.push(jobs::tool());
         tools.push(web::tool());
         Self { tools }
     }

@@ -15,6 +15,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
         session_key: "agent:main:main".into(),
         workspace: dir.to_path_buf(),
         cancel: CancellationToken::new(),
+        jobs: Default::default(),
         settings: Arc::new(ToolSettings {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,
@@ -501,4 +502,127 @@ async fn apply_patch_changes_several_files_or_none() {
         "{}",
         out.content
     );
+}
+
+#[tokio::test]
+async fn background_jobs_are_polled_read_killed_and_private_to_their_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = ToolRegistry::core();
+    let c = ctx(dir.path());
+    let run = |tool: &'static str, args: serde_json::Value, ctx: ToolContext| {
+        let t = registry.get(tool).unwrap();
+        async move { t.call(&args.to_string(), ctx).await }
+    };
+    let out = run(
+        "exec",
+        serde_json::json!({"command": "echo first; sleep 0.3; echo second", "background": true}),
+        c.clone(),
+    )
+    .await;
+    assert!(
+        !out.is_error && out.content.contains("background job 1"),
+        "{}",
+        out.content
+    );
+    let slow = run(
+        "exec",
+        serde_json::json!({"command": "sleep 30", "background": true}),
+        c.clone(),
+    )
+    .await;
+    assert!(
+        slow.content.contains("background job 2"),
+        "{}",
+        slow.content
+    );
+
+    let list = run("process", serde_json::json!({"action": "list"}), c.clone()).await;
+    assert!(
+        list.content.contains("1: echo first") && list.content.contains("2: sleep 30"),
+        "{}",
+        list.content
+    );
+    // Another session sees none of them.
+    let mut other = c.clone();
+    other.session_key = "agent:main:other".into();
+    let none = run(
+        "process",
+        serde_json::json!({"action": "poll", "id": 1}),
+        other,
+    )
+    .await;
+    assert!(
+        none.is_error && none.content.contains("no background job 1"),
+        "{}",
+        none.content
+    );
+
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let poll = run(
+        "process",
+        serde_json::json!({"action": "poll", "id": 1}),
+        c.clone(),
+    )
+    .await;
+    assert!(
+        poll.content.contains("running") && poll.content.contains("first"),
+        "{}",
+        poll.content
+    );
+    let started = Instant::now();
+    loop {
+        let poll = run(
+            "process",
+            serde_json::json!({"action": "poll", "id": 1}),
+            c.clone(),
+        )
+        .await;
+        if poll.content.contains("finished: exit code 0") {
+            assert!(
+                poll.content.contains("second") && !poll.content.contains("first"),
+                "{}",
+                poll.content
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{}",
+            poll.content
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = run(
+        "process",
+        serde_json::json!({"action": "log", "id": 1}),
+        c.clone(),
+    )
+    .await;
+    assert!(log.content.contains("first\nsecond"), "{}", log.content);
+
+    let kill = run(
+        "process",
+        serde_json::json!({"action": "kill", "id": 2}),
+        c.clone(),
+    )
+    .await;
+    assert!(kill.content.contains("killed"), "{}", kill.content);
+    let started = Instant::now();
+    loop {
+        let poll = run(
+            "process",
+            serde_json::json!({"action": "poll", "id": 2}),
+            c.clone(),
+        )
+        .await;
+        if poll.content.contains("finished") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{}",
+            poll.content
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
