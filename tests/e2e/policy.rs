@@ -55,6 +55,7 @@ async fn tools_list_explains_each_removal_and_matches_what_the_model_sees() {
             "ls",
             "glob",
             "apply_patch",
+            "process",
             "web_fetch"
         ]
     );
