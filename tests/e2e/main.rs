@@ -8,4 +8,5 @@ mod lifecycle;
 mod llmock;
 mod policy;
 mod scripted;
+mod sessions_tools;
 mod textformat;

@@ -268,6 +268,7 @@ impl Hub {
             turn_id: uuid::Uuid::now_v7().to_string(),
             cancel,
             emit,
+            sessions: std::sync::Arc::new(self.clone()),
         };
         let outcome = turn.run(session_log, text).await;
         self.rt.registry.finish_turn(&row.id, outcome).await?;

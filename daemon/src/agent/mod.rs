@@ -10,6 +10,7 @@ pub mod history;
 pub mod hub;
 pub mod prompt;
 pub mod rollback;
+pub mod sessions_access;
 pub mod turn;
 
 use std::sync::{Arc, RwLock};
@@ -21,6 +22,7 @@ use crate::session::registry::Registry;
 use crate::tools::ToolRegistry;
 use crate::tools::approvals::Approvals;
 use crate::tools::jobs::Jobs;
+use sessions_access::SubAgent;
 
 /// What a running turn reports, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,10 +96,27 @@ pub struct Runtime {
     pub approvals: Approvals,
     /// Background jobs of `exec`; killed when the daemon stops.
     pub jobs: Jobs,
+    /// Sub-agent sessions started since the daemon started.
+    subagents: Arc<std::sync::Mutex<std::collections::HashMap<String, SubAgent>>>,
     live: Arc<RwLock<Live>>,
 }
 
 impl Runtime {
+    pub fn subagent(&self, key: &str) -> Option<SubAgent> {
+        self.subagents
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    pub fn subagents_insert(&self, key: String, sub: SubAgent) {
+        self.subagents
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, sub);
+    }
+
     pub fn new(home: Home, registry: Registry, config: Config, models: ModelClient) -> Self {
         Self {
             home,
@@ -105,6 +124,7 @@ impl Runtime {
             tools: Arc::new(ToolRegistry::core()),
             approvals: Approvals::default(),
             jobs: Jobs::default(),
+            subagents: Arc::default(),
             live: Arc::new(RwLock::new(Live {
                 config: Arc::new(config),
                 models: Arc::new(models),

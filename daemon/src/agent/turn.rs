@@ -25,6 +25,7 @@ use crate::tools::loops::LoopDetector;
 use crate::tools::pipeline::CallEnv;
 use crate::tools::policy::{self, PolicyInput};
 use crate::tools::redact::Redactor;
+use crate::tools::sessions::SessionAccess;
 use crate::util::preview;
 
 /// How many times a reply cut by `finish_reason = length` is continued.
@@ -69,6 +70,8 @@ pub struct Turn<'a> {
     pub turn_id: String,
     pub cancel: CancellationToken,
     pub emit: Emit,
+    /// The hub, for the session tools.
+    pub sessions: Arc<dyn SessionAccess>,
 }
 
 /// The error text recorded on the session, if the turn failed.
@@ -390,11 +393,18 @@ impl Turn<'_> {
                     self.agent.workspace.display()
                 )
             });
-        let resolution = policy::resolve(
-            &self.rt.tools,
-            &self.config.policy,
-            &PolicyInput::owner(self.agent),
-        );
+        let key = self.key.to_string();
+        // A sub-agent session the daemon forgot (a restart) still gets the
+        // [tools.subagents] layer.
+        let sub_layer = self
+            .rt
+            .subagent(&key)
+            .map(|s| s.layer)
+            .or_else(|| (self.key.channel() == "sub").then(crate::config::ToolLayer::default));
+        let mut input = PolicyInput::owner(self.agent);
+        input.main_session = self.key.channel() == "cli" && key.ends_with(":main");
+        input.subagent = sub_layer.as_ref();
+        let resolution = policy::resolve(&self.rt.tools, &self.config.policy, &input);
         let secret_env = secret_env(&self.config);
         let settings = Arc::new(self.config.tools.clone());
         CallEnv {
@@ -411,6 +421,8 @@ impl Turn<'_> {
                 settings: settings.clone(),
                 secret_env: Arc::new(secret_env),
                 jobs: self.rt.jobs.clone(),
+                sessions: Some(self.sessions.clone()),
+                turn_spawns: Arc::default(),
             },
             settings,
             sender: "owner".into(),

@@ -163,7 +163,19 @@ pub struct ToolsSection {
     #[serde(default)]
     pub sandbox: SandboxSection,
     #[serde(default)]
-    pub subagents: LayerSection,
+    pub subagents: SubagentsSection,
+}
+
+/// The sub-agent policy layer and limits.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentsSection {
+    #[serde(default)]
+    pub allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub deny: Vec<Spanned<String>>,
+    pub max_depth: Option<u32>,
+    pub max_children: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -14,8 +14,8 @@ use super::file::{
 };
 use super::{
     AgentSettings, ApiKey, Config, DaemonSettings, HookEvent, HookSettings, LoopSettings,
-    ModelTarget, PolicySettings, ProviderSettings, RetrySettings, SandboxMode, Secret, ToolFormat,
-    ToolLayer, ToolSettings, WebFetchSettings,
+    ModelTarget, PolicySettings, ProviderSettings, RetrySettings, SandboxMode, Secret,
+    SubagentLimits, ToolFormat, ToolLayer, ToolSettings, WebFetchSettings,
 };
 use crate::home::{Home, expand_tilde};
 use toml::Spanned;
@@ -413,6 +413,10 @@ fn tool_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<ToolSettings, C
             .collect(),
         default_timeout: Duration::from_secs(file.tools.default_timeout_s.unwrap_or(600)),
         approval_timeout: Duration::from_secs(file.tools.approval_timeout_s.unwrap_or(600)),
+        subagents: SubagentLimits {
+            max_depth: file.tools.subagents.max_depth.unwrap_or(1),
+            max_children: file.tools.subagents.max_children.unwrap_or(5),
+        },
         web_fetch: WebFetchSettings {
             allow_private: file.tools.web_fetch.allow_private.unwrap_or(false),
             allow_hosts: file.tools.web_fetch.allow_hosts.clone(),
@@ -786,7 +790,7 @@ fn policy_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<PolicySetting
         by_provider,
         sandbox_mode,
         sandbox: patterns_and_profile(loc, None, &t.sandbox.allow, &t.sandbox.deny)?,
-        subagents: layer(loc, &t.subagents)?,
+        subagents: patterns_and_profile(loc, None, &t.subagents.allow, &t.subagents.deny)?,
     })
 }
 

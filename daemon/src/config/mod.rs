@@ -184,6 +184,14 @@ pub struct ToolSettings {
     pub default_timeout: Duration,
     pub approval_timeout: Duration,
     pub web_fetch: WebFetchSettings,
+    pub subagents: SubagentLimits,
+}
+
+/// `sessions_spawn` limits (SPEC §7: depth 1, 5 children per turn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubagentLimits {
+    pub max_depth: u32,
+    pub max_children: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

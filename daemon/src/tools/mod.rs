@@ -18,6 +18,7 @@ pub mod policy;
 mod policy_tests;
 pub mod redact;
 pub mod registry;
+pub mod sessions;
 #[cfg(test)]
 mod tests;
 pub mod web;
@@ -71,6 +72,10 @@ pub struct ToolContext {
     pub secret_env: Arc<Vec<String>>,
     /// The daemon's background jobs (`exec` with `background`, `process`).
     pub jobs: jobs::Jobs,
+    /// The session hub, for the session tools.
+    pub sessions: Option<Arc<dyn sessions::SessionAccess>>,
+    /// Sub-agents spawned in this turn so far.
+    pub turn_spawns: Arc<std::sync::atomic::AtomicU32>,
 }
 
 pub type Handler = dyn Fn(serde_json::Value, ToolContext) -> Pin<Box<dyn Future<Output = ToolOutput> + Send>>

@@ -28,9 +28,6 @@ fn registry() -> ToolRegistry {
     let mut tools = ToolRegistry::core().all().to_vec();
     let core = ToolSource::Core;
     tools.push(tool("memory_search", &["memory"], plain, core.clone()));
-    tools.push(tool("sessions_list", &["sessions"], plain, core.clone()));
-    tools.push(tool("session_status", &["sessions"], plain, core.clone()));
-    tools.push(tool("message", &["messaging"], plain, core.clone()));
     let owner_only = ToolFlags {
         owner_only: true,
         ..plain
@@ -71,6 +68,9 @@ const ALL: &[&str] = &[
     "memory_search",
     "sessions_list",
     "session_status",
+    "sessions_history",
+    "sessions_send",
+    "sessions_spawn",
     "message",
     "gateway_restart",
     "weather__alerts",
@@ -158,6 +158,9 @@ fn cases() -> Vec<Case> {
                 "memory_search",
                 "sessions_list",
                 "session_status",
+                "sessions_history",
+                "sessions_send",
+                "sessions_spawn",
                 "message",
             ],
             removed_by: &[("exec", "profile `messaging`"), ("read", "profile")],
@@ -180,6 +183,9 @@ fn cases() -> Vec<Case> {
                 "memory_search",
                 "sessions_list",
                 "session_status",
+                "sessions_history",
+                "sessions_send",
+                "sessions_spawn",
             ],
             removed_by: &[
                 ("message", "profile `coding`"),
@@ -244,6 +250,9 @@ fn cases() -> Vec<Case> {
             offered: vec![
                 "sessions_list",
                 "session_status",
+                "sessions_history",
+                "sessions_send",
+                "sessions_spawn",
                 "message",
                 "memory_search",
             ],
@@ -261,6 +270,9 @@ fn cases() -> Vec<Case> {
                 "memory_search",
                 "sessions_list",
                 "session_status",
+                "sessions_history",
+                "sessions_send",
+                "sessions_spawn",
                 "message",
             ],
             removed_by: &[("process", "profile")],

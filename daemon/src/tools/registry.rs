@@ -2,7 +2,7 @@
 //! tools first, then MCP and plugin tools). Which of them an agent is
 //! offered is the [`super::policy`] pipeline's decision.
 
-use super::{ToolDef, exec, fs, jobs, patch, web};
+use super::{ToolDef, exec, fs, jobs, patch, sessions, web};
 use crate::llm::ToolSpec;
 
 #[derive(Debug, Clone)]
@@ -18,6 +18,7 @@ impl ToolRegistry {
         tools.push(exec::tool());
         tools.push(jobs::tool());
         tools.push(web::tool());
+        tools.extend(sessions::tools());
         Self { tools }
     }
 

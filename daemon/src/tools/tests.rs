@@ -16,6 +16,8 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
         workspace: dir.to_path_buf(),
         cancel: CancellationToken::new(),
         jobs: Default::default(),
+        sessions: None,
+        turn_spawns: Default::default(),
         settings: Arc::new(ToolSettings {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,
@@ -34,6 +36,10 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
             default_timeout: Duration::from_secs(600),
             approval_timeout: Duration::from_secs(600),
             web_fetch: Default::default(),
+            subagents: crate::config::SubagentLimits {
+                max_depth: 1,
+                max_children: 5,
+            },
         }),
         secret_env: Arc::new(vec!["PINCER_TEST_SECRET_VAR".into()]),
     }

@@ -1,0 +1,127 @@
+//! The session tools end to end: a sub-agent spawned with a narrower
+//! policy answers its parent; a message sent to another session comes back
+//! with that session's answer; `session_status` describes the session.
+
+use pincer_testkit::harness::{TestHome, provider_config};
+use pincer_testkit::scripted::{ScriptedLlm, Step};
+use serde_json::{Value, json};
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn first_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn last_tool_result(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sub_agents_send_and_status() {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    home.write_config(&provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        "\n[tools.subagents]\ndeny = [\"web_fetch\"]\n",
+    ));
+    std::fs::create_dir_all(home.workspace()).unwrap();
+    std::fs::write(home.workspace().join("a.txt"), "x").unwrap();
+    llm.script(
+        "[parent]",
+        vec![
+            Step::tool(
+                "sessions_spawn",
+                json!({"task": "[child] list the files", "deny": ["exec"]}),
+            ),
+            Step::tool("session_status", json!({})),
+            Step::tool(
+                "sessions_send",
+                json!({"session": "other", "message": "[other] ping"}),
+            ),
+            Step::text("all done"),
+        ],
+    );
+    llm.script(
+        "[child]",
+        vec![Step::tool("ls", json!({})), Step::text("child saw a.txt")],
+    );
+    llm.script("[other]", vec![Step::text("pong from other")]);
+    let _d = home.start();
+    let out = home.cli(&["send", "--json", "[parent] go"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json_lines().last().unwrap()["text"], "all done");
+
+    let journal = llm.journal();
+    let child_first = journal
+        .iter()
+        .find(|r| first_user(r).starts_with("[child]"))
+        .expect("the child was called");
+    let child_tools = tool_names(child_first);
+    assert!(child_tools.contains(&"ls".to_string()), "{child_tools:?}");
+    for removed in ["exec", "sessions_spawn", "web_fetch"] {
+        assert!(
+            !child_tools.contains(&removed.to_string()),
+            "{removed} offered to the child: {child_tools:?}"
+        );
+    }
+    let parent: Vec<&Value> = journal
+        .iter()
+        .filter(|r| first_user(r).starts_with("[parent]"))
+        .collect();
+    assert!(tool_names(parent[0]).contains(&"sessions_spawn".to_string()));
+    let spawned = last_tool_result(parent[1]);
+    assert!(
+        spawned.starts_with("[sub-agent agent:main:sub:") && spawned.contains("child saw a.txt"),
+        "{spawned}"
+    );
+    let status = last_tool_result(parent[2]);
+    assert!(
+        status.contains("session: agent:main:main") && status.contains("now: "),
+        "{status}"
+    );
+    let sent = last_tool_result(parent[3]);
+    assert_eq!(sent, "pong from other");
+    let other = journal
+        .iter()
+        .find(|r| first_user(r).contains("[other] ping"))
+        .unwrap();
+    assert!(first_user(other).starts_with("[message from session agent:main:main]"));
+
+    let sessions = home.cli(&["--json", "sessions", "list"]).await.json();
+    let keys: Vec<&str> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert!(
+        keys.iter().any(|k| k.starts_with("agent:main:sub:")),
+        "{keys:?}"
+    );
+    assert!(keys.contains(&"agent:main:other"), "{keys:?}");
+}
