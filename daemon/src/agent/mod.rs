@@ -22,6 +22,7 @@ use crate::session::registry::Registry;
 use crate::tools::ToolRegistry;
 use crate::tools::approvals::Approvals;
 use crate::tools::jobs::Jobs;
+use crate::tools::mcp::McpManager;
 use sessions_access::SubAgent;
 
 /// What a running turn reports, in order.
@@ -84,6 +85,8 @@ pub enum Event {
 pub struct Live {
     pub config: Arc<Config>,
     pub models: Arc<ModelClient>,
+    /// The MCP servers of this config (replaced when they change).
+    pub mcp: Arc<McpManager>,
 }
 
 /// Shared state every turn uses; clone freely.
@@ -126,6 +129,7 @@ impl Runtime {
             jobs: Jobs::default(),
             subagents: Arc::default(),
             live: Arc::new(RwLock::new(Live {
+                mcp: Arc::new(McpManager::new(config.mcp.clone())),
                 config: Arc::new(config),
                 models: Arc::new(models),
             })),
@@ -150,10 +154,33 @@ impl Runtime {
             .clone()
     }
 
-    /// Swaps in a new config and model client.
+    /// Swaps in a new config and model client; MCP servers restart only
+    /// when their configuration changed.
     pub fn replace(&self, config: Config, models: ModelClient) {
         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+        if live.config.mcp != config.mcp {
+            live.mcp.stop();
+            live.mcp = Arc::new(McpManager::new(config.mcp.clone()));
+        }
         live.config = Arc::new(config);
         live.models = Arc::new(models);
+    }
+
+    pub fn mcp(&self) -> Arc<McpManager> {
+        self.live
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .mcp
+            .clone()
+    }
+
+    /// Every tool: the core tools, then those of MCP servers and plugins
+    /// (started on first need).
+    pub async fn tool_registry(&self) -> Arc<ToolRegistry> {
+        let mcp = self.mcp();
+        if mcp.is_empty() {
+            return self.tools.clone();
+        }
+        Arc::new(self.tools.with(mcp.tools().await))
     }
 }

@@ -19,13 +19,13 @@ use crate::llm::{FinishReason, LlmError, Message, Request, ToolSpec};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
 use crate::session::transcript::{Body, Entry, Transcript, Usage};
-use crate::tools::ToolContext;
 use crate::tools::approvals::PendingApproval;
 use crate::tools::loops::LoopDetector;
 use crate::tools::pipeline::CallEnv;
 use crate::tools::policy::{self, PolicyInput};
 use crate::tools::redact::Redactor;
 use crate::tools::sessions::SessionAccess;
+use crate::tools::{ToolContext, ToolRegistry};
 use crate::util::preview;
 
 /// How many times a reply cut by `finish_reason = length` is continued.
@@ -111,7 +111,8 @@ impl Turn<'_> {
             return self.fail(log, "config", problem);
         }
 
-        let tool_env = self.tool_env();
+        let registry = self.rt.tool_registry().await;
+        let tool_env = self.tool_env(&registry);
         let specs: Vec<ToolSpec> = tool_env.offered.iter().map(|t| t.spec()).collect();
         let system = prompt::system_prompt(self.agent, &specs);
         let started = Instant::now();
@@ -227,7 +228,7 @@ impl Turn<'_> {
                 && let Some(rb) = rollback::check(
                     &reply,
                     &tool_env.offered,
-                    &|name: &str| self.rt.tools.get(name).is_some(),
+                    &|name: &str| registry.get(name).is_some(),
                     &dedupe_done,
                     &self.config.tools.refusal_keywords,
                 )
@@ -384,7 +385,7 @@ impl Turn<'_> {
     }
 
     /// What every tool call of this turn shares, built once per turn.
-    fn tool_env(&self) -> CallEnv<'_> {
+    fn tool_env<'r>(&self, registry: &'r ToolRegistry) -> CallEnv<'r> {
         let workspace_error = std::fs::create_dir_all(&self.agent.workspace)
             .err()
             .map(|e| {
@@ -404,7 +405,7 @@ impl Turn<'_> {
         let mut input = PolicyInput::owner(self.agent);
         input.main_session = self.key.channel() == "cli" && key.ends_with(":main");
         input.subagent = sub_layer.as_ref();
-        let resolution = policy::resolve(&self.rt.tools, &self.config.policy, &input);
+        let resolution = policy::resolve(registry, &self.config.policy, &input);
         let secret_env = secret_env(&self.config);
         let settings = Arc::new(self.config.tools.clone());
         CallEnv {

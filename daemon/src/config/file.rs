@@ -19,7 +19,28 @@ pub struct ConfigFile {
     pub agents: BTreeMap<String, AgentSection>,
     #[serde(default)]
     pub tools: ToolsSection,
+    /// MCP servers, by name.
+    #[serde(default)]
+    pub mcp: BTreeMap<String, Spanned<McpSection>>,
     pub default_agent: Option<Spanned<String>>,
+}
+
+/// One MCP server: `command` (stdio) or `url` (Streamable HTTP).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSection {
+    pub command: Option<Vec<String>>,
+    pub url: Option<Spanned<String>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub startup_timeout_s: Option<u64>,
+    /// Tools (as the server names them) offered only when allowlisted.
+    #[serde(default)]
+    pub optional: Vec<String>,
+    pub enabled: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

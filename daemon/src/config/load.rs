@@ -325,6 +325,7 @@ fn resolve(
         default_agent,
         tools: tool_settings(&loc, &file)?,
         policy: policy_settings(&loc, &file)?,
+        mcp: mcp_servers(&loc, home, &file)?,
         provider_problem,
     })
 }
@@ -422,6 +423,81 @@ fn tool_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<ToolSettings, C
             allow_hosts: file.tools.web_fetch.allow_hosts.clone(),
         },
     })
+}
+
+fn mcp_servers(
+    loc: &Locator<'_>,
+    home: &Home,
+    file: &ConfigFile,
+) -> Result<Vec<crate::tools::mcp::McpServerConfig>, ConfigError> {
+    use crate::tools::mcp::{McpServerConfig, Transport};
+    let mut out = Vec::new();
+    for (name, section) in &file.mcp {
+        let span = section.span();
+        let s = section.get_ref();
+        if !valid_id(name) {
+            return Err(loc.at(
+                span,
+                format!("[mcp.{name}]: a server name uses letters, digits, - and _"),
+            ));
+        }
+        if s.enabled == Some(false) {
+            continue;
+        }
+        let transport = match (&s.command, &s.url) {
+            (Some(command), None) if !command.is_empty() && !command[0].trim().is_empty() => {
+                let mut command = command.clone();
+                command[0] = expand_tilde(&command[0]).to_string_lossy().into_owned();
+                Transport::Stdio {
+                    command,
+                    env: s.env.clone(),
+                    cwd: s.cwd.as_deref().map(|c| {
+                        let p = expand_tilde(c);
+                        if p.is_absolute() {
+                            p
+                        } else {
+                            home.root().join(p)
+                        }
+                    }),
+                }
+            }
+            (None, Some(url)) => {
+                let value = url.get_ref().trim().to_string();
+                if !(value.starts_with("http://") || value.starts_with("https://")) {
+                    return Err(loc.at(
+                        url.span(),
+                        format!("`{value}` is not an http:// or https:// URL"),
+                    ));
+                }
+                Transport::Http {
+                    url: value,
+                    headers: s.headers.clone(),
+                }
+            }
+            (Some(_), Some(_)) => {
+                return Err(loc.at(
+                    span,
+                    format!(
+                        "[mcp.{name}] has both `command` and `url`; a server is one or the other"
+                    ),
+                ));
+            }
+            _ => {
+                return Err(loc.at(
+                    span,
+                    format!("[mcp.{name}] needs `command = [\"program\", \"arg\"]` (stdio) or `url = \"http://…\"` (Streamable HTTP)"),
+                ));
+            }
+        };
+        out.push(McpServerConfig {
+            name: name.clone(),
+            transport,
+            startup_timeout: Duration::from_secs(s.startup_timeout_s.unwrap_or(30)),
+            plugin: None,
+            optional: s.optional.clone(),
+        });
+    }
+    Ok(out)
 }
 
 fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSettings>, ConfigError> {

@@ -33,6 +33,8 @@ pub struct Config {
     pub default_agent: String,
     pub tools: ToolSettings,
     pub policy: PolicySettings,
+    /// MCP servers from `[mcp.<name>]` and plugins.
+    pub mcp: Vec<crate::tools::mcp::McpServerConfig>,
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,

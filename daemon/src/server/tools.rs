@@ -48,7 +48,8 @@ impl pb::tools_server::Tools for ToolsService {
             input.default_profile = "messaging";
             input.main_session = false;
         }
-        let resolution = policy::resolve(&rt.tools, &config.policy, &input);
+        let registry = rt.tool_registry().await;
+        let resolution = policy::resolve(&registry, &config.policy, &input);
         let tools = resolution
             .verdicts
             .iter()
@@ -79,6 +80,22 @@ impl pb::tools_server::Tools for ToolsService {
             profile: resolution.profile.clone(),
             tools,
             note: resolution.why_none().unwrap_or_default(),
+            skipped: registry
+                .skipped
+                .iter()
+                .map(|(name, why)| format!("{name}: {why}"))
+                .collect(),
+            servers: rt
+                .mcp()
+                .status()
+                .await
+                .into_iter()
+                .map(|s| pb::McpServerStatus {
+                    name: s.name,
+                    state: s.state,
+                    tools: s.tools as u32,
+                })
+                .collect(),
         }))
     }
 

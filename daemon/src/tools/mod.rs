@@ -10,6 +10,7 @@ pub mod fs;
 pub mod hooks;
 pub mod jobs;
 pub mod loops;
+pub mod mcp;
 pub mod patch;
 pub mod paths;
 pub mod pipeline;

@@ -8,6 +8,8 @@ use crate::llm::ToolSpec;
 #[derive(Debug, Clone)]
 pub struct ToolRegistry {
     tools: Vec<ToolDef>,
+    /// Tools left out because their name was taken, with why.
+    pub skipped: Vec<(String, String)>,
 }
 
 impl ToolRegistry {
@@ -19,12 +21,41 @@ impl ToolRegistry {
         tools.push(jobs::tool());
         tools.push(web::tool());
         tools.extend(sessions::tools());
-        Self { tools }
+        Self {
+            tools,
+            skipped: Vec::new(),
+        }
     }
 
     /// A registry of exactly these tools (tests and benches).
     pub fn from_tools(tools: Vec<ToolDef>) -> Self {
-        Self { tools }
+        Self {
+            tools,
+            skipped: Vec::new(),
+        }
+    }
+
+    /// This registry plus tools from MCP servers and plugins, in order; a
+    /// tool whose name is taken by a core or earlier tool is skipped
+    /// (SPEC §8.1) and listed in `skipped`.
+    pub fn with(&self, extra: Vec<ToolDef>) -> Self {
+        let mut out = self.clone();
+        for tool in extra {
+            if let Some(existing) = out.get(&tool.name) {
+                let why = format!(
+                    "its name is taken by the {} tool `{}`",
+                    match existing.source {
+                        super::ToolSource::Core => "core",
+                        _ => "earlier",
+                    },
+                    existing.name
+                );
+                out.skipped.push((tool.name.clone(), why));
+                continue;
+            }
+            out.tools.push(tool);
+        }
+        out
     }
 
     pub fn get(&self, name: &str) -> Option<&ToolDef> {

@@ -1,0 +1,498 @@
+//! MCP client (SPEC §8.1), on the official Rust SDK `rmcp`: servers over
+//! stdio (a child process) or Streamable HTTP, each a tool source. A
+//! server's tools are offered as `mcp__<server>__<tool>` (policy patterns
+//! `mcp:<server>` and `group:plugins` name them all).
+//!
+//! Servers start lazily, when a turn or `pincer tools list` first needs the
+//! tool set; one that fails or crashes is started again on a later use,
+//! after a backoff that doubles from 1 s to 60 s. A
+//! `notifications/tools/list_changed` makes the next use list its tools
+//! again. Every MCP failure is a tool error for the model, never a crash.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ContentBlock, Implementation,
+    ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::{ClientHandler, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+use super::{ToolContext, ToolDef, ToolFlags, ToolOutput, ToolSource};
+
+const MIN_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    Stdio {
+        command: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One configured server (`[mcp.<name>]` or a plugin's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerConfig {
+    pub name: String,
+    pub transport: Transport,
+    pub startup_timeout: Duration,
+    /// A plugin's server: its tools belong to the plugin.
+    pub plugin: Option<String>,
+    /// Tool names (as the server calls them) offered only when allowlisted.
+    pub optional: Vec<String>,
+}
+
+/// Notes `tools/list_changed`, so the next use lists tools again.
+#[derive(Clone)]
+struct Handler {
+    stale: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        self.stale.store(true, Ordering::SeqCst);
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("pincer", env!("CARGO_PKG_VERSION")),
+        );
+        // The newest version with the `initialize` handshake every server
+        // we meet speaks.
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        info
+    }
+}
+
+type Service = RunningService<RoleClient, Handler>;
+
+enum State {
+    Idle,
+    Ready {
+        service: Arc<Service>,
+        tools: Vec<ToolDef>,
+        stale: Arc<AtomicBool>,
+    },
+    Failed {
+        error: String,
+        retry_at: Instant,
+        backoff: Duration,
+    },
+}
+
+/// One server and its connection.
+pub struct McpServer {
+    pub config: McpServerConfig,
+    state: tokio::sync::Mutex<State>,
+    stop: CancellationToken,
+}
+
+/// What `status` reports about a server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerStatus {
+    pub name: String,
+    pub state: String,
+    pub tools: usize,
+}
+
+impl McpServer {
+    fn new(config: McpServerConfig, stop: CancellationToken) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            state: tokio::sync::Mutex::new(State::Idle),
+            stop,
+        })
+    }
+
+    /// The server's tools, starting (or restarting) it if needed.
+    async fn tools(self: &Arc<Self>) -> Vec<ToolDef> {
+        match self.ready().await {
+            Ok((_, tools)) => tools,
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// A running service and its tool list; connects if needed.
+    async fn ready(self: &Arc<Self>) -> Result<(Arc<Service>, Vec<ToolDef>), String> {
+        let mut state = self.state.lock().await;
+        if let State::Ready { service, stale, .. } = &*state {
+            if gone(service) {
+                tracing::warn!(server = %self.config.name, "MCP server stopped; it will be restarted");
+                *state = failed(format!("the server `{}` stopped", self.config.name), None);
+            } else if stale.swap(false, Ordering::SeqCst) {
+                match self.list(service).await {
+                    Ok(list) => {
+                        *state = State::Ready {
+                            service: service.clone(),
+                            tools: list,
+                            stale: stale.clone(),
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = %self.config.name, error = %e, "cannot list tools again")
+                    }
+                }
+            }
+        }
+        match &*state {
+            State::Ready { service, tools, .. } => return Ok((service.clone(), tools.clone())),
+            State::Failed {
+                error, retry_at, ..
+            } if Instant::now() < *retry_at => {
+                return Err(error.clone());
+            }
+            _ => {}
+        }
+        let previous = match &*state {
+            State::Failed { backoff, .. } => Some(*backoff),
+            _ => None,
+        };
+        match tokio::time::timeout(self.config.startup_timeout, self.connect()).await {
+            Ok(Ok((service, stale))) => {
+                let service = Arc::new(service);
+                match self.list(&service).await {
+                    Ok(tools) => {
+                        tracing::info!(server = %self.config.name, tools = tools.len(), "MCP server ready");
+                        *state = State::Ready {
+                            service: service.clone(),
+                            tools: tools.clone(),
+                            stale,
+                        };
+                        Ok((service, tools))
+                    }
+                    Err(e) => {
+                        *state = failed(e.clone(), previous);
+                        Err(e)
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(server = %self.config.name, error = %e, "MCP server failed to start");
+                *state = failed(e.clone(), previous);
+                Err(e)
+            }
+            Err(_) => {
+                let e = format!(
+                    "the MCP server `{}` did not start within {} s",
+                    self.config.name,
+                    self.config.startup_timeout.as_secs()
+                );
+                *state = failed(e.clone(), previous);
+                Err(e)
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<(Service, Arc<AtomicBool>), String> {
+        let stale = Arc::new(AtomicBool::new(false));
+        let handler = Handler {
+            stale: stale.clone(),
+        };
+        let name = &self.config.name;
+        let service = match &self.config.transport {
+            Transport::Stdio { command, env, cwd } => {
+                let Some((program, args)) = command.split_first() else {
+                    return Err(format!("the MCP server `{name}` has no command"));
+                };
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args).envs(env).kill_on_drop(true);
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| {
+                        format!("cannot start the MCP server `{name}` (`{program}`): {e}")
+                    })?;
+                if let Some(stderr) = stderr {
+                    let server = name.clone();
+                    // Its stderr goes to our log, a line at a time.
+                    tokio::spawn(async move {
+                        let mut lines = tokio::io::BufReader::new(stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            tracing::debug!(server = %server, "{line}");
+                        }
+                    });
+                }
+                handler
+                    .serve_with_ct(transport, self.stop.child_token())
+                    .await
+                    .map_err(|e| format!("the MCP server `{name}` did not initialize: {e}"))?
+            }
+            Transport::Http { url, headers } => {
+                crate::llm::client::install_crypto_provider();
+                let mut map = std::collections::HashMap::new();
+                for (k, v) in headers {
+                    let key = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| format!("bad header name `{k}`: {e}"))?;
+                    let value = reqwest::header::HeaderValue::from_str(v)
+                        .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
+                    map.insert(key, value);
+                }
+                let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(map);
+                let client = reqwest::Client::builder()
+                    .connect_timeout(Duration::from_secs(10))
+                    .build()
+                    .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+                handler
+                    .serve_with_ct(transport, self.stop.child_token())
+                    .await
+                    .map_err(|e| {
+                        format!("the MCP server `{name}` at {url} did not initialize: {e}")
+                    })?
+            }
+        };
+        Ok((service, stale))
+    }
+
+    async fn list(self: &Arc<Self>, service: &Service) -> Result<Vec<ToolDef>, String> {
+        let listed = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("cannot list the tools of `{}`: {e}", self.config.name))?;
+        Ok(listed.into_iter().map(|t| self.tool_def(t)).collect())
+    }
+
+    fn tool_def(self: &Arc<Self>, tool: rmcp::model::Tool) -> ToolDef {
+        let remote = tool.name.to_string();
+        let name = namespaced(&self.config.name, &remote);
+        let schema = serde_json::Value::Object((*tool.input_schema).clone());
+        let source = match &self.config.plugin {
+            Some(id) => ToolSource::Plugin {
+                id: id.clone(),
+                server: self.config.name.clone(),
+            },
+            None => ToolSource::Mcp {
+                server: self.config.name.clone(),
+            },
+        };
+        let flags = ToolFlags {
+            optional: self.config.optional.iter().any(|o| o == &remote),
+            ..ToolFlags::default()
+        };
+        let server = self.clone();
+        let handler = move |args: serde_json::Value, ctx: ToolContext| {
+            let server = server.clone();
+            let remote = remote.clone();
+            Box::pin(async move { server.call(&remote, args, &ctx.cancel).await })
+                as std::pin::Pin<Box<dyn Future<Output = ToolOutput> + Send>>
+        };
+        ToolDef::dynamic(
+            &name,
+            tool.description.as_deref().unwrap_or(""),
+            schema,
+            Vec::new(),
+            flags,
+            source,
+            Arc::new(handler),
+        )
+    }
+
+    /// Calls a tool; every failure is a tool error.
+    async fn call(
+        self: &Arc<Self>,
+        tool: &str,
+        args: serde_json::Value,
+        cancel: &CancellationToken,
+    ) -> ToolOutput {
+        let name = &self.config.name;
+        let service = match self.ready().await {
+            Ok((service, _)) => service,
+            Err(e) => return ToolOutput::error(format!("MCP server `{name}` is unavailable: {e}")),
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let serde_json::Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        let result = tokio::select! {
+            r = service.call_tool(params) => r,
+            _ = cancel.cancelled() => return ToolOutput::error("aborted"),
+        };
+        match result {
+            Ok(r) => {
+                let text = content_text(&r.content, r.structured_content.as_ref());
+                if r.is_error.unwrap_or(false) {
+                    ToolOutput::error(text)
+                } else {
+                    ToolOutput::ok(text)
+                }
+            }
+            Err(e) => {
+                if matches!(
+                    e,
+                    rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
+                ) || gone(&service)
+                {
+                    let mut state = self.state.lock().await;
+                    *state = failed(format!("the server `{name}` stopped: {e}"), None);
+                }
+                ToolOutput::error(format!("MCP server `{name}` failed to run `{tool}`: {e}"))
+            }
+        }
+    }
+
+    async fn status(&self) -> ServerStatus {
+        let state = self.state.lock().await;
+        let (text, tools) = match &*state {
+            State::Idle => ("not started (starts when first needed)".to_string(), 0),
+            State::Ready { tools, .. } => ("running".to_string(), tools.len()),
+            State::Failed {
+                error, retry_at, ..
+            } => (
+                format!(
+                    "failed: {error} (retry in {} s)",
+                    retry_at.saturating_duration_since(Instant::now()).as_secs()
+                ),
+                0,
+            ),
+        };
+        ServerStatus {
+            name: self.config.name.clone(),
+            state: text,
+            tools,
+        }
+    }
+}
+
+/// Whether the connection has ended (the process exited, the stream
+/// closed) or was cancelled.
+fn gone(service: &Service) -> bool {
+    service.is_closed() || service.peer().is_transport_closed()
+}
+
+fn failed(error: String, previous: Option<Duration>) -> State {
+    let backoff = previous.map_or(MIN_BACKOFF, |b| (b * 2).min(MAX_BACKOFF));
+    State::Failed {
+        error,
+        retry_at: Instant::now() + backoff,
+        backoff,
+    }
+}
+
+/// `mcp__<server>__<tool>`, with characters providers reject replaced and
+/// the length kept within 64.
+pub fn namespaced(server: &str, tool: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    let mut name = format!("mcp__{}__{}", clean(server), clean(tool));
+    name.truncate(64);
+    name
+}
+
+/// A tool result's content as text for the model.
+fn content_text(content: &[ContentBlock], structured: Option<&serde_json::Value>) -> String {
+    let mut parts: Vec<String> = content
+        .iter()
+        .map(|c| match c {
+            ContentBlock::Text(t) => t.text.clone(),
+            ContentBlock::Image(i) => {
+                format!("[image {}, {} bytes of base64]", i.mime_type, i.data.len())
+            }
+            ContentBlock::Audio(a) => {
+                format!("[audio {}, {} bytes of base64]", a.mime_type, a.data.len())
+            }
+            ContentBlock::Resource(r) => serde_json::to_string(&r.resource).unwrap_or_default(),
+            ContentBlock::ResourceLink(r) => format!("[resource {}]", r.uri),
+            other => serde_json::to_string(other).unwrap_or_default(),
+        })
+        .collect();
+    if parts.is_empty()
+        && let Some(s) = structured
+    {
+        parts.push(s.to_string());
+    }
+    parts.join("\n")
+}
+
+/// Every MCP server of the daemon.
+pub struct McpManager {
+    servers: Vec<Arc<McpServer>>,
+    stop: CancellationToken,
+}
+
+impl McpManager {
+    pub fn new(configs: Vec<McpServerConfig>) -> Self {
+        let stop = CancellationToken::new();
+        Self {
+            servers: configs
+                .into_iter()
+                .map(|c| McpServer::new(c, stop.clone()))
+                .collect(),
+            stop,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The tools of every server, starting the ones not running (in
+    /// parallel, each bounded by its start-up timeout).
+    pub async fn tools(&self) -> Vec<ToolDef> {
+        let all = futures_util::future::join_all(self.servers.iter().map(|s| s.tools())).await;
+        all.into_iter().flatten().collect()
+    }
+
+    pub async fn status(&self) -> Vec<ServerStatus> {
+        futures_util::future::join_all(self.servers.iter().map(|s| s.status())).await
+    }
+
+    /// Stops every server (daemon shutdown).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for McpManager {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_namespaced_and_provider_safe() {
+        assert_eq!(namespaced("everything", "echo"), "mcp__everything__echo");
+        assert_eq!(
+            namespaced("my server", "get.time"),
+            "mcp__my_server__get_time"
+        );
+        assert_eq!(namespaced("s", &"x".repeat(100)).len(), 64);
+    }
+}
