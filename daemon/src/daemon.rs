@@ -69,6 +69,12 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     if let Some(problem) = &config.provider_problem {
         tracing::warn!("{problem}");
     }
+    for problem in &config.plugin_problems {
+        tracing::warn!("{problem}");
+    }
+    for plugin in &config.plugins {
+        tracing::info!(plugin = %plugin.id, dir = %plugin.dir.display(), "plugin loaded");
+    }
     let grace = config.daemon.shutdown_grace;
     let hub = Hub::new(
         Runtime::new(home.clone(), registry, config.clone(), models),

@@ -57,6 +57,16 @@ pub async fn check_running(home: &Home, config: &Config) -> Vec<Finding> {
     if let Some(problem) = &config.provider_problem {
         out.push(finding(Level::Error, "provider", problem.clone()));
     }
+    for problem in &config.plugin_problems {
+        out.push(finding(Level::Warn, "plugin", problem.clone()));
+    }
+    for plugin in &config.plugins {
+        out.push(finding(
+            Level::Ok,
+            "plugin",
+            format!("`{}` loaded from {}", plugin.id, plugin.dir.display()),
+        ));
+    }
     out.extend(check_dirs(home));
     for provider in config.providers.values() {
         out.push(check_provider(provider).await);

@@ -76,6 +76,11 @@ impl Home {
     pub fn pid_file(&self) -> PathBuf {
         self.run_dir().join("pincerd.pid")
     }
+    /// Plugin folders, each with a `pincer-plugin.toml`.
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.root.join("plugins")
+    }
+
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
     }

@@ -317,15 +317,31 @@ fn resolve(
             .unwrap_or_else(|| "main".into()),
     };
 
+    let mut tools = tool_settings(&loc, &file)?;
+    let mcp_servers = mcp_servers(&loc, home, &file)?;
+    let core_names: Vec<String> = crate::tools::ToolRegistry::core()
+        .all()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let plugins = crate::tools::plugins::discover(&home.plugins_dir(), &core_names);
+    tools
+        .hooks
+        .extend(plugins.plugins.iter().flat_map(|p| p.hooks.clone()));
     Ok(Config {
         source: path.map(Path::to_path_buf),
         daemon,
         providers,
         agents,
         default_agent,
-        tools: tool_settings(&loc, &file)?,
+        tools,
         policy: policy_settings(&loc, &file)?,
-        mcp: mcp_servers(&loc, home, &file)?,
+        mcp: mcp_servers
+            .into_iter()
+            .chain(plugins.plugins.iter().map(|p| p.server.clone()))
+            .collect(),
+        plugins: plugins.plugins,
+        plugin_problems: plugins.problems,
         provider_problem,
     })
 }

@@ -35,6 +35,10 @@ pub struct Config {
     pub policy: PolicySettings,
     /// MCP servers from `[mcp.<name>]` and plugins.
     pub mcp: Vec<crate::tools::mcp::McpServerConfig>,
+    /// Plugins found in `PINCER_HOME/plugins/`.
+    pub plugins: Vec<crate::tools::plugins::Plugin>,
+    /// Plugin folders that were refused, as sentences.
+    pub plugin_problems: Vec<String>,
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,

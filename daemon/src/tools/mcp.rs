@@ -50,7 +50,8 @@ pub struct McpServerConfig {
     pub name: String,
     pub transport: Transport,
     pub startup_timeout: Duration,
-    /// A plugin's server: its tools belong to the plugin.
+    /// A plugin's server: its tools belong to the plugin and keep their own
+    /// names (a `[mcp.*]` server's are `mcp__<server>__<tool>`).
     pub plugin: Option<String>,
     /// Tool names (as the server calls them) offered only when allowlisted.
     pub optional: Vec<String>,
@@ -279,7 +280,10 @@ impl McpServer {
 
     fn tool_def(self: &Arc<Self>, tool: rmcp::model::Tool) -> ToolDef {
         let remote = tool.name.to_string();
-        let name = namespaced(&self.config.name, &remote);
+        let name = match &self.config.plugin {
+            Some(_) => provider_safe(&remote),
+            None => namespaced(&self.config.name, &remote),
+        };
         let schema = serde_json::Value::Object((*tool.input_schema).clone());
         let source = match &self.config.plugin {
             Some(id) => ToolSource::Plugin {
@@ -393,23 +397,25 @@ fn failed(error: String, previous: Option<Duration>) -> State {
     }
 }
 
-/// `mcp__<server>__<tool>`, with characters providers reject replaced and
-/// the length kept within 64.
+/// `mcp__<server>__<tool>`, provider-safe.
 pub fn namespaced(server: &str, tool: &str) -> String {
-    let clean = |s: &str| -> String {
-        s.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect()
-    };
-    let mut name = format!("mcp__{}__{}", clean(server), clean(tool));
-    name.truncate(64);
-    name
+    provider_safe(&format!("mcp__{server}__{tool}"))
+}
+
+/// A name providers accept: `[A-Za-z0-9_-]`, at most 64 characters.
+pub fn provider_safe(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    out.truncate(64);
+    out
 }
 
 /// A tool result's content as text for the model.

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod patch;
 pub mod paths;
 pub mod pipeline;
+pub mod plugins;
 pub mod policy;
 #[cfg(test)]
 mod policy_tests;

@@ -1,0 +1,136 @@
+//! Plugins end to end: discovery from `PINCER_HOME/plugins/`, a refused id,
+//! a skipped tool whose name is taken, an optional tool offered only once an
+//! allow list names the plugin, and a plugin's hook.
+
+use pincer_testkit::harness::{TestHome, provider_config};
+use pincer_testkit::peers::peer;
+use pincer_testkit::scripted::{ScriptedLlm, Step};
+use serde_json::{Value, json};
+
+fn install_plugins(home: &TestHome) {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/weather_plugin/server.py");
+    let weather = home.path().join("plugins/weather");
+    std::fs::create_dir_all(&weather).unwrap();
+    std::fs::copy(&fixture, weather.join("server.py")).unwrap();
+    std::fs::write(
+        weather.join("pincer-plugin.toml"),
+        format!(
+            "id = \"weather\"\n[server]\ncommand = [{:?}, \"server.py\"]\n[tools.forecast]\noptional = true\n\n[[hooks]]\nevent = \"before_tool_call\"\ntools = [\"alerts\"]\ncommand = [\"sh\", \"-c\", \"cat >/dev/null; echo '{{\\\"decision\\\": \\\"block\\\", \\\"reason\\\": \\\"alerts are off\\\"}}'\"]\n",
+            peer("python").display().to_string()
+        ),
+    )
+    .unwrap();
+    let bad = home.path().join("plugins/zz-exec");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(
+        bad.join("pincer-plugin.toml"),
+        "id = \"exec\"\n[server]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+    )
+    .unwrap();
+}
+
+fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no tool {name}: {list}"))
+}
+
+fn offered_to_model(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plugin_tools_follow_the_rules_of_spec_8_1() {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    let base = format!("{}/v1", llm.base_url());
+    home.write_config(&provider_config("openai", &base, ""));
+    install_plugins(&home);
+    llm.script("[before]", vec![Step::text("ok")]);
+    llm.script(
+        "[after]",
+        vec![
+            Step::tools(&[
+                ("forecast", json!({"city": "Paris"})),
+                ("alerts", json!({})),
+            ]),
+            Step::text("done"),
+        ],
+    );
+    let _d = home.start();
+
+    let list = home.cli(&["--json", "tools", "list"]).await.json();
+    let forecast = tool(&list, "forecast");
+    assert_eq!(forecast["source"], "plugin:weather");
+    assert_eq!(forecast["optional"], true);
+    assert_eq!(forecast["offered"], false);
+    assert_eq!(forecast["removed_by"], "optional");
+    assert_eq!(tool(&list, "alerts")["offered"], true);
+    // The plugin's `read` lost to the core tool.
+    assert_eq!(tool(&list, "read")["source"], "core");
+    let skipped = list["skipped"].to_string();
+    assert!(
+        skipped.contains("read: its name is taken by the core tool `read`"),
+        "{skipped}"
+    );
+    let doctor = home.cli(&["doctor"]).await;
+    assert!(
+        doctor.stdout.contains("`exec` is the name of a core tool"),
+        "{}",
+        doctor.stdout
+    );
+    assert!(
+        doctor.stdout.contains("`weather` loaded"),
+        "{}",
+        doctor.stdout
+    );
+
+    home.cli(&["send", "--session", "a", "[before] hi"])
+        .await
+        .ok();
+    let first = offered_to_model(&llm.journal()[0]);
+    assert!(
+        first.contains(&"alerts".to_string()) && !first.contains(&"forecast".to_string()),
+        "{first:?}"
+    );
+
+    // Naming the plugin in an allow list offers its optional tool.
+    home.write_config(&provider_config(
+        "openai",
+        &base,
+        "tools = { profile = \"full\", allow = [\"weather\"] }",
+    ));
+    home.cli(&["config", "reload"]).await.ok();
+    let list = home.cli(&["--json", "tools", "list"]).await.json();
+    assert_eq!(tool(&list, "forecast")["offered"], true, "{list}");
+    let out = home
+        .cli(&["send", "--json", "--session", "b", "[after] weather?"])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let journal = llm.journal();
+    let last = journal.last().unwrap();
+    assert!(offered_to_model(last).contains(&"forecast".to_string()));
+    let results: Vec<String> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect();
+    assert!(results[0].contains("sunny in Paris"), "{results:?}");
+    assert!(
+        results[1].contains("blocked by hook `weather:0`: alerts are off"),
+        "{results:?}"
+    );
+}
