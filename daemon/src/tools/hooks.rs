@@ -65,9 +65,8 @@ struct AfterAnswer {
 pub fn applies(hook: &HookSettings, tool: &str) -> bool {
     hook.tools.is_empty()
         || hook.tools.iter().any(|p| {
-            globset::Glob::new(&p.to_lowercase())
-                .map(|g| g.compile_matcher().is_match(tool.to_lowercase()))
-                .unwrap_or(false)
+            super::policy::compiled_glob(&p.to_lowercase())
+                .is_some_and(|g| g.is_match(tool.to_lowercase()))
         })
 }
 

@@ -8,6 +8,8 @@
 //! the layer and the pattern that removed it, so `pincer tools list` can
 //! explain each decision.
 
+use std::collections::HashMap;
+
 use globset::{Glob, GlobMatcher};
 
 use super::{ToolDef, ToolRegistry, ToolSource};
@@ -68,11 +70,11 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
 #[derive(Debug, Clone)]
 enum Pattern {
     Group(String),
+    /// A tool name, plugin id or `mcp:<server>`, compared as is (most
+    /// patterns: no glob to compile).
+    Literal(String),
     /// A tool name glob, which also matches a plugin id or `mcp:<server>`.
-    Name {
-        glob: GlobMatcher,
-        literal: bool,
-    },
+    Glob(GlobMatcher),
 }
 
 impl Pattern {
@@ -81,17 +83,19 @@ impl Pattern {
         if let Some(group) = lower.strip_prefix("group:") {
             return Some(Pattern::Group(group.to_string()));
         }
-        let literal = !lower.contains(['*', '?', '[', '{']);
-        Glob::new(&lower).ok().map(|g| Pattern::Name {
-            glob: g.compile_matcher(),
-            literal,
-        })
+        if !lower.contains(['*', '?', '[', '{', '\\']) {
+            return Some(Pattern::Literal(lower));
+        }
+        compiled_glob(&lower).map(Pattern::Glob)
     }
 
     fn matches(&self, tool: &Facts) -> bool {
         match self {
             Pattern::Group(g) => tool.groups.iter().any(|t| t == g),
-            Pattern::Name { glob, .. } => {
+            Pattern::Literal(name) => {
+                tool.name == *name || tool.source_ids.iter().any(|id| id == name)
+            }
+            Pattern::Glob(glob) => {
                 glob.is_match(&tool.name) || tool.source_ids.iter().any(|id| glob.is_match(id))
             }
         }
@@ -101,10 +105,27 @@ impl Pattern {
     /// wildcard): what an `optional` tool needs.
     fn names(&self, tool: &Facts) -> bool {
         match self {
-            Pattern::Name { literal: false, .. } => false,
+            Pattern::Glob(_) => false,
             other => other.matches(tool),
         }
     }
+}
+
+/// Compiling a glob builds a regex (tens of microseconds); the patterns
+/// come from the config, a small set, so each is compiled once.
+pub(crate) fn compiled_glob(pattern: &str) -> Option<GlobMatcher> {
+    static CACHE: std::sync::LazyLock<std::sync::Mutex<HashMap<String, GlobMatcher>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(m) = cache.get(pattern) {
+        return Some(m.clone());
+    }
+    let m = Glob::new(pattern).ok()?.compile_matcher();
+    if cache.len() > 4096 {
+        cache.clear();
+    }
+    cache.insert(pattern.to_string(), m.clone());
+    Some(m)
 }
 
 /// Lower-cased facts of a tool that patterns match against.
