@@ -131,12 +131,12 @@ pub enum ToolsCommand {
     List {
         #[arg(long)]
         agent: Option<String>,
-        /// As seen by a sender who is not an owner.
+        /// As in a chat on this channel (telegram, discord): default profile `messaging`.
         #[arg(long)]
-        as_stranger: bool,
-        /// As in a channel or group chat (default profile `messaging`).
+        channel: Option<String>,
+        /// As this sender in that chat (not an owner: owner-only tools removed).
         #[arg(long)]
-        in_channel: bool,
+        peer: Option<String>,
     },
     /// The audit table: recent tool calls, their outcome and what decided it.
     Audit {

@@ -13,9 +13,9 @@ pub async fn run(ctx: &Ctx, command: ToolsCommand) -> Result<u8, CliError> {
     match command {
         ToolsCommand::List {
             agent,
-            as_stranger,
-            in_channel,
-        } => list(ctx, agent, as_stranger, in_channel).await,
+            channel,
+            peer,
+        } => list(ctx, agent, channel, peer).await,
         ToolsCommand::Audit { session, limit } => audit(ctx, session, limit).await,
     }
 }
@@ -117,16 +117,16 @@ async fn audit(ctx: &Ctx, session: Option<String>, limit: u32) -> Result<u8, Cli
 async fn list(
     ctx: &Ctx,
     agent: Option<String>,
-    as_stranger: bool,
-    in_channel: bool,
+    channel: Option<String>,
+    peer: Option<String>,
 ) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     let list = c
         .tools
         .list(pb::ListToolsRequest {
             agent: agent.unwrap_or_default(),
-            as_stranger,
-            in_channel,
+            channel: channel.unwrap_or_default(),
+            peer: peer.unwrap_or_default(),
         })
         .await?
         .into_inner();

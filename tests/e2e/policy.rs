@@ -86,7 +86,15 @@ async fn a_channel_stranger_gets_messaging_and_no_runtime() {
     ));
     let _d = home.start();
     let json = home
-        .cli(&["--json", "tools", "list", "--in-channel", "--as-stranger"])
+        .cli(&[
+            "--json",
+            "tools",
+            "list",
+            "--channel",
+            "telegram",
+            "--peer",
+            "12345",
+        ])
         .await
         .json();
     assert_eq!(json["profile"], "messaging");

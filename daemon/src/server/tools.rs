@@ -43,8 +43,10 @@ impl pb::tools_server::Tools for ToolsService {
             return Err(Status::not_found(format!("no agent `{agent_id}`")));
         };
         let mut input = PolicyInput::owner(agent);
-        input.owner = !req.as_stranger;
-        if req.in_channel {
+        // Owners per channel arrive with the bridges; until then every
+        // named peer is a stranger.
+        input.owner = req.peer.trim().is_empty();
+        if !req.channel.trim().is_empty() {
             input.default_profile = "messaging";
             input.main_session = false;
         }

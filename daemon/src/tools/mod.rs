@@ -122,7 +122,9 @@ pub struct ToolDef {
     pub source: ToolSource,
     /// Parameter names models habitually get wrong, and the right ones.
     pub aliases: Vec<(String, String)>,
-    validator: Option<Arc<jsonschema::Validator>>,
+    /// Compiled on first use: most tools are never called in a session,
+    /// and compiling at start-up costs time and memory.
+    validator: Arc<std::sync::OnceLock<Option<jsonschema::Validator>>>,
     handler: Arc<Handler>,
 }
 
@@ -184,15 +186,6 @@ impl ToolDef {
         source: ToolSource,
         handler: Arc<Handler>,
     ) -> Self {
-        // A schema the validator cannot compile (servers send odd ones)
-        // only loses validation; the tool still works.
-        let validator = match jsonschema::validator_for(&parameters) {
-            Ok(v) => Some(Arc::new(v)),
-            Err(e) => {
-                tracing::warn!(tool = name, error = %e, "the tool's JSON schema cannot be compiled; its arguments are not validated");
-                None
-            }
-        };
         Self {
             name: name.to_string(),
             description: description.to_string(),
@@ -201,7 +194,7 @@ impl ToolDef {
             flags,
             source,
             aliases: Vec::new(),
-            validator,
+            validator: Arc::default(),
             handler,
         }
     }
@@ -257,7 +250,18 @@ impl ToolDef {
 
     /// Checks arguments against the schema (also after a hook replaced them).
     pub fn validate(&self, args: &serde_json::Value) -> Result<(), ToolOutput> {
-        let Some(validator) = &self.validator else {
+        let compiled = self.validator.get_or_init(|| {
+            // A schema the validator cannot compile (servers send odd ones)
+            // only loses validation; the tool still works.
+            match jsonschema::validator_for(&self.parameters) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    tracing::warn!(tool = %self.name, error = %e, "the tool's JSON schema cannot be compiled; its arguments are not validated");
+                    None
+                }
+            }
+        });
+        let Some(validator) = compiled else {
             return Ok(());
         };
         let problems: Vec<String> = validator
