@@ -44,10 +44,15 @@ fn last_tool_result(request: &Value) -> String {
 async fn sub_agents_send_and_status() {
     let llm = ScriptedLlm::start().await.expect("scripted llm");
     let home = TestHome::new();
-    home.write_config(&provider_config(
-        "openai",
-        &format!("{}/v1", llm.base_url()),
-        "\n[tools.subagents]\ndeny = [\"web_fetch\"]\n",
+    // One turn at a time in all: the parent waits for its child and for
+    // the other session, which must not wait for a slot it holds.
+    home.write_config(&format!(
+        "[daemon]\nmax_concurrent_turns = 1\n\n{}",
+        provider_config(
+            "openai",
+            &format!("{}/v1", llm.base_url()),
+            "\n[tools.subagents]\ndeny = [\"web_fetch\"]\n",
+        )
     ));
     std::fs::create_dir_all(home.workspace()).unwrap();
     std::fs::write(home.workspace().join("a.txt"), "x").unwrap();

@@ -33,6 +33,15 @@ pub enum HubError {
     ShuttingDown,
 }
 
+/// The session a driver task serves.
+struct Driven {
+    key: SessionKey,
+    /// Valid for the whole drive: reset and delete are refused meanwhile.
+    row: SessionRow,
+    /// Started by another turn: takes no slot of the global limit.
+    nested: bool,
+}
+
 struct Pending {
     text: String,
     subscriber: Subscriber,
@@ -123,6 +132,29 @@ impl Hub {
         text: String,
         subscriber: Subscriber,
     ) -> Result<(), HubError> {
+        self.deliver(key, text, subscriber, false).await
+    }
+
+    /// A message from a running turn (`sessions_send`, `sessions_spawn`):
+    /// its turns do not take a slot of the global limit, because the turn
+    /// waiting for them holds one already (otherwise a full limit would
+    /// deadlock). Fan-out is bounded by the sub-agent limits.
+    pub async fn chat_nested(
+        &self,
+        key: SessionKey,
+        text: String,
+        subscriber: Subscriber,
+    ) -> Result<(), HubError> {
+        self.deliver(key, text, subscriber, true).await
+    }
+
+    async fn deliver(
+        &self,
+        key: SessionKey,
+        text: String,
+        subscriber: Subscriber,
+        nested: bool,
+    ) -> Result<(), HubError> {
         if self.is_closing() {
             return Err(HubError::ShuttingDown);
         }
@@ -151,8 +183,10 @@ impl Hub {
         let log = slot.log.take();
         drop(slots);
         let hub = self.clone();
-        self.tasks
-            .spawn(async move { hub.drive(key, row, log, text, cancel, subscribers).await });
+        self.tasks.spawn(async move {
+            hub.drive(Driven { key, row, nested }, log, text, cancel, subscribers)
+                .await
+        });
         Ok(())
     }
 
@@ -161,13 +195,13 @@ impl Hub {
     /// (see [`Hub::forget`]).
     async fn drive(
         self,
-        key: SessionKey,
-        row: SessionRow,
+        session: Driven,
         mut log: Option<SessionLog>,
         mut text: String,
         mut cancel: CancellationToken,
         mut subscribers: Arc<Mutex<Vec<Subscriber>>>,
     ) {
+        let key = &session.key;
         loop {
             let emit_to = subscribers.clone();
             let emit: super::turn::Emit = Arc::new(move |event: Event| {
@@ -176,7 +210,7 @@ impl Hub {
                 subs.retain(|s| s.send(event.clone()).is_ok());
             });
             let outcome = self
-                .one_turn(&key, &row, &mut log, text, cancel, emit.clone())
+                .one_turn(&session, &mut log, text, cancel, emit.clone())
                 .await;
             if let Err(e) = outcome {
                 emit(Event::Error {
@@ -217,15 +251,16 @@ impl Hub {
 
     async fn one_turn(
         &self,
-        key: &SessionKey,
-        row: &SessionRow,
+        session: &Driven,
         log: &mut Option<SessionLog>,
         text: String,
         cancel: CancellationToken,
         emit: super::turn::Emit,
     ) -> Result<(), HubError> {
+        let (key, row, nested) = (&session.key, &session.row, session.nested);
         let _permit = tokio::select! {
-            p = self.limit.clone().acquire_owned() => p.map_err(|_| HubError::ShuttingDown)?,
+            p = self.limit.clone().acquire_owned(), if !nested => Some(p.map_err(|_| HubError::ShuttingDown)?),
+            _ = std::future::ready(()), if nested => None,
             _ = cancel.cancelled() => {
                 emit(Event::Finished { text: String::new(), stop_reason: "aborted", model_calls: 0, tool_calls: 0 });
                 return Ok(());

@@ -35,7 +35,9 @@ impl Hub {
     ) -> Result<String, String> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let key_text = key.to_string();
-        self.chat(key, text, tx).await.map_err(|e| e.to_string())?;
+        self.chat_nested(key, text, tx)
+            .await
+            .map_err(|e| e.to_string())?;
         let collect = async {
             while let Some(event) = rx.recv().await {
                 match event {
@@ -222,7 +224,9 @@ impl SessionAccess for Hub {
                 None => {
                     let (tx, _rx) = mpsc::unbounded_channel();
                     let key_text = key.to_string();
-                    self.chat(key, text, tx).await.map_err(|e| e.to_string())?;
+                    self.chat_nested(key, text, tx)
+                        .await
+                        .map_err(|e| e.to_string())?;
                     Ok(format!("sent to {key_text}; not waiting for the answer"))
                 }
             }
