@@ -16,6 +16,7 @@ use super::{Event, Runtime};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
 use crate::session::transcript::Transcript;
+use crate::tools::policy::ChatOrigin;
 
 pub type Subscriber = mpsc::UnboundedSender<Event>;
 
@@ -44,6 +45,7 @@ struct Driven {
 
 struct Pending {
     text: String,
+    origin: ChatOrigin,
     subscriber: Subscriber,
 }
 
@@ -132,7 +134,20 @@ impl Hub {
         text: String,
         subscriber: Subscriber,
     ) -> Result<(), HubError> {
-        self.deliver(key, text, subscriber, false).await
+        self.deliver(key, text, ChatOrigin::owner(), subscriber, false)
+            .await
+    }
+
+    /// A message from a sender in a channel chat (bridges): its origin
+    /// decides the channel and sender policy layers and owner-only tools.
+    pub async fn chat_from(
+        &self,
+        key: SessionKey,
+        text: String,
+        origin: ChatOrigin,
+        subscriber: Subscriber,
+    ) -> Result<(), HubError> {
+        self.deliver(key, text, origin, subscriber, false).await
     }
 
     /// A message from a running turn (`sessions_send`, `sessions_spawn`):
@@ -143,15 +158,17 @@ impl Hub {
         &self,
         key: SessionKey,
         text: String,
+        origin: ChatOrigin,
         subscriber: Subscriber,
     ) -> Result<(), HubError> {
-        self.deliver(key, text, subscriber, true).await
+        self.deliver(key, text, origin, subscriber, true).await
     }
 
     async fn deliver(
         &self,
         key: SessionKey,
         text: String,
+        origin: ChatOrigin,
         subscriber: Subscriber,
         nested: bool,
     ) -> Result<(), HubError> {
@@ -170,6 +187,7 @@ impl Hub {
         if slot.running.is_some() {
             slot.pending.push(Pending {
                 text,
+                origin,
                 subscriber: subscriber.clone(),
             });
             let _ = subscriber.send(Event::Queued {
@@ -184,8 +202,14 @@ impl Hub {
         drop(slots);
         let hub = self.clone();
         self.tasks.spawn(async move {
-            hub.drive(Driven { key, row, nested }, log, text, cancel, subscribers)
-                .await
+            hub.drive(
+                Driven { key, row, nested },
+                log,
+                (text, origin),
+                cancel,
+                subscribers,
+            )
+            .await
         });
         Ok(())
     }
@@ -197,7 +221,7 @@ impl Hub {
         self,
         session: Driven,
         mut log: Option<SessionLog>,
-        mut text: String,
+        (mut text, mut origin): (String, ChatOrigin),
         mut cancel: CancellationToken,
         mut subscribers: Arc<Mutex<Vec<Subscriber>>>,
     ) {
@@ -210,7 +234,7 @@ impl Hub {
                 subs.retain(|s| s.send(event.clone()).is_ok());
             });
             let outcome = self
-                .one_turn(&session, &mut log, text, cancel, emit.clone())
+                .one_turn(&session, &mut log, (text, origin), cancel, emit.clone())
                 .await;
             if let Err(e) = outcome {
                 emit(Event::Error {
@@ -241,6 +265,9 @@ impl Hub {
                 .map(|p| p.text.as_str())
                 .collect::<Vec<_>>()
                 .join("\n\n");
+            origin = ChatOrigin::least_privileged(
+                &pending.iter().map(|p| p.origin.clone()).collect::<Vec<_>>(),
+            );
             subscribers = Arc::new(Mutex::new(
                 pending.into_iter().map(|p| p.subscriber).collect(),
             ));
@@ -253,7 +280,7 @@ impl Hub {
         &self,
         session: &Driven,
         log: &mut Option<SessionLog>,
-        text: String,
+        (text, origin): (String, ChatOrigin),
         cancel: CancellationToken,
         emit: super::turn::Emit,
     ) -> Result<(), HubError> {
@@ -304,6 +331,7 @@ impl Hub {
             cancel,
             emit,
             sessions: std::sync::Arc::new(self.clone()),
+            origin,
         };
         let outcome = turn.run(session_log, text).await;
         self.rt.registry.finish_turn(&row.id, outcome).await?;

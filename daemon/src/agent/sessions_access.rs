@@ -14,7 +14,8 @@ use super::Event;
 use super::hub::Hub;
 use crate::session::SessionKey;
 use crate::session::transcript::{Body, Transcript};
-use crate::tools::sessions::{BoxFuture, SessionAccess, SpawnRequest};
+use crate::tools::policy::ChatOrigin;
+use crate::tools::sessions::{BoxFuture, SendRequest, SessionAccess, SpawnRequest};
 use crate::util::{now_rfc3339, preview};
 
 /// What the daemon remembers about a sub-agent session.
@@ -29,13 +30,13 @@ impl Hub {
     async fn run_and_collect(
         &self,
         key: SessionKey,
-        text: String,
+        (text, origin): (String, ChatOrigin),
         wait: Duration,
         cancel: &CancellationToken,
     ) -> Result<String, String> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let key_text = key.to_string();
-        self.chat_nested(key, text, tx)
+        self.chat_nested(key, text, origin, tx)
             .await
             .map_err(|e| e.to_string())?;
         let collect = async {
@@ -200,31 +201,29 @@ impl SessionAccess for Hub {
         })
     }
 
-    fn send(
-        &self,
-        from_key: &str,
-        agent: &str,
-        to: &str,
-        message: String,
-        wait: Option<Duration>,
-    ) -> BoxFuture<'_, Result<String, String>> {
-        let key = self.own_key(agent, to);
-        let from = from_key.to_string();
+    fn send(&self, request: SendRequest) -> BoxFuture<'_, Result<String, String>> {
+        let key = self.own_key(&request.agent, &request.to);
         Box::pin(async move {
             let key = key?;
-            if key.to_string() == from {
+            let from = &request.from_key;
+            if key.to_string() == *from {
                 return Err("a session cannot send to itself".into());
             }
-            let text = format!("[message from session {from}]\n{message}");
-            match wait {
+            let text = format!("[message from session {from}]\n{}", request.message);
+            match request.wait {
                 Some(wait) => {
-                    self.run_and_collect(key, text, wait, &CancellationToken::new())
-                        .await
+                    self.run_and_collect(
+                        key,
+                        (text, request.origin),
+                        wait,
+                        &CancellationToken::new(),
+                    )
+                    .await
                 }
                 None => {
                     let (tx, _rx) = mpsc::unbounded_channel();
                     let key_text = key.to_string();
-                    self.chat_nested(key, text, tx)
+                    self.chat_nested(key, text, request.origin, tx)
                         .await
                         .map_err(|e| e.to_string())?;
                     Ok(format!("sent to {key_text}; not waiting for the answer"))
@@ -252,7 +251,12 @@ impl SessionAccess for Hub {
             tracing::info!(parent = %request.parent_key, child = %key, "sub-agent started");
             let key_text = key.to_string();
             let answer = self
-                .run_and_collect(key, request.task, request.timeout, &cancel)
+                .run_and_collect(
+                    key,
+                    (request.task, request.origin),
+                    request.timeout,
+                    &cancel,
+                )
                 .await?;
             Ok(format!("[sub-agent {key_text}]\n{answer}"))
         })

@@ -22,6 +22,7 @@ use crate::session::transcript::{Body, Entry, Transcript, Usage};
 use crate::tools::approvals::PendingApproval;
 use crate::tools::loops::LoopDetector;
 use crate::tools::pipeline::CallEnv;
+use crate::tools::policy::ChatOrigin;
 use crate::tools::policy::{self, PolicyInput};
 use crate::tools::redact::Redactor;
 use crate::tools::sessions::SessionAccess;
@@ -72,6 +73,8 @@ pub struct Turn<'a> {
     pub emit: Emit,
     /// The hub, for the session tools.
     pub sessions: Arc<dyn SessionAccess>,
+    /// Who the turn answers.
+    pub origin: ChatOrigin,
 }
 
 /// The error text recorded on the session, if the turn failed.
@@ -405,6 +408,12 @@ impl Turn<'_> {
         let mut input = PolicyInput::owner(self.agent);
         input.main_session = self.key.channel() == "cli" && key.ends_with(":main");
         input.subagent = sub_layer.as_ref();
+        input.owner = self.origin.owner;
+        input.channel = self.origin.channel.as_ref();
+        input.sender = self.origin.sender_layer.as_ref();
+        if self.origin.channel.is_some() {
+            input.default_profile = "messaging";
+        }
         let resolution = policy::resolve(registry, &self.config.policy, &input);
         let secret_env = secret_env(&self.config);
         let settings = Arc::new(self.config.tools.clone());
@@ -424,9 +433,10 @@ impl Turn<'_> {
                 jobs: self.rt.jobs.clone(),
                 sessions: Some(self.sessions.clone()),
                 turn_spawns: Arc::default(),
+                origin: Arc::new(self.origin.clone()),
             },
             settings,
-            sender: "owner".into(),
+            sender: self.origin.sender.clone(),
             audit: self.rt.registry.clone(),
             ask: self.agent.ask.clone(),
             approvals: self.rt.approvals.clone(),

@@ -78,6 +78,8 @@ pub struct ToolContext {
     pub sessions: Option<Arc<dyn sessions::SessionAccess>>,
     /// Sub-agents spawned in this turn so far.
     pub turn_spawns: Arc<std::sync::atomic::AtomicU32>,
+    /// Where the turn's message came from (carried into other sessions).
+    pub origin: Arc<policy::ChatOrigin>,
 }
 
 pub type Handler = dyn Fn(serde_json::Value, ToolContext) -> Pin<Box<dyn Future<Output = ToolOutput> + Send>>

@@ -222,6 +222,44 @@ pub fn matches_any(patterns: &[String], tool: &ToolDef) -> bool {
         .any(|p| p.matches(&facts))
 }
 
+/// Where a message comes from: the owner at the CLI, or a sender in a
+/// channel chat (bridges). It decides the channel and sender layers and
+/// owner-only tools, and it follows the message into any session its turn
+/// reaches (`sessions_send`, `sessions_spawn`), so nobody gains tools by
+/// going through another session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatOrigin {
+    /// Shown in the audit table: `owner`, or `<channel>:<user id>`.
+    pub sender: String,
+    pub owner: bool,
+    /// The channel or group layer of the chat; `Some` also makes
+    /// `messaging` the default profile.
+    pub channel: Option<ToolLayer>,
+    pub sender_layer: Option<ToolLayer>,
+}
+
+impl ChatOrigin {
+    /// The owner at the CLI.
+    pub fn owner() -> Self {
+        Self {
+            sender: "owner".into(),
+            owner: true,
+            channel: None,
+            sender_layer: None,
+        }
+    }
+
+    /// Several messages answered in one turn: it runs with the least
+    /// privileged of their origins.
+    pub fn least_privileged(origins: &[ChatOrigin]) -> ChatOrigin {
+        let mut pick = origins.first().cloned().unwrap_or_else(Self::owner);
+        if let Some(stranger) = origins.iter().find(|o| !o.owner) {
+            pick = stranger.clone();
+        }
+        pick
+    }
+}
+
 /// Who is asking, in what chat: the inputs beyond the config.
 #[derive(Debug, Clone)]
 pub struct PolicyInput<'a> {

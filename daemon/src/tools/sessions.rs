@@ -23,11 +23,25 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 #[derive(Debug, Clone)]
 pub struct SpawnRequest {
     pub parent_key: String,
+    /// The parent turn's origin: the child never has more than it.
+    pub origin: crate::tools::policy::ChatOrigin,
     pub agent: String,
     pub task: String,
     /// The spawn's own narrowing, on top of `[tools.subagents]`.
     pub layer: ToolLayer,
     pub timeout: Duration,
+}
+
+/// A message to another session asked for by `sessions_send`.
+#[derive(Debug, Clone)]
+pub struct SendRequest {
+    pub from_key: String,
+    pub agent: String,
+    pub to: String,
+    pub message: String,
+    /// Wait this long for the answer; `None`: do not wait.
+    pub wait: Option<Duration>,
+    pub origin: crate::tools::policy::ChatOrigin,
 }
 
 /// What the session tools need from the hub. Results are text for the
@@ -43,14 +57,7 @@ pub trait SessionAccess: Send + Sync {
     ) -> BoxFuture<'_, Result<String, String>>;
     /// Delivers `message` to another session of the same agent; with
     /// `wait`, returns its answer.
-    fn send(
-        &self,
-        from_key: &str,
-        agent: &str,
-        to: &str,
-        message: String,
-        wait: Option<Duration>,
-    ) -> BoxFuture<'_, Result<String, String>>;
+    fn send(&self, request: SendRequest) -> BoxFuture<'_, Result<String, String>>;
     /// Runs a task in a new child session and returns its final answer.
     fn spawn(
         &self,
@@ -195,8 +202,15 @@ pub fn tools() -> Vec<ToolDef> {
                     None => Some(Duration::from_secs(120)),
                 };
                 done(
-                    a.send(&ctx.session_key, &ctx.agent, &args.session, args.message, wait)
-                        .await,
+                    a.send(SendRequest {
+                        from_key: ctx.session_key.clone(),
+                        agent: ctx.agent.clone(),
+                        to: args.session,
+                        message: args.message,
+                        wait,
+                        origin: (*ctx.origin).clone(),
+                    })
+                    .await,
                 )
             },
         )
@@ -253,6 +267,7 @@ async fn spawn(args: SpawnArgs, ctx: ToolContext) -> ToolOutput {
     }
     let request = SpawnRequest {
         parent_key: ctx.session_key.clone(),
+        origin: (*ctx.origin).clone(),
         agent: ctx.agent.clone(),
         task: args.task,
         layer: ToolLayer {

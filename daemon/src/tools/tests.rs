@@ -18,6 +18,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
         jobs: Default::default(),
         sessions: None,
         turn_spawns: Default::default(),
+        origin: Arc::new(super::policy::ChatOrigin::owner()),
         settings: Arc::new(ToolSettings {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,
