@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use pincer_testkit::harness::{TestHome, provider_config};
 use pincer_testkit::peers::PyServer;
+use pincer_testkit::requests::tool_results;
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
 
@@ -23,16 +24,6 @@ async fn setup(extra: &str, tail: &str) -> (TestHome, ScriptedLlm) {
 
 const SMALL_LOOPS: &str =
     "[tools.loop_detection]\nwindow = 10\nwarning = 3\ncritical = 5\nbreaker = 8\n";
-
-fn tool_results(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
 
 async fn audit(home: &TestHome) -> Vec<Value> {
     home.cli(&["--json", "tools", "audit", "-n", "1000"])

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use pincer_testkit::harness::{TestHome, bins, provider_config};
 use pincer_testkit::peers::{node22, npm_dir, npm_peer, peer};
+use pincer_testkit::requests::tool_results;
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
 
@@ -22,16 +23,6 @@ async fn setup(mcp: &str) -> (TestHome, ScriptedLlm) {
     home.write_config(&format!("{config}\n{mcp}"));
     std::fs::create_dir_all(home.workspace()).unwrap();
     (home, llm)
-}
-
-fn tool_results(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

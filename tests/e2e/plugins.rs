@@ -4,6 +4,7 @@
 
 use pincer_testkit::harness::{TestHome, provider_config};
 use pincer_testkit::peers::peer;
+use pincer_testkit::requests::offered_tools;
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
 
@@ -37,17 +38,6 @@ fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|t| t["name"] == name)
         .unwrap_or_else(|| panic!("no tool {name}: {list}"))
-}
-
-fn offered_to_model(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -99,7 +89,7 @@ async fn plugin_tools_follow_the_rules_of_spec_8_1() {
     home.cli(&["send", "--session", "a", "[before] hi"])
         .await
         .ok();
-    let first = offered_to_model(&llm.journal()[0]);
+    let first = offered_tools(&llm.journal()[0]);
     assert!(
         first.contains(&"alerts".to_string()) && !first.contains(&"forecast".to_string()),
         "{first:?}"
@@ -120,7 +110,7 @@ async fn plugin_tools_follow_the_rules_of_spec_8_1() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let journal = llm.journal();
     let last = journal.last().unwrap();
-    assert!(offered_to_model(last).contains(&"forecast".to_string()));
+    assert!(offered_tools(last).contains(&"forecast".to_string()));
     let results: Vec<String> = last["messages"]
         .as_array()
         .unwrap()

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use pincer_testkit::harness::{TestHome, provider_config};
+use pincer_testkit::requests::tool_results;
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
 
@@ -16,17 +17,6 @@ async fn setup(extra: &str) -> (TestHome, ScriptedLlm) {
         extra,
     ));
     (home, llm)
-}
-
-/// The tool messages the model received in a request (OpenAI form).
-fn tool_messages(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -97,7 +87,7 @@ async fn tool_turn_reads_and_execs_then_answers() {
     // The model saw both results; exec ran inside the workspace.
     let journal = llm.journal();
     assert_eq!(journal.len(), 3);
-    let results = tool_messages(&journal[2]);
+    let results = tool_results(&journal[2]);
     assert!(results[0].contains("the secret number is 42"));
     let ws = home.workspace().canonicalize().unwrap();
     assert!(results[1].contains(ws.to_str().unwrap()), "{results:?}");
@@ -196,7 +186,7 @@ async fn bad_model_output_becomes_tool_errors_the_model_sees() {
     let _d = home.start();
     let out = home.cli(&["send", "[bad-output] go"]).await;
     assert_eq!(out.ok().trim(), "I see the errors.");
-    let results = tool_messages(&llm.journal()[1]);
+    let results = tool_results(&llm.journal()[1]);
     assert_eq!(results.len(), 4);
     assert!(results[0].contains("not valid JSON"), "{}", results[0]);
     assert!(
@@ -354,7 +344,7 @@ async fn two_sessions_run_in_parallel() {
     assert_eq!(a.ok().trim(), "a done");
     assert_eq!(b.ok().trim(), "b done");
     for req in &llm.journal()[2..] {
-        assert!(tool_messages(req)[0].contains("met"), "{req}");
+        assert!(tool_results(req)[0].contains("met"), "{req}");
     }
 }
 
@@ -441,7 +431,7 @@ async fn kill_9_mid_turn_then_restart_continues_the_session() {
     let out = home.cli(&["send", "[crash] are you there?"]).await;
     assert_eq!(out.ok().trim(), "back after the crash");
     // The interrupted call got a synthetic result, so the history stays valid.
-    let results = tool_messages(llm.journal().last().unwrap());
+    let results = tool_results(llm.journal().last().unwrap());
     assert_eq!(results.len(), 1);
     assert!(results[0].contains("interrupted"), "{results:?}");
     let show = home
@@ -654,7 +644,7 @@ async fn api_keys_do_not_reach_exec_or_the_transcript() {
         ("OPENAI_API_KEY", "sk-other-secret"),
     ]);
     home.cli(&["send", "[secrets] show me the keys"]).await.ok();
-    let results = tool_messages(&llm.journal()[1]);
+    let results = tool_results(&llm.journal()[1]);
     assert!(results[0].contains("key=[] openai=[]"), "{results:?}");
     let transcript = std::fs::read_to_string(home.transcript_path("main")).unwrap();
     let log = std::fs::read_to_string(home.path().join("logs/pincerd.log")).unwrap();

@@ -3,41 +3,12 @@
 //! with that session's answer; `session_status` describes the session.
 
 use pincer_testkit::harness::{TestHome, provider_config};
+use pincer_testkit::requests::{first_user, offered_tools, tool_results};
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn first_user(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 fn last_tool_result(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
+    tool_results(request).pop().unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -86,7 +57,7 @@ async fn sub_agents_send_and_status() {
         .iter()
         .find(|r| first_user(r).starts_with("[child]"))
         .expect("the child was called");
-    let child_tools = tool_names(child_first);
+    let child_tools = offered_tools(child_first);
     assert!(child_tools.contains(&"ls".to_string()), "{child_tools:?}");
     for removed in ["exec", "sessions_spawn", "web_fetch"] {
         assert!(
@@ -98,7 +69,7 @@ async fn sub_agents_send_and_status() {
         .iter()
         .filter(|r| first_user(r).starts_with("[parent]"))
         .collect();
-    assert!(tool_names(parent[0]).contains(&"sessions_spawn".to_string()));
+    assert!(offered_tools(parent[0]).contains(&"sessions_spawn".to_string()));
     let spawned = last_tool_result(parent[1]);
     assert!(
         spawned.starts_with("[sub-agent agent:main:sub:") && spawned.contains("child saw a.txt"),

@@ -4,4 +4,5 @@
 
 pub mod harness;
 pub mod peers;
+pub mod requests;
 pub mod scripted;
