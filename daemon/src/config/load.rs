@@ -319,12 +319,10 @@ fn resolve(
 
     let mut tools = tool_settings(&loc, &file)?;
     let mcp_servers = mcp_servers(&loc, home, &file)?;
-    let core_names: Vec<String> = crate::tools::ToolRegistry::core()
-        .all()
-        .iter()
-        .map(|t| t.name.clone())
-        .collect();
-    let plugins = crate::tools::plugins::discover(&home.plugins_dir(), &core_names);
+    let plugins = crate::tools::plugins::discover(
+        &home.plugins_dir(),
+        crate::tools::registry::core_tool_names(),
+    );
     tools
         .hooks
         .extend(plugins.plugins.iter().flat_map(|p| p.hooks.clone()));
@@ -536,6 +534,11 @@ fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSetting
                 h.command.span(),
                 "a hook needs a command: [\"program\", \"arg\", …]",
             ));
+        }
+        for pattern in &h.tools {
+            if let Err(why) = crate::tools::policy::check_pattern(pattern) {
+                return Err(loc.at(h.command.span(), format!("hook `tools`: {why}")));
+            }
         }
         let program = expand_tilde(&h.command.get_ref()[0]);
         let mut command = h.command.get_ref().clone();

@@ -221,7 +221,7 @@ pub struct HookSettings {
     pub event: HookEvent,
     /// Program and arguments; no shell.
     pub command: Vec<String>,
-    /// Tool name globs it applies to; empty: every tool.
+    /// Tool patterns it applies to, as in the policy; empty: every tool.
     pub tools: Vec<String>,
     pub timeout: Duration,
 }

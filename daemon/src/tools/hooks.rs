@@ -61,15 +61,6 @@ struct AfterAnswer {
     is_error: Option<bool>,
 }
 
-/// Whether `hook` applies to `tool`.
-pub fn applies(hook: &HookSettings, tool: &str) -> bool {
-    hook.tools.is_empty()
-        || hook.tools.iter().any(|p| {
-            super::policy::compiled_glob(&p.to_lowercase())
-                .is_some_and(|g| g.is_match(tool.to_lowercase()))
-        })
-}
-
 pub async fn before(hook: &HookSettings, facts: &CallFacts<'_>, args: &Value) -> Before {
     let input = json!({"event": "before_tool_call", "tool": facts.tool, "args": args,
                        "agent": facts.agent, "session": facts.session, "sender": facts.sender});

@@ -169,7 +169,7 @@ impl CallEnv<'_> {
             sender: &self.sender,
         };
         let mut decided_by = "tool".to_string();
-        for hook in self.hooks(HookEvent::BeforeToolCall, name) {
+        for hook in self.hooks(HookEvent::BeforeToolCall, tool) {
             match hooks::before(hook, &facts, &args).await {
                 Before::Allow => {}
                 Before::Replace(new) => {
@@ -241,7 +241,7 @@ impl CallEnv<'_> {
             .unwrap_or(self.settings.default_timeout);
         let (mut output, mut status) = self.execute(tool, args.clone(), limit, deadline).await;
         // 7. Hooks after the call may rewrite the result.
-        for hook in self.hooks(HookEvent::AfterToolCall, name) {
+        for hook in self.hooks(HookEvent::AfterToolCall, tool) {
             if let After::Replace { result, is_error } =
                 hooks::after(hook, &facts, &args, &output.content, output.is_error).await
             {
@@ -314,15 +314,16 @@ impl CallEnv<'_> {
         }
     }
 
-    fn hooks(
-        &self,
+    fn hooks<'a>(
+        &'a self,
         event: HookEvent,
-        tool: &str,
-    ) -> impl Iterator<Item = &crate::config::HookSettings> {
-        self.settings
-            .hooks
-            .iter()
-            .filter(move |h| h.event == event && hooks::applies(h, tool))
+        tool: &'a ToolDef,
+    ) -> impl Iterator<Item = &'a crate::config::HookSettings> {
+        // Hooks name tools with the policy's patterns (names, globs,
+        // group:…, plugin ids, mcp:<server>).
+        self.settings.hooks.iter().filter(move |h| {
+            h.event == event && (h.tools.is_empty() || policy::matches_any(&h.tools, tool))
+        })
     }
 
     fn offered_names(&self) -> String {

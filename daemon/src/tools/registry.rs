@@ -67,6 +67,19 @@ impl ToolRegistry {
     }
 }
 
+/// The names of the core tools (plugin ids may not take them), computed
+/// once.
+pub fn core_tool_names() -> &'static [String] {
+    static NAMES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        ToolRegistry::core()
+            .all()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    });
+    &NAMES
+}
+
 impl ToolDef {
     /// How the model is offered this tool.
     pub fn spec(&self) -> ToolSpec {
