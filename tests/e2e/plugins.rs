@@ -4,7 +4,7 @@
 
 use pincer_testkit::harness::{TestHome, provider_config};
 use pincer_testkit::peers::peer;
-use pincer_testkit::requests::offered_tools;
+use pincer_testkit::requests::{offered_tools, tool_results};
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
 
@@ -111,13 +111,7 @@ async fn plugin_tools_follow_the_rules_of_spec_8_1() {
     let journal = llm.journal();
     let last = journal.last().unwrap();
     assert!(offered_tools(last).contains(&"forecast".to_string()));
-    let results: Vec<String> = last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .collect();
+    let results = tool_results(last);
     assert!(results[0].contains("sunny in Paris"), "{results:?}");
     assert!(
         results[1].contains("blocked by hook `weather:0`: alerts are off"),

@@ -2,6 +2,7 @@
 //! and the model is offered exactly the tools the list calls offered.
 
 use pincer_testkit::harness::{TestHome, provider_config};
+use pincer_testkit::requests::offered_tools;
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -65,13 +66,7 @@ async fn tools_list_explains_each_removal_and_matches_what_the_model_sees() {
     );
 
     home.cli(&["send", "[policy] hi"]).await.ok();
-    let journal = llm.journal();
-    let sent: Vec<&str> = journal[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let sent = offered_tools(&llm.journal()[0]);
     assert_eq!(sent, offered, "the model is offered what the list says");
 }
 
