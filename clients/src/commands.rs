@@ -84,6 +84,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         }
         Command::Tools { command } => crate::tools::run(ctx, command).await,
         Command::Approvals { command } => crate::tools::approvals(ctx, command).await,
+        Command::Memory { command } => crate::memory::run(ctx, command).await,
         Command::Doctor => doctor(ctx).await,
     }
 }

@@ -5,6 +5,7 @@
 mod chat;
 mod commands;
 mod init;
+mod memory;
 mod render;
 mod rpc;
 mod tools;
@@ -71,6 +72,11 @@ pub enum Command {
     Tools {
         #[command(subcommand)]
         command: ToolsCommand,
+    },
+    /// Search an agent's long-term memory, see its index, or rebuild it.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
     },
     /// Calls waiting for your approval (tools set to `ask`).
     Approvals {
@@ -146,6 +152,52 @@ pub enum ToolsCommand {
         /// The newest N calls.
         #[arg(short = 'n', long, default_value_t = 50)]
         limit: u32,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum MemoryCommand {
+    /// Hybrid search (vectors + full text) of MEMORY.md, memory/*.md and notes.
+    Search {
+        /// What to look for (several words are one query).
+        #[arg(required = true)]
+        query: Vec<String>,
+        #[arg(long)]
+        agent: Option<String>,
+        /// Results wanted (default: [memory] max_results, 6).
+        #[arg(short = 'n', long, default_value_t = 0)]
+        limit: u32,
+        /// Which legs run: hybrid, text or vector.
+        #[arg(long, default_value = "hybrid")]
+        legs: String,
+        /// Lowest score shown (default: [memory] min_score, 0.35).
+        #[arg(long)]
+        min_score: Option<f64>,
+    },
+    /// Print lines of a memory file (a path from a search result).
+    Get {
+        path: String,
+        #[arg(long)]
+        agent: Option<String>,
+        /// First line, 1-based.
+        #[arg(long, default_value_t = 1)]
+        from: u32,
+        /// How many lines (0: 200).
+        #[arg(short = 'n', long, default_value_t = 0)]
+        lines: u32,
+    },
+    /// Each index: files, chunks, vectors, last update, watcher, errors.
+    Status {
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Bring the index up to date now, with a progress bar.
+    Reindex {
+        #[arg(long)]
+        agent: Option<String>,
+        /// Forget everything and index every file again.
+        #[arg(long)]
+        full: bool,
     },
 }
 

@@ -10,6 +10,7 @@ use interprocess::local_socket::tokio::prelude::*;
 use interprocess::local_socket::{GenericFilePath, ToFsName};
 use pincer_proto::v1::agent_client::AgentClient;
 use pincer_proto::v1::daemon_client::DaemonClient;
+use pincer_proto::v1::memory_client::MemoryClient;
 use pincer_proto::v1::sessions_client::SessionsClient;
 use pincer_proto::v1::tools_client::ToolsClient;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -67,6 +68,7 @@ pub struct Clients {
     pub sessions: SessionsClient<Channel>,
     pub daemon: DaemonClient<Channel>,
     pub tools: ToolsClient<Channel>,
+    pub memory: MemoryClient<Channel>,
 }
 
 pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliError> {
@@ -100,6 +102,7 @@ pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliErr
         agent: AgentClient::new(channel.clone()),
         sessions: SessionsClient::new(channel.clone()),
         daemon: DaemonClient::new(channel.clone()),
-        tools: ToolsClient::new(channel),
+        tools: ToolsClient::new(channel.clone()),
+        memory: MemoryClient::new(channel),
     })
 }

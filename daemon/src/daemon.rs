@@ -81,6 +81,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         config.daemon.max_concurrent_turns,
     );
     let listener = socket::bind(&home.socket_path())?;
+    hub.runtime().memory.start(&config);
 
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
@@ -106,6 +107,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     hub.shutdown(grace).await;
     hub.runtime().jobs.kill_all();
     hub.runtime().mcp().stop();
+    hub.runtime().memory.stop();
     tracing::info!("pincerd stopped");
     served.map_err(StartError::from)
 }
@@ -202,6 +204,9 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     }
     if old.policy != new.policy {
         applied.push("tool policy changed".into());
+    }
+    if old.memory != new.memory {
+        restart.push("[memory] settings".into());
     }
     if old.daemon.max_concurrent_turns != new.daemon.max_concurrent_turns {
         restart.push(format!(

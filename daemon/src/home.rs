@@ -64,6 +64,14 @@ impl Home {
     pub fn registry_db(&self) -> PathBuf {
         self.state_dir().join("pincer.db")
     }
+    /// One agent's memory index (SPEC §2).
+    pub fn memory_db(&self, agent: &str) -> PathBuf {
+        self.state_dir().join(format!("memory-{agent}.db"))
+    }
+    /// Local model files (the embedding model).
+    pub fn models_dir(&self) -> PathBuf {
+        self.root.join("models")
+    }
     pub fn secrets_dir(&self) -> PathBuf {
         self.root.join("secrets")
     }

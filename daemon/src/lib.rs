@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod home;
 pub mod llm;
 pub mod logging;
+pub mod memory;
 pub mod server;
 pub mod session;
 pub mod tools;

@@ -112,7 +112,7 @@ async fn doctor_offline(home: Home) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG as u8);
         }
     };
-    let findings = doctor::check_running(&home, &config).await;
+    let findings = doctor::check_running(&home, &config, None).await;
     let mut worst = Level::Ok;
     for f in &findings {
         println!("{}\t{}\t{}", f.level.as_str(), f.subject, f.message);

@@ -291,6 +291,25 @@ impl MemoryIndex {
         .map_err(|e| MemoryError::Task(e.to_string()))?
     }
 
+    /// Forgets every file and chunk (the embedding cache stays, so a
+    /// rebuild embeds only texts it has never seen); the next sync builds
+    /// the index again from the files.
+    pub async fn clear(&self) -> Result<(), MemoryError> {
+        let _one_at_a_time = self.inner.sync_lock.lock().await;
+        self.with_conn(|conn, _| {
+            let tx = conn.unchecked_transaction()?;
+            tx.execute("DELETE FROM chunks_fts", [])?;
+            if has_vector_table(&tx)? {
+                tx.execute("DELETE FROM chunks_vec", [])?;
+            }
+            tx.execute("DELETE FROM chunks", [])?;
+            tx.execute("DELETE FROM files", [])?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Brings the index up to date with the files in `scope`.
     pub async fn sync(
         &self,

@@ -99,6 +99,8 @@ pub struct Runtime {
     pub approvals: Approvals,
     /// Background jobs of `exec`; killed when the daemon stops.
     pub jobs: Jobs,
+    /// Every agent's long-term memory index.
+    pub memory: crate::memory::Memory,
     /// Sub-agent sessions started since the daemon started.
     subagents: Arc<std::sync::Mutex<std::collections::HashMap<String, SubAgent>>>,
     live: Arc<RwLock<Live>>,
@@ -122,6 +124,7 @@ impl Runtime {
 
     pub fn new(home: Home, registry: Registry, config: Config, models: ModelClient) -> Self {
         Self {
+            memory: crate::memory::Memory::new(&home, &config),
             home,
             registry,
             tools: Arc::new(ToolRegistry::core()),

@@ -434,6 +434,11 @@ impl Turn<'_> {
                 sessions: Some(self.sessions.clone()),
                 turn_spawns: Arc::default(),
                 origin: Arc::new(self.origin.clone()),
+                memory: self
+                    .rt
+                    .memory
+                    .index(self.agent)
+                    .map_err(|e| Arc::from(e.to_string())),
             },
             settings,
             sender: self.origin.sender.clone(),

@@ -23,6 +23,59 @@ pub struct ConfigFile {
     #[serde(default)]
     pub mcp: BTreeMap<String, Spanned<McpSection>>,
     pub default_agent: Option<Spanned<String>>,
+    #[serde(default)]
+    pub memory: MemorySection,
+}
+
+/// `[memory]`: the long-term memory index of every agent (SPEC §10).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySection {
+    pub enabled: Option<bool>,
+    /// auto | local | openai | bundled | none
+    pub embedder: Option<Spanned<String>>,
+    /// The Hugging Face folder of the local model (relative to PINCER_HOME).
+    pub model_dir: Option<String>,
+    #[serde(default)]
+    pub openai: MemoryOpenaiSection,
+    pub chunk_tokens: Option<Spanned<usize>>,
+    pub chunk_overlap: Option<Spanned<usize>>,
+    /// Workspace globs indexed besides MEMORY.md and memory/**/*.md.
+    #[serde(default)]
+    pub paths: Vec<Spanned<String>>,
+    /// Index the agent's session transcripts too.
+    pub sessions: Option<bool>,
+    /// Put the top hits for each new message into the system prompt.
+    pub auto_recall: Option<bool>,
+    pub auto_recall_results: Option<Spanned<usize>>,
+    pub max_results: Option<Spanned<usize>>,
+    pub min_score: Option<Spanned<f64>>,
+    pub vector_weight: Option<Spanned<f64>>,
+    pub text_weight: Option<Spanned<f64>>,
+    /// weighted | rrf
+    pub fusion: Option<Spanned<String>>,
+    pub candidate_multiplier: Option<Spanned<usize>>,
+    /// 0 turns temporal decay off.
+    pub half_life_days: Option<Spanned<f64>>,
+    pub mmr_lambda: Option<Spanned<f64>>,
+    pub snippet_chars: Option<Spanned<usize>>,
+    pub watch_debounce_ms: Option<Spanned<u64>>,
+    pub reconcile_minutes: Option<Spanned<u64>>,
+    /// Seconds without use before the local model leaves memory.
+    pub release_model_after_s: Option<u64>,
+}
+
+/// `[memory.openai]`: an OpenAI-compatible `/v1/embeddings` endpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryOpenaiSection {
+    pub base_url: Option<Spanned<String>>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<String>,
+    /// Requested output size (models that support `dimensions`).
+    pub dimensions: Option<usize>,
+    pub timeout_s: Option<u64>,
 }
 
 /// One MCP server: `command` (stdio) or `url` (Streamable HTTP).

@@ -201,13 +201,13 @@ fn key_path_at(text: &str, offset: usize) -> Option<String> {
     }
 }
 
-struct Locator<'a> {
-    path: Option<&'a Path>,
-    text: &'a str,
+pub(super) struct Locator<'a> {
+    pub(super) path: Option<&'a Path>,
+    pub(super) text: &'a str,
 }
 
 impl Locator<'_> {
-    fn at(&self, span: Range<usize>, reason: impl Into<String>) -> ConfigError {
+    pub(super) fn at(&self, span: Range<usize>, reason: impl Into<String>) -> ConfigError {
         let (line, column) = line_col(self.text, span.start);
         ConfigError::Invalid(Box::new(Problem {
             path: self
@@ -334,6 +334,7 @@ fn resolve(
         default_agent,
         tools,
         policy: policy_settings(&loc, &file)?,
+        memory: super::memory::settings(home, &loc, &file.memory)?,
         mcp: mcp_servers
             .into_iter()
             .chain(plugins.plugins.iter().map(|p| p.server.clone()))
@@ -351,7 +352,7 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-fn header_span(text: &str, header: &str) -> Range<usize> {
+pub(super) fn header_span(text: &str, header: &str) -> Range<usize> {
     let needle = format!("[{header}]");
     text.find(&needle).map_or(0..0, |i| i..i + needle.len())
 }
@@ -576,35 +577,12 @@ fn provider_settings(
             ProviderKind::Anthropic => "https://api.anthropic.com".into(),
         },
     };
-    let api_key = match (&section.api_key_env, &section.api_key_file) {
-        (Some(var), _) => match std::env::var(var) {
-            Ok(v) if !v.trim().is_empty() => ApiKey::Found {
-                origin: format!("${var}"),
-                value: Secret(v.trim().to_string()),
-            },
-            _ => ApiKey::Missing {
-                problem: format!(
-                    "provider `{name}` reads its API key from ${var}, which is not set in pincerd's environment"
-                ),
-            },
-        },
-        (None, Some(file)) => {
-            let path = home.secrets_dir().join(expand_tilde(file));
-            match std::fs::read_to_string(&path) {
-                Ok(v) if !v.trim().is_empty() => ApiKey::Found {
-                    origin: path.display().to_string(),
-                    value: Secret(v.trim().to_string()),
-                },
-                _ => ApiKey::Missing {
-                    problem: format!(
-                        "provider `{name}` reads its API key from {}, which is missing or empty",
-                        path.display()
-                    ),
-                },
-            }
-        }
-        (None, None) => ApiKey::None,
-    };
+    let api_key = api_key(
+        home,
+        &format!("provider `{name}`"),
+        section.api_key_env.as_deref(),
+        section.api_key_file.as_deref(),
+    );
     let retry = &section.retry;
     Ok(ProviderSettings {
         name: name.to_string(),
@@ -625,6 +603,40 @@ fn provider_settings(
         },
         headers: section.headers.clone(),
     })
+}
+
+/// An API key named by an environment variable or a file in
+/// `PINCER_HOME/secrets/`; `who` starts the sentence when it is missing.
+pub(super) fn api_key(home: &Home, who: &str, env: Option<&str>, file: Option<&str>) -> ApiKey {
+    match (env, file) {
+        (Some(var), _) => match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => ApiKey::Found {
+                origin: format!("${var}"),
+                value: Secret(v.trim().to_string()),
+            },
+            _ => ApiKey::Missing {
+                problem: format!(
+                    "{who} reads its API key from ${var}, which is not set in pincerd's environment"
+                ),
+            },
+        },
+        (None, Some(file)) => {
+            let path = home.secrets_dir().join(expand_tilde(file));
+            match std::fs::read_to_string(&path) {
+                Ok(v) if !v.trim().is_empty() => ApiKey::Found {
+                    origin: path.display().to_string(),
+                    value: Secret(v.trim().to_string()),
+                },
+                _ => ApiKey::Missing {
+                    problem: format!(
+                        "{who} reads its API key from {}, which is missing or empty",
+                        path.display()
+                    ),
+                },
+            }
+        }
+        (None, None) => ApiKey::None,
+    }
 }
 
 struct ModelResolver<'a> {

@@ -8,6 +8,7 @@
 pub mod env;
 pub mod file;
 pub mod load;
+pub mod memory;
 
 pub use load::{ConfigError, load};
 
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use file::{ProviderKind, ToolFormat};
+pub use memory::{EmbedderChoice, MemorySettings};
 
 /// Exit status for invalid configuration (`EX_CONFIG`); the service unit does
 /// not restart on it.
@@ -39,6 +41,8 @@ pub struct Config {
     pub plugins: Vec<crate::tools::plugins::Plugin>,
     /// Plugin folders that were refused, as sentences.
     pub plugin_problems: Vec<String>,
+    /// `[memory]`: embedder, sources, search and watcher settings.
+    pub memory: MemorySettings,
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,

@@ -1,10 +1,11 @@
 //! The gRPC server (SPEC §3): the socket ([`socket`]), one module per
-//! service ([`agent`], [`sessions`], [`daemon`], [`tools`]), plus gRPC health and
+//! service ([`agent`], [`sessions`], [`daemon`], [`tools`], [`memory`]), plus gRPC health and
 //! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
 //! request passes the peer-uid check first.
 
 pub mod agent;
 pub mod daemon;
+pub mod memory;
 pub mod sessions;
 pub mod socket;
 pub mod tools;
@@ -13,6 +14,7 @@ use std::time::Instant;
 
 use pincer_proto::v1::agent_server::AgentServer;
 use pincer_proto::v1::daemon_server::DaemonServer;
+use pincer_proto::v1::memory_server::MemoryServer;
 use pincer_proto::v1::sessions_server::SessionsServer;
 use pincer_proto::v1::tools_server::ToolsServer;
 use tokio_util::sync::CancellationToken;
@@ -52,6 +54,9 @@ pub async fn serve(
     health
         .set_serving::<ToolsServer<tools::ToolsService>>()
         .await;
+    health
+        .set_serving::<MemoryServer<memory::MemoryService>>()
+        .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
@@ -75,7 +80,8 @@ pub async fn serve(
             state.clone(),
         )))
         .add_service(DaemonServer::new(daemon::DaemonService::new(state.clone())))
-        .add_service(ToolsServer::new(tools::ToolsService::new(state.clone())));
+        .add_service(ToolsServer::new(tools::ToolsService::new(state.clone())))
+        .add_service(MemoryServer::new(memory::MemoryService::new(state.clone())));
     match (reflection_v1, reflection_v1alpha) {
         (Ok(v1), Ok(v1alpha)) => router = router.add_service(v1).add_service(v1alpha),
         (Err(e), _) | (_, Err(e)) => tracing::error!(error = %e, "gRPC reflection is unavailable"),

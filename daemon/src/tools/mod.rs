@@ -11,6 +11,7 @@ pub mod hooks;
 pub mod jobs;
 pub mod loops;
 pub mod mcp;
+pub mod memory;
 pub mod patch;
 pub mod paths;
 pub mod pipeline;
@@ -80,6 +81,8 @@ pub struct ToolContext {
     pub turn_spawns: Arc<std::sync::atomic::AtomicU32>,
     /// Where the turn's message came from (carried into other sessions).
     pub origin: Arc<policy::ChatOrigin>,
+    /// The agent's memory index, or why it has none (the memory tools).
+    pub memory: Result<pincer_memory::MemoryIndex, Arc<str>>,
 }
 
 pub type Handler = dyn Fn(serde_json::Value, ToolContext) -> Pin<Box<dyn Future<Output = ToolOutput> + Send>>

@@ -2,7 +2,7 @@
 //! tools first, then MCP and plugin tools). Which of them an agent is
 //! offered is the [`super::policy`] pipeline's decision.
 
-use super::{ToolDef, exec, fs, jobs, patch, sessions, web};
+use super::{ToolDef, exec, fs, jobs, memory, patch, sessions, web};
 use crate::llm::ToolSpec;
 
 #[derive(Debug, Clone)]
@@ -20,6 +20,7 @@ impl ToolRegistry {
         tools.push(exec::tool());
         tools.push(jobs::tool());
         tools.push(web::tool());
+        tools.extend(memory::tools());
         tools.extend(sessions::tools());
         Self {
             tools,

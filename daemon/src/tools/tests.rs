@@ -19,6 +19,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
         sessions: None,
         turn_spawns: Default::default(),
         origin: Arc::new(super::policy::ChatOrigin::owner()),
+        memory: Err(Arc::from("memory is not set up in this test")),
         settings: Arc::new(ToolSettings {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,

@@ -1,0 +1,243 @@
+//! The daemon's side of long-term memory (SPEC §10): picks the embedder
+//! `[memory]` asks for, opens one index per agent (at start-up, or on first
+//! use for an agent a reload added), runs each index's watcher, and stops
+//! the watchers on shutdown. Tools, auto-recall and the `Memory` gRPC
+//! service reach an agent's index through [`Memory::index`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pincer_memory::embed::openai::OpenAiEmbedder;
+use pincer_memory::{Embedder, IndexSettings, MemoryIndex, Sources};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{AgentSettings, ApiKey, Config, EmbedderChoice, MemorySettings};
+use crate::home::Home;
+
+/// Every agent's index; clone freely.
+#[derive(Clone)]
+pub struct Memory {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    home: Home,
+    settings: MemorySettings,
+    embedder: Option<Arc<dyn Embedder>>,
+    /// Why there is no embedder (shown with every result and by doctor).
+    no_embedder: String,
+    indexes: Mutex<HashMap<String, Opened>>,
+    stop: CancellationToken,
+}
+
+#[derive(Clone)]
+struct Opened {
+    index: MemoryIndex,
+    /// The workspace the index was opened for.
+    workspace: PathBuf,
+}
+
+/// Why an agent has no index.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryUnavailable {
+    #[error("memory is turned off in the config ([memory] enabled = false)")]
+    Disabled,
+    #[error("cannot open the memory index of agent `{agent}`: {reason}")]
+    Open { agent: String, reason: String },
+}
+
+impl Memory {
+    /// Chooses the embedder; opens nothing yet (see [`Memory::start`]).
+    pub fn new(home: &Home, config: &Config) -> Self {
+        let settings = config.memory.clone();
+        let (embedder, no_embedder) = match choose_embedder(&settings) {
+            Ok(e) => (Some(e), String::new()),
+            Err(reason) => (None, reason),
+        };
+        Self {
+            inner: Arc::new(Inner {
+                home: home.clone(),
+                settings,
+                embedder,
+                no_embedder,
+                indexes: Mutex::default(),
+                stop: CancellationToken::new(),
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> &MemorySettings {
+        &self.inner.settings
+    }
+
+    /// Opens every agent's index and starts its watcher, whose first act is
+    /// the reconcile scan. Agents whose index cannot open are logged and
+    /// retried on first use.
+    pub fn start(&self, config: &Config) {
+        if !self.inner.settings.enabled {
+            tracing::info!("memory is turned off ([memory] enabled = false)");
+            return;
+        }
+        match &self.inner.embedder {
+            Some(e) => tracing::info!(embedder = %e.id(), "memory: hybrid search"),
+            None => tracing::warn!(
+                "memory: the vector leg is off ({}); search is full-text only",
+                self.inner.no_embedder
+            ),
+        }
+        for agent in config.agents.values() {
+            if let Err(e) = self.index(agent) {
+                tracing::error!("{e}");
+            }
+        }
+    }
+
+    /// The agent's index, opened (and watched) on first use.
+    pub fn index(&self, agent: &AgentSettings) -> Result<MemoryIndex, MemoryUnavailable> {
+        if !self.inner.settings.enabled {
+            return Err(MemoryUnavailable::Disabled);
+        }
+        let mut indexes = self.inner.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = indexes.get(&agent.id)
+            && open.workspace == agent.workspace
+        {
+            return Ok(open.index.clone());
+        }
+        let s = &self.inner.settings;
+        let sources = Sources::new(
+            agent.workspace.clone(),
+            s.paths.clone(),
+            s.sessions.then(|| self.inner.home.sessions_dir(&agent.id)),
+        )
+        .map_err(|e| MemoryUnavailable::Open {
+            agent: agent.id.clone(),
+            reason: format!("bad [memory] paths glob: {e}"),
+        })?;
+        let index = MemoryIndex::open(
+            &agent.id,
+            self.inner.home.memory_db(&agent.id),
+            sources,
+            IndexSettings {
+                chunk: s.chunk,
+                search: s.search.clone(),
+            },
+            self.inner.embedder.clone(),
+            &self.inner.no_embedder,
+        )
+        .map_err(|e| MemoryUnavailable::Open {
+            agent: agent.id.clone(),
+            reason: e.to_string(),
+        })?;
+        // A workspace moved by a reload: the old watcher stops with its
+        // token, the new index starts its own.
+        let stop = self.inner.stop.child_token();
+        pincer_memory::watch::spawn(index.clone(), s.watch, stop);
+        indexes.insert(
+            agent.id.clone(),
+            Opened {
+                index: index.clone(),
+                workspace: agent.workspace.clone(),
+            },
+        );
+        Ok(index)
+    }
+
+    /// The indexes opened so far, by agent.
+    pub fn opened(&self) -> Vec<MemoryIndex> {
+        let indexes = self.inner.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<MemoryIndex> = indexes.values().map(|o| o.index.clone()).collect();
+        all.sort_by(|a, b| a.agent().cmp(b.agent()));
+        all
+    }
+
+    /// Why the vector leg is off, or `None` when an embedder is set up.
+    pub fn no_embedder(&self) -> Option<&str> {
+        self.inner
+            .embedder
+            .is_none()
+            .then_some(self.inner.no_embedder.as_str())
+    }
+
+    /// The embedder in use, if any.
+    pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
+        self.inner.embedder.clone()
+    }
+
+    /// Stops every watcher.
+    pub fn stop(&self) {
+        self.inner.stop.cancel();
+    }
+}
+
+/// The embedder `[memory] embedder` names, or why there is none, as the
+/// sentence users see.
+pub fn choose_embedder(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
+    match s.embedder {
+        EmbedderChoice::None => Err("[memory] embedder = \"none\"".into()),
+        EmbedderChoice::Local => local(s),
+        EmbedderChoice::Openai => openai(s),
+        EmbedderChoice::Bundled => bundled(),
+        EmbedderChoice::Auto => {
+            if s.model_dir.join("config.json").is_file() {
+                local(s)
+            } else if crate::config::memory::BUNDLED_EMBEDDER {
+                bundled()
+            } else {
+                Err(format!(
+                    "no embedding model: put all-MiniLM-L6-v2 (Hugging Face layout) in {} or set [memory] embedder = \"openai\"",
+                    s.model_dir.display()
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "local-embedder")]
+fn local(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
+    pincer_memory::embed::local::LocalEmbedder::open(&s.model_dir)
+        .map(|e| Arc::new(e) as Arc<dyn Embedder>)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn local(_: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
+    Err("this pincerd was built without the local embedder (cargo feature `local-embedder`)".into())
+}
+
+#[cfg(feature = "bundled-embedder")]
+fn bundled() -> Result<Arc<dyn Embedder>, String> {
+    Ok(Arc::new(
+        pincer_memory::embed::bundled::BundledEmbedder::default(),
+    ))
+}
+
+#[cfg(not(feature = "bundled-embedder"))]
+fn bundled() -> Result<Arc<dyn Embedder>, String> {
+    Err(
+        "this pincerd was built without the bundled embedder (cargo feature `bundled-embedder`)"
+            .into(),
+    )
+}
+
+fn openai(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
+    crate::llm::client::install_crypto_provider();
+    let o = &s.openai;
+    let key = match &o.api_key {
+        ApiKey::None => None,
+        ApiKey::Found { value, .. } => Some(value.0.clone()),
+        ApiKey::Missing { problem } => return Err(problem.clone()),
+    };
+    let http = reqwest::Client::builder()
+        .timeout(o.timeout)
+        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client for the embedder: {e}"))?;
+    Ok(Arc::new(OpenAiEmbedder::new(
+        http,
+        &o.base_url,
+        &o.model,
+        key,
+        o.dimensions,
+    )))
+}

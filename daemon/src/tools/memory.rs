@@ -1,0 +1,125 @@
+//! The memory tools (SPEC §8.2, §10): `memory_search` runs the agent's
+//! hybrid search and `memory_get` reads lines of a memory file. Both say
+//! plainly when the vector leg is off, so neither the model nor the user
+//! mistakes keyword-only results for the real thing.
+
+use pincer_memory::{Hit, Query, SearchOutcome};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
+
+const MEMORY: &[&str] = &["memory"];
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// What to look for, in plain words (any language).
+    pub query: String,
+    /// How many results (default 6).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetArgs {
+    /// A path from a memory_search result, e.g. MEMORY.md or memory/2026-11-22.md.
+    pub path: String,
+    /// First line to read, 1-based (default 1).
+    #[serde(default)]
+    pub from: Option<usize>,
+    /// How many lines (default 200).
+    #[serde(default)]
+    pub lines: Option<usize>,
+}
+
+pub fn tools() -> Vec<ToolDef> {
+    vec![
+        ToolDef::typed(
+            "memory_search",
+            "Search this agent's long-term memory (MEMORY.md, memory/*.md, notes): returns snippets with path and line range.",
+            MEMORY,
+            ToolFlags {
+                dedupe: true,
+                ..ToolFlags::default()
+            },
+            search,
+        )
+        .with_aliases(&[("q", "query"), ("text", "query"), ("max_results", "limit")]),
+        ToolDef::typed(
+            "memory_get",
+            "Read lines of a memory file (a path from memory_search), to see more than its snippet.",
+            MEMORY,
+            ToolFlags::default(),
+            get,
+        )
+        .with_aliases(&[("file", "path"), ("start_line", "from"), ("line", "from")]),
+    ]
+}
+
+async fn search(args: SearchArgs, ctx: ToolContext) -> ToolOutput {
+    let index = match &ctx.memory {
+        Ok(index) => index,
+        Err(why) => return ToolOutput::error(why.to_string()),
+    };
+    if args.query.trim().is_empty() {
+        return ToolOutput::error("`query` is empty: say what to look for");
+    }
+    let query = Query {
+        text: args.query.clone(),
+        limit: args.limit,
+        ..Query::default()
+    };
+    match index.search(query).await {
+        Ok(outcome) => ToolOutput::ok(render(&args.query, &outcome)),
+        Err(e) => ToolOutput::error(format!("memory search failed: {e}")),
+    }
+}
+
+/// Results as the model reads them: the kind of search first, then each
+/// hit with where it is.
+pub fn render(query: &str, outcome: &SearchOutcome) -> String {
+    let mut out = format!("[{}]\n", outcome.vector_leg.describe());
+    if outcome.hits.is_empty() {
+        out.push_str(&format!("No memory matches {query:?}."));
+        return out;
+    }
+    for (i, hit) in outcome.hits.iter().enumerate() {
+        out.push_str(&format!(
+            "\n{}. {} (score {:.2})\n{}\n",
+            i + 1,
+            location(hit),
+            hit.score,
+            hit.snippet.trim_end()
+        ));
+    }
+    out
+}
+
+/// `path:start-end`.
+pub fn location(hit: &Hit) -> String {
+    if hit.start_line == hit.end_line {
+        format!("{}:{}", hit.path, hit.start_line)
+    } else {
+        format!("{}:{}-{}", hit.path, hit.start_line, hit.end_line)
+    }
+}
+
+async fn get(args: GetArgs, ctx: ToolContext) -> ToolOutput {
+    let index = match &ctx.memory {
+        Ok(index) => index.clone(),
+        Err(why) => return ToolOutput::error(why.to_string()),
+    };
+    let path = args.path.clone();
+    let read =
+        tokio::task::spawn_blocking(move || index.get(&args.path, args.from, args.lines)).await;
+    match read {
+        Ok(Ok((text, _, _))) if text.is_empty() => {
+            ToolOutput::ok(format!("{path}: no lines there (the file is shorter)"))
+        }
+        Ok(Ok((text, start, end))) => ToolOutput::ok(format!("{path}:{start}-{end}\n{text}")),
+        Ok(Err(e)) => ToolOutput::error(e.to_string()),
+        Err(e) => ToolOutput::error(format!("memory_get failed: {e}")),
+    }
+}
