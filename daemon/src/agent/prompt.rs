@@ -1,7 +1,8 @@
 //! The system prompt of this version: identity, safety, tooling and
 //! runtime sections. Everything in it is stable for the life of a session
-//! (no clock), so provider prompt caches hit; the full section assembler of
-//! SPEC §9 replaces this module.
+//! (no clock), so provider prompt caches hit; the auto-recall section, which
+//! changes with every message, is appended after it. The full section
+//! assembler of SPEC §9 replaces this module.
 
 use crate::config::AgentSettings;
 use crate::llm::ToolSpec;
@@ -34,6 +35,23 @@ pub fn system_prompt(agent: &AgentSettings, tools: &[ToolSpec]) -> String {
         s.push_str("\n## Instructions\n");
         s.push_str(extra.trim());
         s.push('\n');
+    }
+    s
+}
+
+/// The retrieved-memory section of auto-recall: volatile, so it goes after
+/// everything stable.
+pub fn recall_section(outcome: &pincer_memory::SearchOutcome) -> String {
+    let mut s = format!(
+        "\n## Retrieved memory\nNotes from long-term memory that may bear on the next message ({}). Use memory_search for more; they may be out of date.\n",
+        outcome.vector_leg.describe()
+    );
+    for hit in &outcome.hits {
+        s.push_str(&format!(
+            "\n[{}]\n{}\n",
+            crate::tools::memory::location(hit),
+            hit.snippet.trim_end()
+        ));
     }
     s
 }

@@ -26,7 +26,7 @@ use crate::tools::policy::ChatOrigin;
 use crate::tools::policy::{self, PolicyInput};
 use crate::tools::redact::Redactor;
 use crate::tools::sessions::SessionAccess;
-use crate::tools::{ToolContext, ToolRegistry};
+use crate::tools::{ToolContext, ToolDef, ToolRegistry};
 use crate::util::preview;
 
 /// How many times a reply cut by `finish_reason = length` is continued.
@@ -103,6 +103,7 @@ impl Turn<'_> {
             agent: self.agent.id.clone(),
             model: model_label,
         });
+        let message = text.clone();
         if let Err(e) = log.append(&self.turn_id, Body::User { text }) {
             return self.fail(log, "internal", e);
         }
@@ -117,7 +118,11 @@ impl Turn<'_> {
         let registry = self.rt.tool_registry().await;
         let tool_env = self.tool_env(&registry);
         let specs: Vec<ToolSpec> = tool_env.offered.iter().map(|t| t.spec()).collect();
-        let system = prompt::system_prompt(self.agent, &specs);
+        let mut system = prompt::system_prompt(self.agent, &specs);
+        // Volatile, so after the stable part (SPEC §9).
+        if let Some(recalled) = self.recall(&tool_env.offered, &message).await {
+            system.push_str(&recalled);
+        }
         let started = Instant::now();
         let deadline = started + self.agent.max_turn_duration;
         let mut model_calls = 0u32;
@@ -457,6 +462,34 @@ impl Turn<'_> {
                     })
                 })
             },
+        }
+    }
+
+    /// Auto-recall (SPEC §9): the top memory hits for the new message, for
+    /// the owner only and only where policy offers `memory_search`, so a
+    /// group chat never sees the owner's notes this way.
+    async fn recall(&self, offered: &[&ToolDef], message: &str) -> Option<String> {
+        let settings = &self.config.memory;
+        if !settings.enabled
+            || !settings.auto_recall
+            || !self.origin.owner
+            || !offered.iter().any(|t| t.name == "memory_search")
+        {
+            return None;
+        }
+        let index = self.rt.memory.index(self.agent).ok()?;
+        let query = pincer_memory::Query {
+            text: message.to_string(),
+            limit: Some(settings.auto_recall_results),
+            ..Default::default()
+        };
+        match index.search(query).await {
+            Ok(outcome) if !outcome.hits.is_empty() => Some(prompt::recall_section(&outcome)),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(agent = %self.agent.id, "auto-recall failed: {e}");
+                None
+            }
         }
     }
 
