@@ -7,6 +7,7 @@ mod guard;
 mod lifecycle;
 mod llmock;
 mod mcp;
+mod memory;
 mod plugins;
 mod policy;
 mod scripted;

@@ -727,8 +727,13 @@ fn sync_file(
         let mut cached = tx.prepare_cached(
             "SELECT vector FROM embedding_cache WHERE provider = ?1 AND model = ?2 AND hash = ?3",
         )?;
-        let mut insert_vec =
-            tx.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?;
+        // Only an index with an embedder has a `chunks_vec` table to write to.
+        let mut insert_vec = match cache_key {
+            Some(_) => Some(
+                tx.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?,
+            ),
+            None => None,
+        };
         for chunk in &chunks {
             insert_chunk.execute(params![
                 file_id,
@@ -743,7 +748,7 @@ fn sync_file(
                 let vector: Option<Vec<u8>> = cached
                     .query_row(params![provider, model, chunk.hash], |r| r.get(0))
                     .optional()?;
-                if let Some(vector) = vector {
+                if let (Some(vector), Some(insert_vec)) = (vector, insert_vec.as_mut()) {
                     insert_vec.execute(params![chunk_id, vector])?;
                     tx.execute("UPDATE chunks SET embedded = 1 WHERE id = ?1", [chunk_id])?;
                     cache_hits += 1;

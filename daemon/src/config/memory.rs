@@ -274,3 +274,107 @@ fn fraction(
 ) -> Result<f64, ConfigError> {
     within(loc, value, default, 0.0..=1.0)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{ConfigError, load::Problem, load::parse};
+
+    fn memory(section: &str) -> Result<MemorySettings, ConfigError> {
+        let home = Home::at("/tmp/pincer-test-home");
+        parse(
+            &home,
+            Path::new("/h/config.toml"),
+            &format!("[memory]\n{section}"),
+            &|| None,
+        )
+        .map(|c| c.memory)
+    }
+
+    fn problem(section: &str) -> Problem {
+        match memory(section) {
+            Err(ConfigError::Invalid(p)) => *p,
+            other => panic!("expected a problem, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_spec_defaults() {
+        let m = memory("").unwrap();
+        assert_eq!(m.embedder, EmbedderChoice::Auto);
+        assert_eq!(
+            m.model_dir,
+            Path::new("/tmp/pincer-test-home/models/all-MiniLM-L6-v2")
+        );
+        assert_eq!((m.chunk.tokens, m.chunk.overlap), (400, 80));
+        assert_eq!(m.search.max_results, 6);
+        assert_eq!(m.search.min_score, 0.35);
+        assert_eq!((m.search.vector_weight, m.search.text_weight), (0.7, 0.3));
+        assert_eq!(m.search.candidate_multiplier, 4);
+        assert_eq!(m.watch.reconcile_every, Duration::from_secs(600));
+        assert!(!m.auto_recall && !m.sessions && m.enabled);
+    }
+
+    #[test]
+    fn an_unknown_embedder_is_located() {
+        let p = problem("embedder = \"bert\"\n");
+        assert_eq!((p.line, p.key.as_deref()), (2, Some("memory.embedder")));
+        assert!(p.reason.contains("unknown embedder `bert`"), "{}", p.reason);
+    }
+
+    #[test]
+    fn overlap_above_half_the_chunk_is_refused() {
+        let p = problem("chunk_tokens = 100\nchunk_overlap = 60\n");
+        assert_eq!(
+            (p.line, p.key.as_deref()),
+            (3, Some("memory.chunk_overlap"))
+        );
+        assert!(p.reason.contains("at most half"), "{}", p.reason);
+    }
+
+    #[test]
+    fn globs_must_be_valid_and_stay_in_the_workspace() {
+        let p = problem("paths = [\"notes/**/*.md\", \"notes/[a.md\"]\n");
+        assert_eq!(p.line, 2);
+        assert!(p.reason.contains("is not a valid glob"), "{}", p.reason);
+        let p = problem("paths = [\"../secrets/*.md\"]\n");
+        assert!(
+            p.reason.contains("inside the agent's workspace"),
+            "{}",
+            p.reason
+        );
+        let p = problem("paths = [\"/etc/*.conf\"]\n");
+        assert!(
+            p.reason.contains("inside the agent's workspace"),
+            "{}",
+            p.reason
+        );
+    }
+
+    #[test]
+    fn weights_cannot_both_be_zero() {
+        let p = problem("vector_weight = 0.0\ntext_weight = 0.0\n");
+        assert_eq!(
+            (p.line, p.key.as_deref()),
+            (2, Some("memory.vector_weight"))
+        );
+        assert!(p.reason.contains("cannot both be 0"), "{}", p.reason);
+    }
+
+    #[test]
+    fn fractions_and_ranges_are_checked() {
+        let p = problem("min_score = 1.5\n");
+        assert_eq!(p.key.as_deref(), Some("memory.min_score"));
+        assert!(p.reason.contains("between 0 and 1"), "{}", p.reason);
+        let p = problem("fusion = \"max\"\n");
+        assert!(
+            p.reason.contains("expected weighted or rrf"),
+            "{}",
+            p.reason
+        );
+        let p = problem("[memory.openai]\nbase_url = \"ftp://x\"\n");
+        assert!(p.reason.contains("not an http"), "{}", p.reason);
+    }
+}

@@ -26,13 +26,11 @@ fn tool(name: &str, groups: &[&str], flags: ToolFlags, source: ToolSource) -> To
 fn registry() -> ToolRegistry {
     let plain = ToolFlags::default();
     let mut tools = ToolRegistry::core().all().to_vec();
-    let core = ToolSource::Core;
-    tools.push(tool("memory_search", &["memory"], plain, core.clone()));
     let owner_only = ToolFlags {
         owner_only: true,
         ..plain
     };
-    tools.push(tool("gateway_restart", &[], owner_only, core));
+    tools.push(tool("gateway_restart", &[], owner_only, ToolSource::Core));
     let plugin = ToolSource::Plugin {
         id: "weather".into(),
         server: "weather".into(),
@@ -66,6 +64,7 @@ const ALL: &[&str] = &[
     "process",
     "web_fetch",
     "memory_search",
+    "memory_get",
     "sessions_list",
     "session_status",
     "sessions_history",
@@ -156,6 +155,7 @@ fn cases() -> Vec<Case> {
             offered: vec![
                 "web_fetch",
                 "memory_search",
+                "memory_get",
                 "sessions_list",
                 "session_status",
                 "sessions_history",
@@ -181,6 +181,7 @@ fn cases() -> Vec<Case> {
                 "process",
                 "web_fetch",
                 "memory_search",
+                "memory_get",
                 "sessions_list",
                 "session_status",
                 "sessions_history",
@@ -255,6 +256,7 @@ fn cases() -> Vec<Case> {
                 "sessions_spawn",
                 "message",
                 "memory_search",
+                "memory_get",
             ],
             removed_by: &[("exec", "profile `messaging`")],
         },
@@ -268,6 +270,7 @@ fn cases() -> Vec<Case> {
             offered: vec![
                 "exec",
                 "memory_search",
+                "memory_get",
                 "sessions_list",
                 "session_status",
                 "sessions_history",
