@@ -92,6 +92,11 @@ pub async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
 async fn status(ctx: &Ctx) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     let s = c.daemon.status(pb::StatusRequest {}).await?.into_inner();
+    let memory = c
+        .memory
+        .status(pb::MemoryStatusRequest::default())
+        .await?
+        .into_inner();
     if ctx.json {
         let agents: Vec<_> = s
             .agents
@@ -102,7 +107,9 @@ async fn status(ctx: &Ctx) -> Result<u8, CliError> {
             "{}",
             json!({"version": s.version, "pid": s.pid, "uptime_ms": s.uptime_ms, "home": s.home, "config": s.config_path,
                    "agents": agents, "running_turns": s.running_turns, "max_concurrent_turns": s.max_concurrent_turns,
-                   "sessions": s.sessions, "provider_problem": s.provider_problem})
+                   "sessions": s.sessions, "provider_problem": s.provider_problem,
+                   "memory": {"enabled": memory.enabled,
+                              "indexes": memory.indexes.iter().map(crate::memory::index_json).collect::<Vec<_>>()}})
         );
         return Ok(0);
     }
@@ -127,6 +134,14 @@ async fn status(ctx: &Ctx) -> Result<u8, CliError> {
             format!("{}/{}", a.provider, a.model)
         };
         println!("  {:<12} {:<40} {}", a.id, model, a.workspace);
+    }
+    if memory.enabled {
+        println!("memory:");
+        for index in &memory.indexes {
+            println!("  {}", crate::memory::index_line(index));
+        }
+    } else {
+        println!("memory:   off ([memory] enabled = false)");
     }
     if !s.provider_problem.is_empty() {
         println!("problem:  {}", s.provider_problem);

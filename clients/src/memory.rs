@@ -47,6 +47,61 @@ fn leg_line(leg: &Option<pb::VectorLeg>) -> String {
     }
 }
 
+/// One index's status as JSON (`pincer memory status --json` and `pincer status --json`).
+pub fn index_json(s: &pb::MemoryIndexStatus) -> serde_json::Value {
+    json!({"agent": s.agent, "workspace": s.workspace, "db_path": s.db_path, "files": s.files,
+           "chunks": s.chunks, "embedded_chunks": s.embedded_chunks,
+           "vector_leg": leg_json(&s.vector_leg), "dimensions": s.dimensions,
+           "last_sync": (s.last_sync > 0).then_some(s.last_sync),
+           "last_error": (!s.last_error.is_empty()).then_some(&s.last_error),
+           "skipped": s.skipped, "watching": s.watching,
+           "watcher_error": (!s.watcher_error.is_empty()).then_some(&s.watcher_error)})
+}
+
+/// One index on one line, for `pincer status`.
+pub fn index_line(s: &pb::MemoryIndexStatus) -> String {
+    let vectors = match &s.vector_leg {
+        Some(l) if l.on => format!("vectors by {}", l.detail),
+        _ => "full-text only (no embedder)".into(),
+    };
+    let mut line = format!(
+        "{:<12} {} files, {} chunks, {vectors}; indexed {}; {}",
+        s.agent,
+        s.files,
+        s.chunks,
+        last_sync(s, unix_now()),
+        watching(s)
+    );
+    if !s.last_error.is_empty() {
+        line.push_str(&format!("; error: {}", s.last_error));
+    }
+    line
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn last_sync(s: &pb::MemoryIndexStatus, now: i64) -> String {
+    if s.last_sync > 0 {
+        format!("{} s ago", (now - s.last_sync).max(0))
+    } else {
+        "not yet".into()
+    }
+}
+
+fn watching(s: &pb::MemoryIndexStatus) -> String {
+    if s.watching {
+        "watching for changes".to_string()
+    } else if s.watcher_error.is_empty() {
+        "not watching yet".to_string()
+    } else {
+        format!("not watching: {}", s.watcher_error)
+    }
+}
+
 async fn search(
     ctx: &Ctx,
     query: String,
@@ -148,19 +203,7 @@ async fn status(ctx: &Ctx, agent: Option<String>) -> Result<u8, CliError> {
         .await?
         .into_inner();
     if ctx.json {
-        let indexes: Vec<_> = r
-            .indexes
-            .iter()
-            .map(|s| {
-                json!({"agent": s.agent, "workspace": s.workspace, "db_path": s.db_path, "files": s.files,
-                       "chunks": s.chunks, "embedded_chunks": s.embedded_chunks,
-                       "vector_leg": leg_json(&s.vector_leg), "dimensions": s.dimensions,
-                       "last_sync": (s.last_sync > 0).then_some(s.last_sync),
-                       "last_error": (!s.last_error.is_empty()).then_some(&s.last_error),
-                       "skipped": s.skipped, "watching": s.watching,
-                       "watcher_error": (!s.watcher_error.is_empty()).then_some(&s.watcher_error)})
-            })
-            .collect();
+        let indexes: Vec<_> = r.indexes.iter().map(index_json).collect();
         println!("{}", json!({"enabled": r.enabled, "indexes": indexes}));
         return Ok(0);
     }
@@ -168,9 +211,7 @@ async fn status(ctx: &Ctx, agent: Option<String>) -> Result<u8, CliError> {
         println!("memory is turned off ([memory] enabled = false in config.toml)");
         return Ok(0);
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = unix_now();
     for s in &r.indexes {
         println!("agent {}  ({})", s.agent, s.workspace);
         println!("  index:    {}", s.db_path);
@@ -184,19 +225,7 @@ async fn status(ctx: &Ctx, agent: Option<String>) -> Result<u8, CliError> {
             s.files, s.chunks, s.embedded_chunks
         );
         println!("  search:   {}", leg_line(&s.vector_leg));
-        let last = if s.last_sync > 0 {
-            format!("{} s ago", (now - s.last_sync).max(0))
-        } else {
-            "not yet".into()
-        };
-        let watching = if s.watching {
-            "watching for changes".to_string()
-        } else if s.watcher_error.is_empty() {
-            "not watching yet".to_string()
-        } else {
-            format!("not watching: {}", s.watcher_error)
-        };
-        println!("  indexed:  {last}; {watching}");
+        println!("  indexed:  {}; {}", last_sync(s, now), watching(s));
         if !s.last_error.is_empty() {
             println!("  error:    {}", s.last_error);
         }

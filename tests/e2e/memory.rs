@@ -113,6 +113,14 @@ async fn the_index_follows_the_files_live_and_after_downtime() {
     assert_eq!(s["vector_leg"]["detail"], "local/all-MiniLM-L6-v2");
     assert_eq!(s["dimensions"], 384);
     assert_eq!(s["watching"], true, "{s:#}");
+    let overview = home.cli(&["status"]).await;
+    assert!(
+        overview
+            .ok()
+            .contains("3 files, 3 chunks, vectors by local/all-MiniLM-L6-v2"),
+        "`pincer status` shows the memory index: {}",
+        overview.stdout
+    );
 
     // Hybrid: a paraphrase with no shared keyword is found by the vector leg.
     let result = search(&home, "what is the name of my kitten?").await;
@@ -122,7 +130,9 @@ async fn the_index_follows_the_files_live_and_after_downtime() {
         result["hits"][0]["vector_score"].as_f64().unwrap() > 0.3,
         "{result:#}"
     );
-    let human = home.cli(&["memory", "search", "kitten name"]).await;
+    let human = home
+        .cli(&["memory", "search", "what is my cat called"])
+        .await;
     let first = human.ok().lines().next().unwrap_or_default();
     assert!(
         first.starts_with("hybrid search (vectors by local/all-MiniLM-L6-v2"),
@@ -248,6 +258,11 @@ async fn without_an_embedder_every_answer_says_the_vector_leg_is_off() {
         status.ok().contains("the vector leg is off"),
         "{}",
         status.stdout
+    );
+    let overview = home.cli(&["status", "--json"]).await.json();
+    assert_eq!(
+        overview["memory"]["indexes"][0]["vector_leg"]["on"], false,
+        "{overview:#}"
     );
     let doctor = home.cli(&["doctor"]).await;
     assert!(

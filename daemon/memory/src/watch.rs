@@ -63,11 +63,13 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
             None
         }
     };
+    // Watch first, then scan: a file saved during the scan is then both
+    // seen by the scan or queued as an event, never missed by both.
     let mut watched: BTreeSet<PathBuf> = BTreeSet::new();
-    reconcile(&index).await;
     if let Some(d) = debouncer.as_mut() {
         ensure_watches(&index, d, &mut watched);
     }
+    reconcile(&index).await;
     let mut scan = tokio::time::interval(settings.reconcile_every);
     scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     scan.tick().await;
