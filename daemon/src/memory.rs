@@ -185,7 +185,7 @@ pub fn choose_embedder(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> 
                 bundled()
             } else {
                 Err(format!(
-                    "no embedding model: put all-MiniLM-L6-v2 (Hugging Face layout) in {} or set [memory] embedder = \"openai\"",
+                    "no embedding model in {}: run `bash packaging/fetch-model.sh` in the pincer source folder, or set [memory] embedder = \"openai\"",
                     s.model_dir.display()
                 ))
             }

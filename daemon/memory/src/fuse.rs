@@ -2,7 +2,7 @@
 //! lists: normalising each leg, merging them by weights or by reciprocal
 //! rank fusion, temporal decay of dated notes, and MMR re-ranking.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// How the two legs are merged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -131,21 +131,25 @@ pub fn mmr(candidates: Vec<(Scored, &str)>, lambda: f64, limit: usize) -> Vec<Sc
     if lambda >= 1.0 || candidates.len() <= 1 {
         return candidates.into_iter().take(limit).map(|(s, _)| s).collect();
     }
-    let words: Vec<HashSet<String>> = candidates.iter().map(|(_, t)| word_set(t)).collect();
+    let words: Vec<Vec<u64>> = candidates.iter().map(|(_, t)| word_set(t)).collect();
+    // The highest similarity of each candidate to anything picked so far,
+    // updated against the newest pick only: O(limit × candidates) Jaccards.
+    let mut redundancy = vec![0.0f64; candidates.len()];
     let mut left: Vec<usize> = (0..candidates.len()).collect();
     let mut picked: Vec<usize> = Vec::new();
     while picked.len() < limit && !left.is_empty() {
+        if let Some(&newest) = picked.last() {
+            for &i in &left {
+                redundancy[i] = redundancy[i].max(jaccard(&words[i], &words[newest]));
+            }
+        }
         let (pos, _) = left
             .iter()
             .enumerate()
             .map(|(pos, &i)| {
-                let redundancy = picked
-                    .iter()
-                    .map(|&j| jaccard(&words[i], &words[j]))
-                    .fold(0.0, f64::max);
                 (
                     pos,
-                    lambda * candidates[i].0.score - (1.0 - lambda) * redundancy,
+                    lambda * candidates[i].0.score - (1.0 - lambda) * redundancy[i],
                 )
             })
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
@@ -160,19 +164,44 @@ pub fn mmr(candidates: Vec<(Scored, &str)>, lambda: f64, limit: usize) -> Vec<Sc
         .collect()
 }
 
-fn word_set(text: &str) -> HashSet<String> {
-    text.split(|c: char| !c.is_alphanumeric())
+/// The distinct lower-cased words of `text`, as sorted hashes (comparing
+/// hashes instead of strings keeps MMR well under a millisecond).
+fn word_set(text: &str) -> Vec<u64> {
+    let mut set: Vec<u64> = text
+        .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+        .map(|w| {
+            w.chars()
+                .flat_map(char::to_lowercase)
+                .fold(0xcbf2_9ce4_8422_2325u64, |h, c| {
+                    (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3)
+                })
+        })
+        .collect();
+    set.sort_unstable();
+    set.dedup();
+    set
 }
 
-fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
-    let union = a.union(b).count();
+/// Jaccard similarity of two sorted, deduplicated sets.
+fn jaccard(a: &[u64], b: &[u64]) -> f64 {
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    let union = a.len() + b.len() - common;
     if union == 0 {
         return 0.0;
     }
-    a.intersection(b).count() as f64 / union as f64
+    common as f64 / union as f64
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use crate::MemoryError;
 use crate::chunk::{ChunkSize, chunk_markdown};
 use crate::db;
-use crate::embed::Embedder;
+use crate::embed::{Embedder, EmbedderId};
 use crate::fts;
 use crate::fuse::{self, Fusion, Scored};
 use crate::sources::{MAX_FILE_BYTES, SourceFile, Sources};
@@ -477,8 +477,8 @@ impl MemoryIndex {
                     )?;
                     tx.execute("DELETE FROM chunks_vec WHERE rowid = ?1", [chunk])?;
                     tx.execute(
-                        "INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)",
-                        params![chunk, blob],
+                        "INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, vec_bit(?2))",
+                        params![chunk, db::binary_blob(vector)],
                     )?;
                     tx.execute("UPDATE chunks SET embedded = 1 WHERE id = ?1", [chunk])?;
                 }
@@ -523,12 +523,13 @@ impl MemoryIndex {
         let use_text = query.legs != Legs::VectorOnly;
         let min_score = query.min_score.unwrap_or(settings.min_score);
         let text = query.text.clone();
+        let embedder_id = self.inner.embedder.as_ref().map(|e| e.id().clone());
         let hits = self
             .with_conn(move |conn, _| {
                 let now_day = OffsetDateTime::now_utc().unix_timestamp() / 86_400;
-                let vector_hits = match &query_vector {
-                    Some(v) => Some(vector_candidates(conn, v, candidates)?),
-                    None => None,
+                let vector_hits = match (&query_vector, &embedder_id) {
+                    (Some(v), Some(id)) => Some(vector_candidates(conn, id, v, candidates)?),
+                    _ => None,
                 };
                 let text_hits = if use_text {
                     match fts::match_expression(&text) {
@@ -568,9 +569,15 @@ impl MemoryIndex {
             .resolve(path.trim_start_matches("./"))
             .ok_or_else(not_source)?;
         let file = self.inner.sources.classify(&abs).ok_or_else(not_source)?;
-        let text = Sources::read_text(&file).map_err(|source| MemoryError::Io {
-            path: path.to_string(),
-            source,
+        let text = self.inner.sources.read(&file).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::PermissionDenied {
+                not_source()
+            } else {
+                MemoryError::Io {
+                    path: path.to_string(),
+                    source,
+                }
+            }
         })?;
         let all: Vec<&str> = text.lines().collect();
         let start = from.unwrap_or(1).max(1);
@@ -689,7 +696,7 @@ fn sync_file(
     {
         return Ok(FileOutcome::Unchanged);
     }
-    let text = match Sources::read_text(file) {
+    let text = match inner.sources.read(file) {
         Ok(t) => t,
         Err(e) => return Ok(FileOutcome::Skipped(format!("cannot read: {e}"))),
     };
@@ -729,9 +736,9 @@ fn sync_file(
         )?;
         // Only an index with an embedder has a `chunks_vec` table to write to.
         let mut insert_vec = match cache_key {
-            Some(_) => Some(
-                tx.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?,
-            ),
+            Some(_) => Some(tx.prepare_cached(
+                "INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, vec_bit(?2))",
+            )?),
             None => None,
         };
         for chunk in &chunks {
@@ -749,7 +756,8 @@ fn sync_file(
                     .query_row(params![provider, model, chunk.hash], |r| r.get(0))
                     .optional()?;
                 if let (Some(vector), Some(insert_vec)) = (vector, insert_vec.as_mut()) {
-                    insert_vec.execute(params![chunk_id, vector])?;
+                    let bits = db::binary_blob(&db::blob_vector(&vector));
+                    insert_vec.execute(params![chunk_id, bits])?;
                     tx.execute("UPDATE chunks SET embedded = 1 WHERE id = ?1", [chunk_id])?;
                     cache_hits += 1;
                 }
@@ -820,23 +828,54 @@ fn remove_missing(conn: &Connection, listed: &[String]) -> Result<usize, MemoryE
     Ok(removed)
 }
 
+/// How many bit-scan candidates are re-scored by exact cosine per vector
+/// candidate wanted: sign bits misorder close neighbours, rarely far ones.
+const RESCORE_FACTOR: usize = 8;
+
+/// The `k` chunks nearest to `query` by cosine: a Hamming scan of the sign
+/// bits in `chunks_vec` for `k × RESCORE_FACTOR` candidates, re-scored with
+/// their float vectors from the embedding cache.
 fn vector_candidates(
     conn: &Connection,
+    embedder: &EmbedderId,
     query: &[f32],
     k: usize,
 ) -> Result<Vec<(i64, f64)>, MemoryError> {
     if !has_vector_table(conn)? {
         return Ok(Vec::new());
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ?1 AND k = ?2 ORDER BY distance",
+    // sqlite-vec answers at most 4096 neighbours per query.
+    let coarse_k = (k * RESCORE_FACTOR).clamp(1, 4096);
+    let mut knn = conn.prepare_cached(
+        "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH vec_bit(?1) AND k = ?2 ORDER BY distance",
     )?;
-    let rows = stmt
-        .query_map(params![db::vector_blob(query), k as i64], |r| {
-            Ok((r.get::<_, i64>(0)?, 1.0 - r.get::<_, f64>(1)?))
+    let coarse: Vec<(i64, f64)> = knn
+        .query_map(params![db::binary_blob(query), coarse_k as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
         })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+        .collect::<Result<_, _>>()?;
+    let bits = db::bit_dimensions(query.len());
+    let mut exact = conn.prepare_cached(
+        "SELECT e.vector FROM chunks c JOIN embedding_cache e
+           ON e.provider = ?2 AND e.model = ?3 AND e.hash = c.hash
+         WHERE c.id = ?1",
+    )?;
+    let mut scored = Vec::with_capacity(coarse.len());
+    for (id, hamming) in coarse {
+        let vector: Option<Vec<u8>> = exact
+            .query_row(params![id, embedder.provider, embedder.model], |r| r.get(0))
+            .optional()?;
+        let similarity = match vector {
+            Some(blob) if blob.len() == query.len() * 4 => {
+                crate::embed::cosine(query, &db::blob_vector(&blob)) as f64
+            }
+            _ => db::cosine_from_hamming(hamming, bits),
+        };
+        scored.push((id, similarity));
+    }
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.truncate(k);
+    Ok(scored)
 }
 
 fn text_candidates(

@@ -3,8 +3,10 @@
 //! when asked for, its session transcripts. Every file has an index path:
 //! relative to the workspace, or `sessions/<file>` for transcripts.
 //!
-//! Symbolic links are not followed, so memory never reads outside the
-//! workspace and the sessions folder.
+//! Memory never reads outside the workspace and the sessions folder: the
+//! walk does not follow symbolic links, paths with `..` are not sources,
+//! and [`Sources::read`] refuses a file whose real path lies elsewhere (a
+//! link named in a watcher event or asked for by `memory_get`).
 
 use std::path::{Path, PathBuf};
 
@@ -109,6 +111,12 @@ impl Sources {
             });
         }
         let rel = abs.strip_prefix(&self.workspace).ok()?;
+        if !rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            return None;
+        }
         let rel_str = rel.to_str()?.replace('\\', "/");
         if rel_str.split('/').any(|part| part.starts_with('.')) {
             return None;
@@ -138,16 +146,38 @@ impl Sources {
         self.classify(&abs).map(|f| f.abs)
     }
 
-    /// The text of a source file as it is indexed: Markdown as is, a
-    /// transcript as one `role: text` line per message line.
-    pub fn read_text(file: &SourceFile) -> std::io::Result<String> {
-        let raw = std::fs::read(&file.abs)?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        Ok(match file.kind {
-            SourceKind::Sessions => transcript_text(&text),
-            _ => text,
-        })
+    /// The text of a source file as it is indexed, refusing a file whose
+    /// real path (links resolved) is outside its root.
+    pub fn read(&self, file: &SourceFile) -> std::io::Result<String> {
+        let root = match file.kind {
+            SourceKind::Sessions => self.sessions_dir.as_deref(),
+            _ => Some(self.workspace.as_path()),
+        };
+        let real = std::fs::canonicalize(&file.abs)?;
+        let inside = root
+            .and_then(|r| std::fs::canonicalize(r).ok())
+            .is_some_and(|r| real.starts_with(r));
+        if !inside {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                OUTSIDE,
+            ));
+        }
+        read_text(file)
     }
+}
+
+/// Why a linked file is not read.
+pub const OUTSIDE: &str = "it is a link to a file outside the workspace";
+
+/// Markdown as is, a transcript as one `role: text` line per message line.
+fn read_text(file: &SourceFile) -> std::io::Result<String> {
+    let raw = std::fs::read(&file.abs)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    Ok(match file.kind {
+        SourceKind::Sessions => transcript_text(&text),
+        _ => text,
+    })
 }
 
 /// Keeps line numbers: line N of the result is message line N of the

@@ -1,0 +1,204 @@
+//! Hybrid search latency (SPEC §14: 10k chunks × 384-d ≤ 5 ms p50, 100k ≤
+//! 30 ms p50) and the cost of embedding one query with the real
+//! all-MiniLM-L6-v2.
+//!
+//! The indexes are built from generated notes (one heading and a
+//! 100-word paragraph per chunk, words drawn with a skew like real text) and
+//! embedded by a bag-of-words random projection: 384-d unit vectors where
+//! texts sharing words are near each other, computed in microseconds. That
+//! isolates the index (sqlite-vec KNN, FTS5 bm25, fusion, decay, MMR,
+//! snippets) from the model, whose query cost is measured on its own.
+//!
+//! `cargo bench -p pincer-memory --bench hybrid_search` (set
+//! `PINCER_BENCH_SIZES=10000` to skip the 100k index, which takes about a
+//! minute to build).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use pincer_memory::chunk::ChunkSize;
+use pincer_memory::{Embedder, IndexSettings, Legs, MemoryIndex, Query, Scope, Sources};
+
+#[path = "../tests/common/projection.rs"]
+mod projection;
+use projection::ProjectionEmbedder;
+
+const DIMS: usize = 384;
+const WORDS_PER_CHUNK: usize = 100;
+const CHUNKS_PER_FILE: usize = 200;
+
+/// A vocabulary of 5,000 made-up words.
+fn vocabulary() -> Vec<String> {
+    const SYLLABLES: [&str; 20] = [
+        "ka", "lo", "mi", "ne", "ru", "sa", "te", "vo", "zi", "pa", "do", "fe", "gu", "ha", "ji",
+        "ko", "la", "ma", "no", "pe",
+    ];
+    (0..5000)
+        .map(|i| {
+            let mut w = String::new();
+            let mut n = i + 20;
+            while n > 0 {
+                w.push_str(SYLLABLES[n % 20]);
+                n /= 20;
+            }
+            w
+        })
+        .collect()
+}
+
+struct Words {
+    vocab: Vec<String>,
+    state: u64,
+}
+
+impl Words {
+    /// Skewed toward the first words, as word frequencies are.
+    fn next(&mut self) -> &str {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        let u = (self.state >> 11) as f64 / (1u64 << 53) as f64;
+        &self.vocab[((u * u * u) * self.vocab.len() as f64) as usize]
+    }
+    fn sentence(&mut self, n: usize) -> String {
+        (0..n)
+            .map(|_| self.next().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn write_notes(workspace: &Path, chunks: usize, words: &mut Words) {
+    let dir = workspace.join("memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in 0..chunks.div_ceil(CHUNKS_PER_FILE) {
+        let mut text = String::new();
+        for c in 0..CHUNKS_PER_FILE.min(chunks - file * CHUNKS_PER_FILE) {
+            text.push_str(&format!(
+                "## Note {c}\n\n{}\n\n",
+                words.sentence(WORDS_PER_CHUNK)
+            ));
+        }
+        std::fs::write(dir.join(format!("notes-{file:04}.md")), text).unwrap();
+    }
+}
+
+fn build(rt: &tokio::runtime::Runtime, root: &Path, chunks: usize) -> MemoryIndex {
+    let workspace = root.join(format!("ws-{chunks}"));
+    let mut words = Words {
+        vocab: vocabulary(),
+        state: 0x9e37_79b9_7f4a_7c15,
+    };
+    write_notes(&workspace, chunks, &mut words);
+    let embedder: Arc<dyn Embedder> = Arc::new(ProjectionEmbedder::new("projection-384", DIMS));
+    let index = MemoryIndex::open(
+        "bench",
+        root.join(format!("memory-{chunks}.db")),
+        Sources::new(workspace, Vec::new(), None).unwrap(),
+        IndexSettings {
+            chunk: ChunkSize {
+                tokens: 400,
+                overlap: 80,
+            },
+            ..IndexSettings::default()
+        },
+        Some(embedder),
+        "",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    rt.block_on(index.sync(Scope::All, None)).unwrap();
+    let status = rt.block_on(index.status()).unwrap();
+    assert_eq!(status.chunks as usize, chunks, "one chunk per note");
+    assert_eq!(status.embedded_chunks, status.chunks);
+    eprintln!(
+        "built a {chunks}-chunk index in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    index
+}
+
+fn queries() -> Vec<String> {
+    let mut words = Words {
+        vocab: vocabulary(),
+        state: 0x2545_f491_4f6c_dd1d,
+    };
+    (0..64).map(|_| words.sentence(5)).collect()
+}
+
+fn sizes() -> Vec<usize> {
+    std::env::var("PINCER_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000])
+}
+
+fn search(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let queries = queries();
+    let mut group = c.benchmark_group("memory_search");
+    group.measurement_time(Duration::from_secs(8));
+    for chunks in sizes() {
+        let index = build(&rt, root.path(), chunks);
+        for (name, legs) in [
+            ("hybrid", Legs::Hybrid),
+            ("vector_only", Legs::VectorOnly),
+            ("text_only", Legs::TextOnly),
+        ] {
+            let mut i = 0;
+            group.bench_function(BenchmarkId::new(name, chunks), |b| {
+                b.to_async(&rt).iter(|| {
+                    i = (i + 1) % queries.len();
+                    let q = Query {
+                        text: queries[i].clone(),
+                        min_score: Some(0.0),
+                        legs,
+                        ..Query::default()
+                    };
+                    let index = index.clone();
+                    async move {
+                        let found = index.search(q).await.unwrap();
+                        assert!(!found.hits.is_empty());
+                    }
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+/// One query through the real all-MiniLM-L6-v2 (what a search adds on top
+/// of the index with the default embedder), when the model is installed.
+#[cfg(feature = "local-embedder")]
+fn query_embedding(c: &mut Criterion) {
+    let dir = pincer_testkit::peers::peers_dir().join("models/all-MiniLM-L6-v2");
+    if !dir.join("model.safetensors").is_file() {
+        eprintln!(
+            "no all-MiniLM-L6-v2 in {}: run `bash tests/setup.sh` to measure query embedding",
+            dir.display()
+        );
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let embedder = pincer_memory::embed::local::LocalEmbedder::open(&dir).unwrap();
+    let query = vec!["what did we decide about the boat's new sails?".to_string()];
+    rt.block_on(embedder.embed(&query)).unwrap();
+    c.bench_function("query_embedding/all-MiniLM-L6-v2", |b| {
+        b.to_async(&rt).iter(|| async {
+            let v = embedder.embed(&query).await.unwrap();
+            assert_eq!(v[0].len(), DIMS);
+        })
+    });
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn query_embedding(_: &mut Criterion) {}
+
+criterion_group!(benches, search, query_embedding);
+criterion_main!(benches);

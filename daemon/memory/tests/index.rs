@@ -1,0 +1,266 @@
+//! The index on real files and a real SQLite database, with the projection
+//! embedder standing in for the model: incremental sync by file and chunk
+//! hash, the embedding cache, an embedder change rebuilding the vectors, an
+//! embedder that fails, deletes, dated-note decay, and `get` staying inside
+//! the memory sources.
+
+mod common {
+    pub mod projection;
+}
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use common::projection::ProjectionEmbedder;
+use pincer_memory::{Embedder, IndexSettings, Legs, MemoryIndex, Query, Scope, Sources};
+
+fn open(root: &Path, embedder: Option<Arc<ProjectionEmbedder>>) -> MemoryIndex {
+    MemoryIndex::open(
+        "main",
+        root.join("memory-main.db"),
+        Sources::new(root.join("ws"), Vec::new(), None).unwrap(),
+        IndexSettings::default(),
+        embedder.map(|e| e as Arc<dyn Embedder>),
+        "[memory] embedder = \"none\"",
+    )
+    .unwrap()
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join("ws").join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+async fn search(index: &MemoryIndex, text: &str) -> Vec<String> {
+    index
+        .search(Query {
+            text: text.into(),
+            min_score: Some(0.0),
+            ..Query::default()
+        })
+        .await
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| format!("{}:{}-{}", h.path, h.start_line, h.end_line))
+        .collect()
+}
+
+const NOTES: &str =
+    "# Boat\n\nThe boat Aurora is moored in Hydra.\n\n# Garden\n\nThe tomatoes need water daily.\n";
+
+#[tokio::test]
+async fn only_what_changed_is_read_and_embedded_again() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "MEMORY.md", NOTES);
+    write(
+        root.path(),
+        "memory/cats.md",
+        "# Cats\n\nMiso likes tuna.\n",
+    );
+    let embedder = Arc::new(ProjectionEmbedder::new("p", 64));
+    let index = open(root.path(), Some(embedder.clone()));
+
+    let first = index.sync(Scope::All, None).await.unwrap();
+    assert_eq!((first.files_seen, first.files_changed), (2, 2));
+    assert_eq!(first.chunks_added, 3);
+    assert_eq!(first.chunks_embedded, 3);
+    assert_eq!(embedder.embedded.load(Ordering::SeqCst), 3);
+
+    let again = index.sync(Scope::All, None).await.unwrap();
+    assert_eq!((again.files_changed, again.chunks_embedded), (0, 0));
+    assert_eq!(
+        embedder.embedded.load(Ordering::SeqCst),
+        3,
+        "nothing re-embedded"
+    );
+
+    // One section edited: the file is re-chunked, but only the new text is
+    // embedded; the unchanged section's vector comes from the cache.
+    write(
+        root.path(),
+        "MEMORY.md",
+        &NOTES.replace("daily", "every evening"),
+    );
+    let edit = index.sync(Scope::All, None).await.unwrap();
+    assert_eq!(edit.files_changed, 1);
+    assert_eq!((edit.chunks_added, edit.cache_hits), (2, 1));
+    assert_eq!(edit.chunks_embedded, 1);
+    assert_eq!(embedder.embedded.load(Ordering::SeqCst), 4);
+    assert_eq!(search(&index, "tomatoes evening").await[0], "MEMORY.md:5-7");
+
+    let status = index.status().await.unwrap();
+    assert_eq!(
+        (status.files, status.chunks, status.embedded_chunks),
+        (2, 3, 3)
+    );
+    assert_eq!(status.dimensions, Some(64));
+    assert!(status.last_sync.is_some() && status.last_error.is_none());
+}
+
+#[tokio::test]
+async fn a_deleted_file_leaves_the_index_and_a_path_scope_sees_it() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "MEMORY.md", NOTES);
+    write(
+        root.path(),
+        "memory/cats.md",
+        "# Cats\n\nMiso likes tuna.\n",
+    );
+    let index = open(
+        root.path(),
+        Some(Arc::new(ProjectionEmbedder::new("p", 64))),
+    );
+    index.sync(Scope::All, None).await.unwrap();
+    assert_eq!(search(&index, "Miso tuna").await[0], "memory/cats.md:1-3");
+
+    let gone = root.path().join("ws/memory/cats.md");
+    std::fs::remove_file(&gone).unwrap();
+    let report = index.sync(Scope::Paths(vec![gone]), None).await.unwrap();
+    assert_eq!(report.files_removed, 1);
+    assert!(
+        !search(&index, "Miso tuna")
+            .await
+            .iter()
+            .any(|h| h.starts_with("memory/cats.md"))
+    );
+    assert_eq!(index.status().await.unwrap().files, 1);
+}
+
+#[tokio::test]
+async fn another_embedder_rebuilds_every_vector() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "MEMORY.md", NOTES);
+    let first = Arc::new(ProjectionEmbedder::new("small", 32));
+    open(root.path(), Some(first))
+        .sync(Scope::All, None)
+        .await
+        .unwrap();
+
+    let bigger = Arc::new(ProjectionEmbedder::new("large", 96));
+    let index = open(root.path(), Some(bigger.clone()));
+    let report = index.sync(Scope::All, None).await.unwrap();
+    assert!(report.vectors_rebuilt, "{report:?}");
+    assert_eq!(report.chunks_embedded, 2);
+    assert_eq!(bigger.embedded.load(Ordering::SeqCst), 2);
+    let status = index.status().await.unwrap();
+    assert_eq!(status.dimensions, Some(96));
+    assert_eq!(status.embedded_chunks, 2);
+    let hits = index
+        .search(Query {
+            text: "boat Aurora".into(),
+            min_score: Some(0.0),
+            legs: Legs::VectorOnly,
+            ..Query::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(hits.hits[0].path, "MEMORY.md");
+    assert!(hits.hits[0].vector_score.unwrap() > 0.3, "{hits:?}");
+}
+
+#[tokio::test]
+async fn a_failing_embedder_keeps_full_text_search_and_says_why() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "MEMORY.md", NOTES);
+    let embedder = Arc::new(ProjectionEmbedder::new("p", 64));
+    embedder.failing.store(true, Ordering::SeqCst);
+    let index = open(root.path(), Some(embedder.clone()));
+    let report = index.sync(Scope::All, None).await.unwrap();
+    assert!(
+        report
+            .embed_error
+            .as_deref()
+            .is_some_and(|e| e.contains("connection refused")),
+        "{report:?}"
+    );
+    let found = index
+        .search(Query {
+            text: "tomatoes".into(),
+            min_score: Some(0.0),
+            ..Query::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(found.hits[0].path, "MEMORY.md");
+    assert!(!found.vector_leg.is_on());
+    assert!(
+        found
+            .vector_leg
+            .describe()
+            .starts_with("the vector leg is off (projection/p failed: "),
+        "{}",
+        found.vector_leg.describe()
+    );
+
+    // The endpoint is back: the next sync embeds what was missing.
+    embedder.failing.store(false, Ordering::SeqCst);
+    let report = index.sync(Scope::All, None).await.unwrap();
+    assert_eq!(report.chunks_embedded, 2, "{report:?}");
+    assert!(index.vector_leg().is_on());
+    assert_eq!(index.status().await.unwrap().embedded_chunks, 2);
+}
+
+#[tokio::test]
+async fn older_dated_notes_rank_below_newer_ones() {
+    let root = tempfile::tempdir().unwrap();
+    let today = time::OffsetDateTime::now_utc().date();
+    let text = "The dentist moved the appointment to Friday.\n";
+    write(root.path(), "memory/2019-03-01.md", text);
+    write(root.path(), &format!("memory/{today}.md"), text);
+    let index = open(root.path(), None);
+    index.sync(Scope::All, None).await.unwrap();
+    let found = index
+        .search(Query {
+            text: "dentist appointment".into(),
+            min_score: Some(0.0),
+            ..Query::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(found.hits.len(), 2);
+    assert_eq!(found.hits[0].path, format!("memory/{today}.md"));
+    assert!(
+        found.hits[1].score < found.hits[0].score / 100.0,
+        "seven years at a 30-day half-life: {:?}",
+        found.hits
+    );
+}
+
+#[tokio::test]
+async fn get_reads_memory_files_only() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "MEMORY.md", NOTES);
+    write(root.path(), "src/main.rs", "fn main() {}\n");
+    std::fs::write(root.path().join("config.toml"), "secret = 1\n").unwrap();
+    std::os::unix::fs::symlink(
+        root.path().join("config.toml"),
+        root.path().join("ws/memory.md"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.path().join("ws/memory")).unwrap();
+    std::os::unix::fs::symlink(
+        root.path().join("config.toml"),
+        root.path().join("ws/memory/link.md"),
+    )
+    .unwrap();
+    let index = open(root.path(), None);
+
+    let (text, from, to) = index.get("MEMORY.md", Some(3), Some(1)).unwrap();
+    assert_eq!(
+        (text.as_str(), from, to),
+        ("The boat Aurora is moored in Hydra.", 3, 3)
+    );
+    for path in [
+        "../config.toml",
+        "src/main.rs",
+        "memory/link.md",
+        "/etc/passwd",
+        "memory/../../config.toml",
+    ] {
+        let err = index.get(path, None, None).unwrap_err().to_string();
+        assert!(err.contains("is not a memory file"), "{path}: {err}");
+    }
+}
