@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     PRIMARY KEY (provider, model, hash)
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, 'row');
 ";
 
 /// Registers sqlite-vec with SQLite for every later connection.
@@ -85,7 +86,7 @@ pub fn open(path: &Path) -> Result<Connection, MemoryError> {
     let conn = Connection::open(path)?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;
-         PRAGMA busy_timeout = 5000; PRAGMA cache_size = -2000;",
+         PRAGMA busy_timeout = 5000; PRAGMA cache_size = -2000; PRAGMA mmap_size = 1073741824;",
     )?;
     let version: Option<i64> = conn
         .query_row(
@@ -113,7 +114,7 @@ pub fn open(path: &Path) -> Result<Connection, MemoryError> {
 
 fn drop_all(conn: &Connection) -> Result<(), MemoryError> {
     conn.execute_batch(
-        "DROP TABLE IF EXISTS chunks_vec; DROP TABLE IF EXISTS chunks_fts;
+        "DROP TABLE IF EXISTS chunks_vec; DROP TABLE IF EXISTS chunks_fts_vocab; DROP TABLE IF EXISTS chunks_fts;
          DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS files;
          DROP TABLE IF EXISTS embedding_cache; DROP TABLE IF EXISTS meta;",
     )?;

@@ -112,7 +112,11 @@ fn cjk_terms(run: &str) -> Vec<String> {
 /// The FTS5 `MATCH` expression for a query, or `None` when it has no
 /// searchable words. Every term is a quoted string or phrase joined by OR.
 pub fn match_expression(query: &str) -> Option<String> {
-    let terms = keywords(query);
+    terms_expression(&keywords(query))
+}
+
+/// The `MATCH` expression for terms from [`keywords`].
+pub fn terms_expression(terms: &[String]) -> Option<String> {
     if terms.is_empty() {
         return None;
     }

@@ -532,7 +532,8 @@ impl MemoryIndex {
                     _ => None,
                 };
                 let text_hits = if use_text {
-                    match fts::match_expression(&text) {
+                    let terms = informative_terms(conn, fts::keywords(&text))?;
+                    match fts::terms_expression(&terms) {
                         Some(expr) => {
                             fuse::normalise_bm25(&text_candidates(conn, &expr, candidates)?)
                         }
@@ -830,6 +831,8 @@ fn remove_missing(conn: &Connection, listed: &[String]) -> Result<usize, MemoryE
 
 /// How many bit-scan candidates are re-scored by exact cosine per vector
 /// candidate wanted: sign bits misorder close neighbours, rarely far ones.
+/// At 8, 96 % of the exact top 6 are found on 3,000 chunks (16: 100 %, 4:
+/// 90 %; `tests/index.rs`), for about 0.8 ms of re-scoring per 10k chunks.
 const RESCORE_FACTOR: usize = 8;
 
 /// The `k` chunks nearest to `query` by cosine: a Hamming scan of the sign
@@ -876,6 +879,44 @@ fn vector_candidates(
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     scored.truncate(k);
     Ok(scored)
+}
+
+/// Indexes smaller than this search every query term.
+const PRUNE_FROM_CHUNKS: i64 = 2000;
+/// A term in more than this share of the chunks is dropped from the query
+/// when a rarer one is left: it hardly moves bm25 (its idf is under 1.4)
+/// yet makes FTS5 score most of the index.
+const COMMON_TERM_SHARE: f64 = 0.2;
+/// Long queries (a pasted paragraph) keep their rarest terms.
+const MAX_TERMS: usize = 12;
+
+/// The query terms worth matching on a big index.
+fn informative_terms(conn: &Connection, terms: Vec<String>) -> Result<Vec<String>, MemoryError> {
+    let total: i64 = conn.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
+    if total < PRUNE_FROM_CHUNKS || terms.len() <= 1 {
+        return Ok(terms);
+    }
+    let mut df = conn.prepare_cached("SELECT doc FROM chunks_fts_vocab WHERE term = ?1")?;
+    let mut counted = Vec::with_capacity(terms.len());
+    for term in terms {
+        // A phrase (CJK pairs, quoted words) counts by its first token.
+        let first = fts::index_text(&term)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_lowercase();
+        let docs: i64 = df.query_row([first], |r| r.get(0)).optional()?.unwrap_or(0);
+        counted.push((docs, term));
+    }
+    counted.sort_by_key(|(docs, _)| *docs);
+    let limit = (total as f64 * COMMON_TERM_SHARE) as i64;
+    let keep = counted
+        .iter()
+        .take(MAX_TERMS)
+        .filter(|(docs, _)| *docs <= limit)
+        .count()
+        .max(1);
+    Ok(counted.into_iter().take(keep).map(|(_, t)| t).collect())
 }
 
 fn text_candidates(
