@@ -858,17 +858,22 @@ fn vector_candidates(
         })?
         .collect::<Result<_, _>>()?;
     let bits = db::bit_dimensions(query.len());
+    // One statement for every candidate, visited in rowid order.
     let mut exact = conn.prepare_cached(
-        "SELECT e.vector FROM chunks c JOIN embedding_cache e
-           ON e.provider = ?2 AND e.model = ?3 AND e.hash = c.hash
-         WHERE c.id = ?1",
+        "SELECT c.id, e.vector FROM chunks c JOIN embedding_cache e
+           ON e.provider = ?1 AND e.model = ?2 AND e.hash = c.hash
+         WHERE c.id IN (SELECT value FROM json_each(?3))",
     )?;
+    let ids = serde_json::to_string(&coarse.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let mut vectors: std::collections::HashMap<i64, Vec<u8>> = exact
+        .query_map(params![embedder.provider, embedder.model, ids], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<Result<_, _>>()?;
     let mut scored = Vec::with_capacity(coarse.len());
     for (id, hamming) in coarse {
-        let vector: Option<Vec<u8>> = exact
-            .query_row(params![id, embedder.provider, embedder.model], |r| r.get(0))
-            .optional()?;
-        let similarity = match vector {
+        let similarity = match vectors.remove(&id) {
             Some(blob) if blob.len() == query.len() * 4 => {
                 crate::embed::cosine(query, &db::blob_vector(&blob)) as f64
             }
