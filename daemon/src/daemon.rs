@@ -80,12 +80,16 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         Runtime::new(home.clone(), registry, config.clone(), models),
         config.daemon.max_concurrent_turns,
     );
+    // Signal handlers go in before the socket exists: once a client can see
+    // pincerd, a SIGHUP reloads it and a SIGTERM stops it gracefully
+    // instead of the default action killing it.
+    let signals = Signals::install();
     let listener = socket::bind(&home.socket_path())?;
     hub.runtime().memory.start(&config);
 
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
-    tokio::spawn(handle_signals(stop.clone(), reload_tx.clone()));
+    tokio::spawn(handle_signals(signals, stop.clone(), reload_tx.clone()));
     tokio::spawn(handle_reloads(home.clone(), hub.clone(), reload_rx));
 
     tracing::info!(
@@ -112,16 +116,35 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     served.map_err(StartError::from)
 }
 
+/// SIGTERM, SIGINT and SIGHUP, caught from the moment this is created.
+struct Signals(
+    Option<(
+        tokio::signal::unix::Signal,
+        tokio::signal::unix::Signal,
+        tokio::signal::unix::Signal,
+    )>,
+);
+
+impl Signals {
+    fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(term), Ok(int), Ok(hup)) => Self(Some((term, int, hup))),
+            _ => Self(None),
+        }
+    }
+}
+
 async fn handle_signals(
+    signals: Signals,
     stop: CancellationToken,
     reload: mpsc::Sender<oneshot::Sender<ReloadReport>>,
 ) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
+    let Some((mut term, mut int, mut hup)) = signals.0 else {
         tracing::error!("cannot install signal handlers; stop pincerd with `pincer` or SIGKILL");
         return;
     };

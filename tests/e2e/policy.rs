@@ -57,6 +57,8 @@ async fn tools_list_explains_each_removal_and_matches_what_the_model_sees() {
             "apply_patch",
             "process",
             "web_fetch",
+            "memory_search",
+            "memory_get",
             "session_status",
             "sessions_list",
             "sessions_history",
@@ -105,6 +107,8 @@ async fn a_channel_stranger_gets_messaging_and_no_runtime() {
     assert_eq!(
         offered,
         [
+            "memory_search",
+            "memory_get",
             "session_status",
             "sessions_list",
             "sessions_history",

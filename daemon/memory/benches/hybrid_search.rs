@@ -1,6 +1,7 @@
 //! Hybrid search latency (SPEC §14: 10k chunks × 384-d ≤ 5 ms p50, 100k ≤
-//! 30 ms p50) and the cost of embedding one query with the real
-//! all-MiniLM-L6-v2.
+//! 30 ms p50), the cost of embedding one query with the real
+//! all-MiniLM-L6-v2, indexing throughput with it (chunks per second), and
+//! save-to-searchable through the watcher (≤ 1 s).
 //!
 //! The indexes are built from generated notes (one heading and a
 //! 100-word paragraph per chunk, words drawn with a skew like real text) and
@@ -200,5 +201,147 @@ fn query_embedding(c: &mut Criterion) {
 #[cfg(not(feature = "local-embedder"))]
 fn query_embedding(_: &mut Criterion) {}
 
-criterion_group!(benches, search, query_embedding);
+const PARAGRAPHS: [&str; 4] = [
+    "We talked about moving the boat to the winter harbour before the storms start in November, and agreed to ask the marina about a berth with electricity so the heater can run.",
+    "The quarterly report is due on Friday; Anna collects the numbers from sales, I write the summary, and we send the draft to the finance team for a last check before the board meeting.",
+    "Grandma's recipe for the plum cake needs two hours: the dough rests for an hour, the plums are cut in halves, and the cake bakes at 180 degrees until the top is golden brown.",
+    "My running plan for the half marathon: three short runs during the week, one long run on Sunday that grows by a kilometre each week, and a rest week every fourth week.",
+];
+
+/// Chunks embedded and indexed per second by a full sync with the real
+/// all-MiniLM-L6-v2 (note-sized chunks of about 40 words).
+#[cfg(feature = "local-embedder")]
+fn indexing_throughput(c: &mut Criterion) {
+    let dir = pincer_testkit::peers::peers_dir().join("models/all-MiniLM-L6-v2");
+    if !dir.join("model.safetensors").is_file() {
+        return;
+    }
+    const CHUNKS: usize = 64;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let embedder: Arc<dyn Embedder> =
+        Arc::new(pincer_memory::embed::local::LocalEmbedder::open(&dir).unwrap());
+    let mut group = c.benchmark_group("indexing");
+    group.sample_size(10);
+    group.throughput(criterion::Throughput::Elements(CHUNKS as u64));
+    let mut round = 0;
+    group.bench_function("all-MiniLM-L6-v2", |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                round += 1;
+                let root = tempfile::tempdir().unwrap();
+                let workspace = root.path().join("ws");
+                std::fs::create_dir_all(workspace.join("memory")).unwrap();
+                let mut text = String::new();
+                for i in 0..CHUNKS {
+                    text.push_str(&format!(
+                        "## Note {round}-{i}\n\n{}\n\n",
+                        PARAGRAPHS[i % PARAGRAPHS.len()]
+                    ));
+                }
+                std::fs::write(workspace.join("memory/notes.md"), text).unwrap();
+                let index = MemoryIndex::open(
+                    "bench",
+                    root.path().join("m.db"),
+                    Sources::new(workspace, Vec::new(), None).unwrap(),
+                    IndexSettings::default(),
+                    Some(embedder.clone()),
+                    "",
+                )
+                .unwrap();
+                let started = std::time::Instant::now();
+                let report = rt.block_on(index.sync(Scope::All, None)).unwrap();
+                total += started.elapsed();
+                assert_eq!(report.chunks_embedded, CHUNKS);
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+/// A line appended to `MEMORY.md` until `search` finds it, through the
+/// watcher (300 ms debounce) and the real all-MiniLM-L6-v2.
+#[cfg(feature = "local-embedder")]
+fn save_to_searchable(c: &mut Criterion) {
+    let dir = pincer_testkit::peers::peers_dir().join("models/all-MiniLM-L6-v2");
+    if !dir.join("model.safetensors").is_file() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let workspace = root.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let memory_md = workspace.join("MEMORY.md");
+    std::fs::write(&memory_md, format!("# Notes\n\n{}\n", PARAGRAPHS[0])).unwrap();
+    let embedder: Arc<dyn Embedder> =
+        Arc::new(pincer_memory::embed::local::LocalEmbedder::open(&dir).unwrap());
+    let index = MemoryIndex::open(
+        "bench",
+        root.path().join("m.db"),
+        Sources::new(workspace, Vec::new(), None).unwrap(),
+        IndexSettings::default(),
+        Some(embedder),
+        "",
+    )
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let _watcher = rt.enter();
+    pincer_memory::watch::spawn(index.clone(), Default::default(), stop.clone());
+    rt.block_on(async {
+        while index.status().await.unwrap().last_sync.is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let mut group = c.benchmark_group("save_to_searchable");
+    group.sample_size(10);
+    let mut round = 0;
+    group.bench_function("MEMORY.md", |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                round += 1;
+                let word = format!("zebracode{round}");
+                let mut text = std::fs::read_to_string(&memory_md).unwrap();
+                text.push_str(&format!("\nThe locker code is {word}.\n"));
+                let started = std::time::Instant::now();
+                std::fs::write(&memory_md, text).unwrap();
+                rt.block_on(async {
+                    loop {
+                        let found = index
+                            .search(Query {
+                                text: word.clone(),
+                                min_score: Some(0.0),
+                                ..Query::default()
+                            })
+                            .await
+                            .unwrap();
+                        if found.hits.iter().any(|h| h.snippet.contains(&word)) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                });
+                total += started.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+    stop.cancel();
+}
+
+#[cfg(not(feature = "local-embedder"))]
+fn indexing_throughput(_: &mut Criterion) {}
+
+#[cfg(not(feature = "local-embedder"))]
+fn save_to_searchable(_: &mut Criterion) {}
+
+criterion_group!(
+    benches,
+    search,
+    query_embedding,
+    indexing_throughput,
+    save_to_searchable
+);
 criterion_main!(benches);

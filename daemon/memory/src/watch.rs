@@ -63,8 +63,8 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
             None
         }
     };
-    // Watch first, then scan: a file saved during the scan is then both
-    // seen by the scan or queued as an event, never missed by both.
+    // Watch first, then scan: a file saved during the scan is seen by the
+    // scan, queued as an event, or both; never missed by both.
     let mut watched: BTreeSet<PathBuf> = BTreeSet::new();
     if let Some(d) = debouncer.as_mut() {
         ensure_watches(&index, d, &mut watched);
