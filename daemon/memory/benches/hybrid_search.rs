@@ -260,7 +260,7 @@ fn indexing_throughput(c: &mut Criterion) {
     group.finish();
 }
 
-/// A line appended to `MEMORY.md` until `search` finds it, through the
+/// A new line saved in `MEMORY.md` until `search` finds it, through the
 /// watcher (300 ms debounce) and the real all-MiniLM-L6-v2.
 #[cfg(feature = "local-embedder")]
 fn save_to_searchable(c: &mut Criterion) {
@@ -301,9 +301,15 @@ fn save_to_searchable(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iterations {
                 round += 1;
+                // The file keeps its size: the new line replaces the last.
                 let word = format!("zebracode{round}");
-                let mut text = std::fs::read_to_string(&memory_md).unwrap();
-                text.push_str(&format!("\nThe locker code is {word}.\n"));
+                let text = format!(
+                    "# Notes\n\n{}\n\nThe locker code is {word}.\n",
+                    PARAGRAPHS[0]
+                );
+                // Saves spaced as a person makes them: the events of the
+                // last save are handled before this one starts the clock.
+                std::thread::sleep(Duration::from_millis(600));
                 let started = std::time::Instant::now();
                 std::fs::write(&memory_md, text).unwrap();
                 rt.block_on(async {
