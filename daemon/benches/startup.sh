@@ -12,7 +12,7 @@ work=$(mktemp -d)
 llm_out="$work/llm.url"
 "$bin/pincer-scripted-llm" "pong" > "$llm_out" &
 llm_pid=$!
-trap 'kill $llm_pid 2>/dev/null; pkill -f "pincerd --home $work" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $llm_pid 2>/dev/null || true; pkill -f "pincerd --home $work" 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do [ -s "$llm_out" ] && break; sleep 0.05; done
 base=$(cat "$llm_out")
 
@@ -41,5 +41,5 @@ done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '\n%-40s %12s %12s\n' "measure ($runs runs, median)" "value" "budget"
 printf '%-40s %9.1f ms %9s ms\n' "pincerd start → status answers" "$(awk "BEGIN {print $(median "${ready[@]}") / 1000}")" 50
-printf '%-40s %9.1f MB %9s MB\n' "idle RSS (no bridges, empty index)" "$(awk "BEGIN {print $(median "${rss[@]}") / 1024}")" 20
+printf '%-40s %9.1f MB %9s MB\n' "idle RSS (no bridges, empty memory index)" "$(awk "BEGIN {print $(median "${rss[@]}") / 1024}")" 20
 printf '%-40s %9.1f ms %9s ms\n' "pincer send round trip (whole process)" "$(awk "BEGIN {print $(median "${send[@]}") / 1000}")" 20
