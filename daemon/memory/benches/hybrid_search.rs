@@ -174,18 +174,28 @@ fn search(c: &mut Criterion) {
     group.finish();
 }
 
+/// The all-MiniLM-L6-v2 folder that `tests/setup.sh` installs, or `None`
+/// (said once per bench) when it is missing.
+#[cfg(feature = "local-embedder")]
+fn installed_minilm() -> Option<std::path::PathBuf> {
+    let dir = pincer_testkit::peers::peers_dir().join("models/all-MiniLM-L6-v2");
+    if dir.join("model.safetensors").is_file() {
+        return Some(dir);
+    }
+    eprintln!(
+        "no all-MiniLM-L6-v2 in {}: run `bash tests/setup.sh` to measure with the real model",
+        dir.display()
+    );
+    None
+}
+
 /// One query through the real all-MiniLM-L6-v2 (what a search adds on top
 /// of the index with the default embedder), when the model is installed.
 #[cfg(feature = "local-embedder")]
 fn query_embedding(c: &mut Criterion) {
-    let dir = pincer_testkit::peers::peers_dir().join("models/all-MiniLM-L6-v2");
-    if !dir.join("model.safetensors").is_file() {
-        eprintln!(
-            "no all-MiniLM-L6-v2 in {}: run `bash tests/setup.sh` to measure query embedding",
-            dir.display()
-        );
+    let Some(dir) = installed_minilm() else {
         return;
-    }
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let embedder = pincer_memory::embed::local::LocalEmbedder::open(&dir).unwrap();
     let query = vec!["what did we decide about the boat's new sails?".to_string()];
@@ -201,6 +211,7 @@ fn query_embedding(c: &mut Criterion) {
 #[cfg(not(feature = "local-embedder"))]
 fn query_embedding(_: &mut Criterion) {}
 
+#[cfg(feature = "local-embedder")]
 const PARAGRAPHS: [&str; 4] = [
     "We talked about moving the boat to the winter harbour before the storms start in November, and agreed to ask the marina about a berth with electricity so the heater can run.",
     "The quarterly report is due on Friday; Anna collects the numbers from sales, I write the summary, and we send the draft to the finance team for a last check before the board meeting.",
@@ -212,10 +223,9 @@ const PARAGRAPHS: [&str; 4] = [
 /// all-MiniLM-L6-v2 (note-sized chunks of about 40 words).
 #[cfg(feature = "local-embedder")]
 fn indexing_throughput(c: &mut Criterion) {
-    let dir = pincer_testkit::peers::peers_dir().join("models/all-MiniLM-L6-v2");
-    if !dir.join("model.safetensors").is_file() {
+    let Some(dir) = installed_minilm() else {
         return;
-    }
+    };
     const CHUNKS: usize = 64;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let embedder: Arc<dyn Embedder> =
@@ -264,10 +274,9 @@ fn indexing_throughput(c: &mut Criterion) {
 /// watcher (300 ms debounce) and the real all-MiniLM-L6-v2.
 #[cfg(feature = "local-embedder")]
 fn save_to_searchable(c: &mut Criterion) {
-    let dir = pincer_testkit::peers::peers_dir().join("models/all-MiniLM-L6-v2");
-    if !dir.join("model.safetensors").is_file() {
+    let Some(dir) = installed_minilm() else {
         return;
-    }
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let root = tempfile::tempdir().unwrap();
     let workspace = root.path().join("ws");
