@@ -179,6 +179,13 @@ pub fn drop_vector_table(conn: &Connection) -> Result<(), MemoryError> {
     Ok(())
 }
 
+/// Stores `vector`'s sign bits as the `chunks_vec` row of chunk `rowid`.
+pub fn insert_vector(conn: &Connection, rowid: i64, vector: &[f32]) -> Result<(), MemoryError> {
+    conn.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, vec_bit(?2))")?
+        .execute(params![rowid, binary_blob(vector)])?;
+    Ok(())
+}
+
 /// Bits per quantised vector: `dims` rounded up to whole bytes (the padding
 /// bits are 0 in every vector, so they never add to a distance).
 pub fn bit_dimensions(dims: usize) -> usize {
@@ -231,11 +238,7 @@ mod tests {
         ];
         let far = [-1.0f32; 12];
         for (id, v) in [(1, near), (2, far), (3, half)] {
-            conn.execute(
-                "INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, vec_bit(?2))",
-                params![id, binary_blob(&v)],
-            )
-            .unwrap();
+            insert_vector(&conn, id, &v).unwrap();
         }
         let mut stmt = conn
             .prepare("SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH vec_bit(?1) AND k = 2 ORDER BY distance")

@@ -476,10 +476,7 @@ impl MemoryIndex {
                         params![id.provider, id.model, hash, blob],
                     )?;
                     tx.execute("DELETE FROM chunks_vec WHERE rowid = ?1", [chunk])?;
-                    tx.execute(
-                        "INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, vec_bit(?2))",
-                        params![chunk, db::binary_blob(vector)],
-                    )?;
+                    db::insert_vector(&tx, *chunk, vector)?;
                     tx.execute("UPDATE chunks SET embedded = 1 WHERE id = ?1", [chunk])?;
                 }
                 tx.commit()?;
@@ -735,13 +732,6 @@ fn sync_file(
         let mut cached = tx.prepare_cached(
             "SELECT vector FROM embedding_cache WHERE provider = ?1 AND model = ?2 AND hash = ?3",
         )?;
-        // Only an index with an embedder has a `chunks_vec` table to write to.
-        let mut insert_vec = match cache_key {
-            Some(_) => Some(tx.prepare_cached(
-                "INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, vec_bit(?2))",
-            )?),
-            None => None,
-        };
         for chunk in &chunks {
             insert_chunk.execute(params![
                 file_id,
@@ -756,9 +746,9 @@ fn sync_file(
                 let vector: Option<Vec<u8>> = cached
                     .query_row(params![provider, model, chunk.hash], |r| r.get(0))
                     .optional()?;
-                if let (Some(vector), Some(insert_vec)) = (vector, insert_vec.as_mut()) {
-                    let bits = db::binary_blob(&db::blob_vector(&vector));
-                    insert_vec.execute(params![chunk_id, bits])?;
+                // A cache key means an embedder, so `chunks_vec` exists.
+                if let Some(vector) = vector {
+                    db::insert_vector(&tx, chunk_id, &db::blob_vector(&vector))?;
                     tx.execute("UPDATE chunks SET embedded = 1 WHERE id = ?1", [chunk_id])?;
                     cache_hits += 1;
                 }
