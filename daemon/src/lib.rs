@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod context;
 pub mod daemon;
 pub mod doctor;
 pub mod home;

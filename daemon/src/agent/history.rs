@@ -2,14 +2,55 @@
 //!
 //! The transcript keeps everything, including turns cut short by an abort
 //! or a crash; this makes them valid for providers: every tool call gets a
-//! result (a synthetic "interrupted" error where none was written).
+//! result (a synthetic "interrupted" error where none was written). After a
+//! compaction the model sees its summary in place of the entries it
+//! replaced ([`active`]).
 
 use crate::llm::{Message, Part, Role, ToolCall};
 use crate::session::transcript::{Body, Entry};
 
 pub const INTERRUPTED: &str = "the call was interrupted before it finished (turn aborted or daemon stopped); its result is unknown";
 
+/// Opens the summary message that stands for compacted history.
+pub const SUMMARY_HEADER: &str = "[Summary of the earlier conversation, written when it was compacted]";
+
+/// What the model still sees of a transcript: the summary of the last
+/// compaction, if any, and the index of the first entry sent verbatim.
+pub fn active(entries: &[Entry]) -> (Option<&str>, usize) {
+    let Some(at) = entries
+        .iter()
+        .rposition(|e| matches!(e.body, Body::Compaction { .. }))
+    else {
+        return (None, 0);
+    };
+    let Body::Compaction {
+        summary,
+        first_kept,
+        ..
+    } = &entries[at].body
+    else {
+        return (None, 0);
+    };
+    let start = first_kept
+        .as_ref()
+        .and_then(|id| entries[..at].iter().position(|e| &e.id == id))
+        .unwrap_or(at + 1);
+    (Some(summary.as_str()), start)
+}
+
+/// The conversation the model sees: the last compaction's summary, then
+/// every entry from its first kept one on.
 pub fn messages(entries: &[Entry]) -> Vec<Message> {
+    let (summary, start) = active(entries);
+    let mut out = verbatim(&entries[start..]);
+    if let Some(summary) = summary {
+        out.insert(0, Message::user(format!("{SUMMARY_HEADER}\n{summary}")));
+    }
+    out
+}
+
+/// Entries as messages, with interrupted calls closed.
+fn verbatim(entries: &[Entry]) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::new();
     // Calls of the last assistant message still waiting for their results.
     let mut open_calls: Vec<(String, String)> = Vec::new();

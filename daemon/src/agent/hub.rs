@@ -304,12 +304,7 @@ impl Hub {
                 .map_err(|e| HubError::Transcript(std::io::Error::other(e)))?
                 .map_err(HubError::Transcript)?;
             let (transcript, entries, _recovery) = opened;
-            *log = Some(SessionLog {
-                session_id: row.id.clone(),
-                transcript,
-                entries,
-                loops: Default::default(),
-            });
+            *log = Some(SessionLog::new(row.id.clone(), transcript, entries));
         }
         let Some(session_log) = log.as_mut() else {
             return Ok(());

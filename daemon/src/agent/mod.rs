@@ -1,14 +1,18 @@
 //! The agent (SPEC §7): [`hub::Hub`] serialises turns per session and
 //! bounds them globally; [`turn`] runs one turn (model calls and tool calls
 //! until a final answer); [`history`] rebuilds the conversation from the
-//! transcript; [`prompt`] writes the system prompt.
+//! transcript; [`compaction`] runs a compaction for a session;
+//! [`last_prompt`] keeps what the model received last. The prompt itself
+//! comes from the context engine ([`crate::context`]).
 //!
 //! [`Runtime`] is the cloneable handle to what turns need: the live config,
 //! the model client, the tools and the registry.
 
+pub mod compaction;
+mod failure;
 pub mod history;
 pub mod hub;
-pub mod prompt;
+pub mod last_prompt;
 pub mod rollback;
 pub mod sessions_access;
 pub mod turn;
@@ -61,6 +65,14 @@ pub enum Event {
     },
     Queued {
         position: u32,
+    },
+    /// Older history was summarised (or the attempt failed: `error`).
+    Compaction {
+        tokens_before: u64,
+        tokens_after: u64,
+        /// `threshold`, `overflow` or `manual`.
+        reason: &'static str,
+        error: String,
     },
     Finished {
         text: String,

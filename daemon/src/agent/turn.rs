@@ -5,6 +5,12 @@
 //! Every step is appended to the transcript as it happens, so an abort or a
 //! crash loses nothing that was said; the transcript is fsynced when the
 //! turn ends.
+//!
+//! Before each model call the history passes the guard and the prompt's
+//! size is checked against the window: past the threshold the session is
+//! compacted; a provider's overflow error compacts and retries (at most
+//! [`MAX_OVERFLOW_RETRIES`] times); when nothing more can be compacted the
+//! loop ends with one last call without tools.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,8 +18,13 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Event, Runtime, history, prompt, rollback};
-use crate::config::{AgentSettings, Config};
+use super::compaction::{Compacted, Compactor};
+use super::last_prompt::LastPrompt;
+use super::{Event, Runtime, history, rollback};
+use crate::config::{AgentSettings, Config, PromptMode};
+use crate::context::guard::{self, Guard};
+use crate::context::prompt::{ChatKind, recall_section, turn_context};
+use crate::context::tokens::{self, Anchor};
 use crate::llm::client::Note;
 use crate::llm::{FinishReason, LlmError, Message, Request, ToolSpec};
 use crate::session::SessionKey;
@@ -33,6 +44,8 @@ use crate::util::preview;
 const MAX_CONTINUATIONS: u32 = 2;
 /// Characters of a tool result shown to clients (the model gets more).
 const RESULT_PREVIEW: usize = 2000;
+/// Compactions after provider overflow errors in one turn (SPEC §9).
+const MAX_OVERFLOW_RETRIES: u32 = 3;
 /// Environment variables that always count as secrets.
 const WELL_KNOWN_SECRETS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
 
@@ -46,10 +59,22 @@ pub struct SessionLog {
     pub entries: Vec<Entry>,
     /// The session's loop-detection window (SPEC §8.4).
     pub loops: LoopDetector,
+    /// The provider's token count of the last call, for estimates.
+    pub anchor: Option<Anchor>,
 }
 
 impl SessionLog {
-    fn append(&mut self, turn: &str, body: Body) -> Result<(), String> {
+    pub fn new(session_id: String, transcript: Transcript, entries: Vec<Entry>) -> Self {
+        Self {
+            session_id,
+            transcript,
+            entries,
+            loops: LoopDetector::default(),
+            anchor: None,
+        }
+    }
+
+    pub fn append(&mut self, turn: &str, body: Body) -> Result<(), String> {
         let entry = self.transcript.append(Some(turn), body).map_err(|e| {
             format!(
                 "cannot write the transcript {}: {e}",
@@ -77,8 +102,9 @@ pub struct Turn<'a> {
     pub origin: ChatOrigin,
 }
 
-/// The error text recorded on the session, if the turn failed.
-pub type Outcome = Option<String>;
+/// The error and failure summary recorded on the session, if the turn
+/// failed.
+pub type Outcome = Option<(String, String)>;
 
 impl Turn<'_> {
     pub async fn run(&self, log: &mut SessionLog, text: String) -> Outcome {
@@ -118,11 +144,32 @@ impl Turn<'_> {
         let registry = self.rt.tool_registry().await;
         let tool_env = self.tool_env(&registry);
         let specs: Vec<ToolSpec> = tool_env.offered.iter().map(|t| t.spec()).collect();
-        let mut system = prompt::system_prompt(self.agent, &specs);
-        // Volatile, so after the stable part (SPEC §9).
-        if let Some(recalled) = self.recall(&tool_env.offered, &message).await {
-            system.push_str(&recalled);
-        }
+        let chat = crate::context::chat_kind(self.key, self.origin.owner);
+        let system = crate::context::session_prompt(&self.config.context, self.agent, &chat, &specs);
+        let window = self.window();
+        let mode = self
+            .agent
+            .prompt_mode
+            .resolve(window, chat == ChatKind::SubAgent);
+        // Volatile, so it rides in front of this turn's message instead of
+        // changing the system prompt (SPEC §9: a stable prefix).
+        let volatile = match mode {
+            PromptMode::None => None,
+            PromptMode::Minimal => Some(turn_context(&crate::context::now_text(), None)),
+            PromptMode::Full | PromptMode::Auto => {
+                let recalled = self.recall(&tool_env.offered, &message).await;
+                Some(turn_context(&crate::context::now_text(), recalled.as_deref()))
+            }
+        };
+        let allowed: HashSet<String> = specs.iter().map(|t| t.name.clone()).collect();
+        let guard = Guard {
+            keep_tool_results: self.config.context.keep_tool_results,
+            max_result_chars: usize::try_from(window).unwrap_or(usize::MAX).saturating_mul(2),
+            max_turns: self.config.context.max_history_turns,
+            allowed: Some(&allowed),
+        };
+        let threshold = window.saturating_sub(self.config.context.reserve_for(window));
+        let system_tokens = tokens::estimate_text(&system);
         let started = Instant::now();
         let deadline = started + self.agent.max_turn_duration;
         let mut model_calls = 0u32;
@@ -134,7 +181,11 @@ impl Turn<'_> {
         let mut rollbacks = 0u32;
         let mut loop_stop: Option<String> = None;
         let mut stopped_by_loop = false;
+        let mut stopped_by_context = false;
         let mut dedupe_done: HashSet<String> = HashSet::new();
+        let mut overflow_retries = 0u32;
+        // Set when compaction cannot shrink the history any further.
+        let mut compaction_spent = false;
 
         loop {
             if self.cancel.is_cancelled() {
@@ -159,13 +210,24 @@ impl Turn<'_> {
                     self.agent.max_turn_duration.as_secs() / 60
                 )));
             }
-            let mut messages = history::messages(&log.entries);
-            messages.extend(extra.iter().cloned());
-            let request = Request {
-                system: system.clone(),
-                messages,
-                tools: if last_call { Vec::new() } else { specs.clone() },
-            };
+            let request = self.request(log, &guard, &system, volatile.as_deref(), &extra, &specs, last_call);
+            let estimate = tokens::projected(log.anchor.as_ref(), tokens::estimate_request(&request));
+            if estimate > threshold && !compaction_spent {
+                match self.compact(log, "threshold", false, system_tokens).await {
+                    Ok(Compacted::Done { .. }) => continue,
+                    Ok(Compacted::Nothing) | Err(_) => compaction_spent = true,
+                }
+            }
+            if estimate > window && !last_call {
+                // The context guard: nothing more fits and nothing more can
+                // be compacted, so the model answers from what it has.
+                last_call = true;
+                stopped_by_context = true;
+                extra.push(Message::user(
+                    "[pincer] The conversation has reached the model's context limit. Do not call tools; answer now with what you have found so far.",
+                ));
+                continue;
+            }
             model_calls += 1;
 
             let mut streamed = String::new();
@@ -204,6 +266,29 @@ impl Turn<'_> {
             let (mut reply, target) = match result {
                 Ok(Ok(ok)) => ok,
                 Ok(Err(LlmError::Aborted)) => return self.aborted(log, &streamed),
+                Ok(Err(e)) if e.is_context_overflow() => {
+                    overflow_retries += 1;
+                    tracing::info!(session = %self.key, attempt = overflow_retries, error = %e, "the provider refused the prompt as too long");
+                    if overflow_retries > MAX_OVERFLOW_RETRIES {
+                        return self.fail(log, "context", format!(
+                            "the prompt is still larger than the model's context window after {MAX_OVERFLOW_RETRIES} compactions ({e}); `pincer sessions reset` starts the session over"
+                        ));
+                    }
+                    match self.compact(log, "overflow", true, system_tokens).await {
+                        Ok(Compacted::Done { .. }) => {
+                            compaction_spent = false;
+                            continue;
+                        }
+                        Ok(Compacted::Nothing) => {
+                            return self.fail(log, "context", format!(
+                                "the prompt is larger than the model's context window and there is no older history left to compact ({e}); shorten the message, or lower [tools] max_result_chars"
+                            ));
+                        }
+                        Err(why) => return self.fail(log, "context", format!(
+                            "the prompt is larger than the model's context window ({e}) and {why}"
+                        )),
+                    }
+                }
                 Ok(Err(e)) => return self.fail(log, "provider", provider_sentence(&e)),
                 Err(_) if !last_call => continue, // the wall-time limit: go to the last call
                 Err(_) => {
@@ -215,6 +300,17 @@ impl Turn<'_> {
                 }
             };
 
+            self.record_prompt(log, &request, &target, estimate);
+            let reply_tokens = tokens::estimate_text(&reply.text)
+                + reply
+                    .tool_calls
+                    .iter()
+                    .map(|c| tokens::estimate_text(&c.arguments) + 4)
+                    .sum::<u64>();
+            log.anchor = Anchor::new(
+                reply.usage.input + reply.usage.output,
+                tokens::estimate_request(&request) + reply_tokens,
+            );
             let has_usage = reply.usage != Usage::default();
             if has_usage {
                 if let Err(e) = self
@@ -294,10 +390,20 @@ impl Turn<'_> {
                     )];
                     continue;
                 }
+                // Compact now, while nobody waits for the next answer.
+                let next = tokens::projected(
+                    log.anchor.as_ref(),
+                    tokens::estimate_request(&self.request(log, &guard, &system, None, &[], &specs, false)),
+                );
+                if next > threshold && !compaction_spent {
+                    let _ = self.compact(log, "threshold", false, system_tokens).await;
+                }
                 (self.emit)(Event::Finished {
                     text: answer,
                     stop_reason: if stopped_by_loop {
                         "loop"
+                    } else if stopped_by_context {
+                        "context"
                     } else if last_call {
                         "limit"
                     } else {
@@ -378,13 +484,99 @@ impl Turn<'_> {
         }
     }
 
-    /// min(configured chars, 30 % of the context window at ~4 chars/token)
-    fn result_cap(&self) -> usize {
-        let window = self
-            .agent
+    /// The context window of the agent's first model.
+    fn window(&self) -> u64 {
+        self.agent
             .models
             .first()
-            .map_or(128_000, |m| m.context_window);
+            .map_or(32_768, |m| m.context_window)
+    }
+
+    /// One model call's request: the guarded history with this turn's
+    /// volatile context in front of its message, then the turn's notes.
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &self,
+        log: &SessionLog,
+        guard: &Guard<'_>,
+        system: &str,
+        volatile: Option<&str>,
+        extra: &[Message],
+        specs: &[ToolSpec],
+        last_call: bool,
+    ) -> Request {
+        let mut messages = guard::apply(history::messages(&log.entries), guard);
+        if let Some(context) = volatile
+            && let Some(current) = messages.iter_mut().rev().find(|m| {
+                m.role == crate::llm::Role::User
+                    && m.parts.iter().any(|p| matches!(p, crate::llm::Part::Text(_)))
+            })
+            && let Some(pos) = current
+                .parts
+                .iter()
+                .position(|p| matches!(p, crate::llm::Part::Text(_)))
+            && let crate::llm::Part::Text(text) = &mut current.parts[pos]
+        {
+            *text = format!("{context}{text}");
+        }
+        messages.extend(extra.iter().cloned());
+        Request {
+            system: system.to_string(),
+            messages,
+            tools: if last_call { Vec::new() } else { specs.to_vec() },
+        }
+    }
+
+    async fn compact(
+        &self,
+        log: &mut SessionLog,
+        reason: &'static str,
+        force: bool,
+        system_tokens: u64,
+    ) -> Result<Compacted, String> {
+        if !self.config.context.compaction {
+            let message = "compaction is off ([context] compaction = false)".to_string();
+            (self.emit)(Event::Compaction {
+                tokens_before: 0,
+                tokens_after: 0,
+                reason,
+                error: message.clone(),
+            });
+            return Err(message);
+        }
+        Compactor {
+            rt: self.rt,
+            config: &self.config,
+            agent: self.agent,
+            key: self.key,
+            session_id: &self.session.id,
+            owner: self.origin.owner,
+            emit: &self.emit,
+            cancel: &self.cancel,
+        }
+        .run(log, &self.turn_id, reason, force, system_tokens)
+        .await
+    }
+
+    /// Keeps the request as the model received it for `pincer sessions
+    /// prompt`; a failure to write it is logged, never fatal.
+    fn record_prompt(&self, log: &SessionLog, request: &Request, target: &crate::config::ModelTarget, estimate: u64) {
+        let format = self
+            .config
+            .providers
+            .get(&target.provider)
+            .map(|p| p.tool_format)
+            .unwrap_or_default();
+        let prompt = LastPrompt::new(request, target.label(), format, estimate);
+        let path = super::last_prompt::path(log.transcript.path());
+        if let Err(e) = prompt.write(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot keep the last prompt");
+        }
+    }
+
+    /// min(configured chars, 30 % of the context window at ~4 chars/token)
+    fn result_cap(&self) -> usize {
+        let window = self.window();
         let window_chars = (window as usize).saturating_mul(4) * 3 / 10;
         self.config
             .tools
@@ -484,7 +676,7 @@ impl Turn<'_> {
             ..Default::default()
         };
         match index.search(query).await {
-            Ok(outcome) if !outcome.hits.is_empty() => Some(prompt::recall_section(&outcome)),
+            Ok(outcome) if !outcome.hits.is_empty() => Some(recall_section(&outcome)),
             Ok(_) => None,
             Err(e) => {
                 tracing::warn!(agent = %self.agent.id, "auto-recall failed: {e}");
@@ -495,6 +687,7 @@ impl Turn<'_> {
 
     fn fail(&self, log: &mut SessionLog, code: &'static str, message: String) -> Outcome {
         tracing::warn!(session = %self.key, code, error = %message, "turn failed");
+        let summary = super::failure::summary(&log.entries, &self.turn_id, &message);
         let _ = log.append(
             &self.turn_id,
             Body::Meta {
@@ -506,7 +699,7 @@ impl Turn<'_> {
             code,
             message: message.clone(),
         });
-        Some(message)
+        Some((message, summary))
     }
 
     fn aborted(&self, log: &mut SessionLog, partial: &str) -> Outcome {

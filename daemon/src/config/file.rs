@@ -25,6 +25,31 @@ pub struct ConfigFile {
     pub default_agent: Option<Spanned<String>>,
     #[serde(default)]
     pub memory: MemorySection,
+    #[serde(default)]
+    pub context: ContextSection,
+}
+
+/// `[context]`: bootstrap caps, the history guard and compaction (SPEC §9).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSection {
+    /// Characters of one bootstrap file in the system prompt.
+    pub bootstrap_max_chars: Option<Spanned<usize>>,
+    /// Characters of all bootstrap files together.
+    pub bootstrap_total_max_chars: Option<Spanned<usize>>,
+    /// Tool results kept whole in the history; older ones become a marker.
+    pub keep_tool_results: Option<Spanned<usize>>,
+    /// Turns of history sent to the model; unset: all (bounded by compaction).
+    pub max_history_turns: Option<Spanned<usize>>,
+    pub compaction: Option<bool>,
+    /// Tokens kept free below the context window; passing it compacts.
+    pub reserve_tokens: Option<Spanned<u64>>,
+    /// Tokens of the newest history kept verbatim by a compaction.
+    pub keep_recent_tokens: Option<Spanned<u64>>,
+    /// The model that writes summaries (default: the agent's).
+    pub compaction_model: Option<Spanned<String>>,
+    /// Before compacting, let the model save durable notes to memory/.
+    pub memory_flush: Option<bool>,
 }
 
 /// `[memory]`: the long-term memory index of every agent (SPEC §10).
@@ -176,6 +201,10 @@ pub struct AgentSection {
     pub max_model_calls: Option<Spanned<u32>>,
     pub max_turn_seconds: Option<u64>,
     pub system_prompt: Option<String>,
+    /// auto | full | minimal | none
+    pub prompt_mode: Option<Spanned<String>>,
+    /// The model that writes this agent's compaction summaries.
+    pub compaction_model: Option<Spanned<String>>,
     #[serde(default)]
     pub tools: LayerSection,
 }

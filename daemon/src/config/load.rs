@@ -288,8 +288,8 @@ fn resolve(
                 home,
                 &loc,
                 &resolver,
-                id,
-                section,
+                (id, section),
+                file.context.compaction_model.as_ref(),
                 provider_problem.is_some(),
             )?,
         );
@@ -335,6 +335,7 @@ fn resolve(
         tools,
         policy: policy_settings(&loc, &file)?,
         memory: super::memory::settings(home, &loc, &file.memory)?,
+        context: super::context::settings(&loc, &file.context)?,
         mcp: mcp_servers
             .into_iter()
             .chain(plugins.plugins.iter().map(|p| p.server.clone()))
@@ -721,31 +722,53 @@ impl ModelResolver<'_> {
     }
 }
 
-/// Context windows of well-known model families; anything else gets a
-/// conservative 32k until configured.
+/// Context windows of well-known model families (tokens); anything else
+/// gets a conservative 32k until `context_window` is configured.
 pub fn default_context_window(model: &str) -> u64 {
     let m = model.to_ascii_lowercase();
-    if m.contains("gpt-4.1") {
-        1_047_576
-    } else if m.contains("claude") {
-        200_000
-    } else if m.contains("gpt-4o")
-        || m.contains("gpt-5")
-        || m.starts_with("o3")
-        || m.starts_with("o4")
-    {
-        128_000
-    } else {
-        32_768
-    }
+    // Most specific first: "gpt-4.1" before "gpt-4", "llama-3.1" before "llama3".
+    const KNOWN: &[(&str, u64)] = &[
+        ("gpt-4.1", 1_047_576),
+        ("gpt-5", 400_000),
+        ("gpt-4o", 128_000),
+        ("gpt-4-turbo", 128_000),
+        ("gpt-4", 8_192),
+        ("gpt-3.5", 16_385),
+        ("o1", 200_000),
+        ("o3", 200_000),
+        ("o4", 200_000),
+        ("claude", 200_000),
+        ("gemini", 1_048_576),
+        ("deepseek", 128_000),
+        ("qwen3", 40_960),
+        ("qwen2.5", 32_768),
+        ("llama-3.1", 131_072),
+        ("llama3.1", 131_072),
+        ("llama-3.2", 131_072),
+        ("llama3.2", 131_072),
+        ("llama-3.3", 131_072),
+        ("llama3.3", 131_072),
+        ("llama3", 8_192),
+        ("llama-3", 8_192),
+        ("mistral-large", 131_072),
+        ("mistral", 32_768),
+        ("gemma", 8_192),
+        ("phi-3", 4_096),
+        ("smollm", 8_192),
+    ];
+    let base = m.rsplit('/').next().unwrap_or(&m);
+    KNOWN
+        .iter()
+        .find(|(prefix, _)| base.starts_with(prefix) || base.contains(&format!("-{prefix}")))
+        .map_or(32_768, |(_, window)| *window)
 }
 
 fn agent_settings(
     home: &Home,
     loc: &Locator<'_>,
     resolver: &ModelResolver<'_>,
-    id: &str,
-    section: &AgentSection,
+    (id, section): (&str, &AgentSection),
+    default_compaction_model: Option<&Spanned<String>>,
     no_provider: bool,
 ) -> Result<AgentSettings, ConfigError> {
     let models = match &section.model {
@@ -808,6 +831,15 @@ fn agent_settings(
             .map_or(40, |n| *n.get_ref()),
         max_turn_duration: Duration::from_secs(section.max_turn_seconds.unwrap_or(30 * 60)),
         system_prompt: section.system_prompt.clone(),
+        prompt_mode: super::context::prompt_mode(loc, section.prompt_mode.as_ref())?,
+        compaction_models: match section
+            .compaction_model
+            .as_ref()
+            .or(default_compaction_model)
+        {
+            Some(reference) => resolver.chain(reference.get_ref(), Some(reference.span()))?,
+            None => Vec::new(),
+        },
         tools,
         ask,
     })

@@ -242,7 +242,7 @@ pub(super) fn settings(
 }
 
 /// An integer setting within `range`, or its default.
-fn within<T>(
+pub(super) fn within<T>(
     loc: &Locator<'_>,
     value: &Option<Spanned<T>>,
     default: T,

@@ -5,6 +5,7 @@
 //! Everything else in the daemon reads the validated [`Config`], never the
 //! raw file.
 
+pub mod context;
 pub mod env;
 pub mod file;
 pub mod load;
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use file::{ProviderKind, ToolFormat};
+pub use context::{ContextSettings, PromptMode};
 pub use memory::{EmbedderChoice, MemorySettings};
 
 /// Exit status for invalid configuration (`EX_CONFIG`); the service unit does
@@ -43,6 +45,8 @@ pub struct Config {
     pub plugin_problems: Vec<String>,
     /// `[memory]`: embedder, sources, search and watcher settings.
     pub memory: MemorySettings,
+    /// `[context]`: bootstrap caps, history guard, compaction.
+    pub context: ContextSettings,
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,
@@ -134,6 +138,10 @@ pub struct AgentSettings {
     pub max_model_calls: u32,
     pub max_turn_duration: Duration,
     pub system_prompt: Option<String>,
+    /// How much of the system prompt this agent gets (SPEC §9).
+    pub prompt_mode: PromptMode,
+    /// Who writes compaction summaries; empty: the agent's own models.
+    pub compaction_models: Vec<ModelTarget>,
     pub tools: ToolLayer,
     /// Tool patterns whose calls wait for the owner's approval.
     pub ask: Vec<String>,

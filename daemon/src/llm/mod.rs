@@ -243,6 +243,38 @@ impl LlmError {
         }
     }
 
+    /// The provider refused the prompt as longer than the model's context
+    /// window (SPEC §9: compact and retry). Providers say so in words, not
+    /// codes, so this reads the message: OpenAI's `context_length_exceeded`,
+    /// Anthropic's "prompt is too long", llama.cpp's "exceeds the available
+    /// context size", vLLM's "maximum context length", and kin.
+    pub fn is_context_overflow(&self) -> bool {
+        let message = match self {
+            Self::Http {
+                status: 400 | 413 | 422,
+                message,
+                ..
+            } => message,
+            Self::Stream { message, .. } => message,
+            _ => return false,
+        };
+        let m = message.to_ascii_lowercase();
+        [
+            "context_length_exceeded",
+            "context length",
+            "context window",
+            "context size",
+            "prompt is too long",
+            "too many tokens",
+            "maximum context",
+            "reduce the length",
+            "exceeds the model",
+            "input is too long",
+        ]
+        .iter()
+        .any(|needle| m.contains(needle))
+    }
+
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::Http { retry_after, .. } => *retry_after,
@@ -264,6 +296,26 @@ pub fn arguments_object(raw: &str) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_overflow_is_read_from_the_providers_words() {
+        let http = |status: u16, message: &str| LlmError::Http {
+            status,
+            message: message.into(),
+            retry_after: None,
+        };
+        for message in [
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+            "the request exceeds the available context size, try increasing it",
+            "Error code: context_length_exceeded",
+        ] {
+            assert!(http(400, message).is_context_overflow(), "{message}");
+        }
+        assert!(!http(400, "invalid tool schema").is_context_overflow());
+        assert!(!http(500, "maximum context length").is_context_overflow());
+        assert!(!LlmError::Timeout.is_context_overflow());
+    }
 
     #[test]
     fn builder_joins_split_tool_calls_in_index_order() {

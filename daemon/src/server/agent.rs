@@ -178,6 +178,17 @@ pub fn to_proto(event: Event) -> pb::ChatEvent {
             model,
         }),
         Event::Queued { position } => PbEvent::Queued(pb::Queued { position }),
+        Event::Compaction {
+            tokens_before,
+            tokens_after,
+            reason,
+            error,
+        } => PbEvent::Compaction(pb::Compaction {
+            tokens_before,
+            tokens_after,
+            reason: reason.into(),
+            error,
+        }),
         Event::ApprovalRequested {
             id,
             tool,

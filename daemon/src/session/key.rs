@@ -123,6 +123,15 @@ impl SessionKey {
 
     /// The channel a key belongs to: `cli` for `main` and short names,
     /// `sub` for sub-agents, else the platform part.
+    /// `dm`, `group`, `sub`, or `cli` for the agent's own sessions.
+    pub fn kind(&self) -> &str {
+        match self.rest.as_slice() {
+            [_, kind, ..] if kind == "dm" || kind == "group" => kind,
+            [first, ..] if first == "sub" => "sub",
+            _ => "cli",
+        }
+    }
+
     pub fn channel(&self) -> &str {
         match self.rest.as_slice() {
             [first, kind, ..] if kind == "dm" || kind == "group" => first,
@@ -176,6 +185,10 @@ mod tests {
         assert_eq!(SessionKey::main("x").unwrap().channel(), "cli");
         let sub = SessionKey::sub("a", uuid::Uuid::nil()).unwrap();
         assert_eq!(sub.channel(), "sub");
+        assert_eq!(sub.kind(), "sub");
+        assert_eq!(dm.kind(), "dm");
+        assert_eq!(g.kind(), "group");
+        assert_eq!(SessionKey::main("x").unwrap().kind(), "cli");
     }
 
     #[test]

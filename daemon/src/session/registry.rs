@@ -33,6 +33,8 @@ pub struct SessionRow {
     pub output_tokens: u64,
     pub compactions: u32,
     pub last_error: Option<String>,
+    /// What the last failed turn tried and where it stopped.
+    pub failure_summary: Option<String>,
 }
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -150,12 +152,32 @@ impl Registry {
     }
 
     /// Records the outcome of a turn: `None` clears the last error.
-    pub async fn finish_turn(&self, id: &str, error: Option<String>) -> Result<(), RegistryError> {
+    /// Records how a turn ended: its error and failure summary, or
+    /// neither when it succeeded.
+    pub async fn finish_turn(
+        &self,
+        id: &str,
+        failure: Option<(String, String)>,
+    ) -> Result<(), RegistryError> {
+        let id = id.to_string();
+        let (error, summary) = failure.unzip();
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE sessions SET last_error = ?2, failure_summary = ?3, updated_at = ?4 WHERE id = ?1",
+                params![id, error, summary, now_rfc3339()],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    /// Counts one compaction of a session.
+    pub async fn add_compaction(&self, id: &str) -> Result<(), RegistryError> {
         let id = id.to_string();
         self.call(move |conn| {
             conn.execute(
-                "UPDATE sessions SET last_error = ?2, updated_at = ?3 WHERE id = ?1",
-                params![id, error, now_rfc3339()],
+                "UPDATE sessions SET compactions = compactions + 1, updated_at = ?2 WHERE id = ?1",
+                params![id, now_rfc3339()],
             )
             .map(drop)
         })
@@ -173,7 +195,7 @@ impl Registry {
             let new_id = uuid::Uuid::now_v7().to_string();
             let now = now_rfc3339();
             conn.execute(
-                "UPDATE sessions SET id = ?2, created_at = ?3, updated_at = ?3, input_tokens = 0, output_tokens = 0, compactions = 0, last_error = NULL WHERE key = ?1",
+                "UPDATE sessions SET id = ?2, created_at = ?3, updated_at = ?3, input_tokens = 0, output_tokens = 0, compactions = 0, last_error = NULL, failure_summary = NULL WHERE key = ?1",
                 params![key, new_id, now],
             )?;
             Ok(Some((old.id, new_id)))
@@ -193,7 +215,7 @@ impl Registry {
     }
 }
 
-const COLUMNS: &str = "key, id, agent, channel, created_at, updated_at, input_tokens, output_tokens, compactions, last_error";
+const COLUMNS: &str = "key, id, agent, channel, created_at, updated_at, input_tokens, output_tokens, compactions, last_error, failure_summary";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -207,6 +229,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         output_tokens: r.get::<_, i64>(7)?.max(0) as u64,
         compactions: r.get::<_, i64>(8)?.clamp(0, u32::MAX as i64) as u32,
         last_error: r.get(9)?,
+        failure_summary: r.get(10)?,
     })
 }
 
@@ -250,6 +273,8 @@ const MIGRATIONS: &[&str] = &[
         detail TEXT NOT NULL
     );
     CREATE INDEX IF NOT EXISTS tool_audit_session ON tool_audit(session_key, seq);",
+    // A short account of the last failed turn (MiroThinker's failure summary).
+    "ALTER TABLE sessions ADD COLUMN failure_summary TEXT;",
 ];
 
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -353,17 +378,17 @@ mod tests {
         reg.add_usage(&a.id, 5, 2).await.unwrap();
         let found = reg.find(&a.id).await.unwrap().unwrap();
         assert_eq!((found.input_tokens, found.output_tokens), (15, 5));
-        reg.finish_turn(&a.id, Some("boom".into())).await.unwrap();
-        assert_eq!(
-            reg.find("agent:main:main")
-                .await
-                .unwrap()
-                .unwrap()
-                .last_error
-                .as_deref(),
-            Some("boom")
-        );
+        reg.finish_turn(&a.id, Some(("boom".into(), "tried x".into())))
+            .await
+            .unwrap();
+        reg.add_compaction(&a.id).await.unwrap();
+        let row = reg.find("agent:main:main").await.unwrap().unwrap();
+        assert_eq!(row.last_error.as_deref(), Some("boom"));
+        assert_eq!(row.failure_summary.as_deref(), Some("tried x"));
+        assert_eq!(row.compactions, 1);
         let (old, new) = reg.reset("agent:main:main").await.unwrap().unwrap();
+        let row = reg.find("agent:main:main").await.unwrap().unwrap();
+        assert_eq!((row.compactions, row.failure_summary), (0, None));
         assert_eq!(old, a.id);
         assert_ne!(new, a.id);
         assert_eq!(reg.count().await.unwrap(), 1);

@@ -64,9 +64,19 @@ pub enum Body {
         is_error: bool,
         duration_ms: u64,
     },
+    /// Older history summarised (SPEC §9): the model sees `summary` in
+    /// place of everything before `first_kept`.
     Compaction {
         summary: String,
         tokens_before: u64,
+        #[serde(default)]
+        tokens_after: u64,
+        /// The first entry kept verbatim; `None`: none before this entry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_kept: Option<String>,
+        /// `threshold`, `overflow` or `manual`.
+        #[serde(default)]
+        reason: String,
     },
     Meta {
         event: String,

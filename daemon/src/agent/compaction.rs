@@ -1,0 +1,213 @@
+//! Running a compaction for a session (SPEC §9): plan the cut, optionally
+//! let the model save durable notes to `memory/YYYY-MM-DD.md`, summarise
+//! with the compaction model, write the `compaction` entry, count it in the
+//! registry and tell the client. A failure is written and reported, never
+//! swallowed: the history stays whole and the caller decides what next.
+
+use std::io::Write;
+
+use tokio_util::sync::CancellationToken;
+
+use super::turn::{Emit, SessionLog};
+use super::{Event, Runtime, history};
+use crate::config::{AgentSettings, Config};
+use crate::context::compact::{self, Plan};
+use crate::context::guard::without_thinking;
+use crate::context::tokens::estimate_text;
+use crate::llm::{Message, Request};
+use crate::session::SessionKey;
+use crate::session::transcript::Body;
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Compacted {
+    Done { tokens_before: u64, tokens_after: u64 },
+    /// The history after the last compaction is already small.
+    Nothing,
+}
+
+/// Everything a compaction needs besides the session's log.
+pub struct Compactor<'a> {
+    pub rt: &'a Runtime,
+    pub config: &'a Config,
+    pub agent: &'a AgentSettings,
+    pub key: &'a SessionKey,
+    pub session_id: &'a str,
+    /// Only the owner's sessions flush notes into the agent's memory.
+    pub owner: bool,
+    pub emit: &'a Emit,
+    pub cancel: &'a CancellationToken,
+}
+
+const FLUSH_SYSTEM: &str = "You keep the long-term notes of a personal AI assistant.";
+const FLUSH_INSTRUCTIONS: &str = "The conversation above is about to be compressed. List what in it is worth remembering for weeks or months: facts about the user, their preferences, decisions, names, dates, and where things are. One Markdown bullet per fact, nothing else. If nothing is worth keeping, answer exactly NOTHING.";
+
+impl Compactor<'_> {
+    /// Tokens of the history the model sees now, by our estimate.
+    pub fn active_tokens(log: &SessionLog) -> u64 {
+        let (summary, start) = history::active(&log.entries);
+        summary.map_or(0, estimate_text)
+            + log.entries[start..]
+                .iter()
+                .map(compact::entry_tokens)
+                .sum::<u64>()
+    }
+
+    pub async fn run(
+        &self,
+        log: &mut SessionLog,
+        turn: &str,
+        reason: &'static str,
+        force: bool,
+        system_tokens: u64,
+    ) -> Result<Compacted, String> {
+        let window = self.agent.models.first().map_or(32_768, |m| m.context_window);
+        let keep = self.config.context.keep_recent_for(window);
+        let Some(plan) = compact::plan(&log.entries, keep, force) else {
+            return Ok(Compacted::Nothing);
+        };
+        let tokens_before = system_tokens + Self::active_tokens(log);
+        let result = self.summarise(log, &plan, turn).await;
+        let summary = match result {
+            Ok(summary) => summary,
+            Err(e) => {
+                let message = format!("compaction failed ({reason}): {e}; the history was kept whole");
+                tracing::warn!(session = %self.key, "{message}");
+                let _ = log.append(
+                    turn,
+                    Body::Meta {
+                        event: "compaction_failed".into(),
+                        detail: message.clone(),
+                    },
+                );
+                (self.emit)(Event::Compaction {
+                    tokens_before,
+                    tokens_after: tokens_before,
+                    reason,
+                    error: message.clone(),
+                });
+                return Err(message);
+            }
+        };
+        let kept: u64 = log.entries[plan.summarise.end..]
+            .iter()
+            .map(compact::entry_tokens)
+            .sum();
+        let tokens_after = system_tokens + estimate_text(&summary) + kept;
+        log.append(
+            turn,
+            Body::Compaction {
+                summary,
+                tokens_before,
+                tokens_after,
+                first_kept: plan.first_kept.clone(),
+                reason: reason.into(),
+            },
+        )?;
+        log.anchor = None;
+        if let Err(e) = self.rt.registry.add_compaction(self.session_id).await {
+            tracing::warn!(error = %e, "cannot count the compaction");
+        }
+        tracing::info!(session = %self.key, reason, tokens_before, tokens_after, "history compacted");
+        (self.emit)(Event::Compaction {
+            tokens_before,
+            tokens_after,
+            reason,
+            error: String::new(),
+        });
+        Ok(Compacted::Done {
+            tokens_before,
+            tokens_after,
+        })
+    }
+
+    fn targets(&self) -> &[crate::config::ModelTarget] {
+        if self.agent.compaction_models.is_empty() {
+            &self.agent.models
+        } else {
+            &self.agent.compaction_models
+        }
+    }
+
+    async fn summarise(&self, log: &mut SessionLog, plan: &Plan, turn: &str) -> Result<String, String> {
+        let text = compact::render(&log.entries[plan.summarise.clone()]);
+        if self.config.context.memory_flush && self.owner {
+            self.flush_memory(log, &text, turn).await;
+        }
+        let previous = history::active(&log.entries).0.map(str::to_string);
+        let models = self.rt.models();
+        compact::summarise(&models, self.targets(), previous.as_deref(), &text, self.cancel)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The silent pre-compaction turn: one call without tools whose answer
+    /// is appended to today's `memory/YYYY-MM-DD.md`. Failures are logged
+    /// and written to the transcript; they do not stop the compaction.
+    async fn flush_memory(&self, log: &mut SessionLog, text: &str, turn: &str) {
+        let window = self.targets().first().map_or(32_768, |t| t.context_window);
+        let max_chars = usize::try_from(window.saturating_sub(2_000) * 3).unwrap_or(usize::MAX);
+        let piece: String = {
+            let chars = text.chars().count();
+            text.chars().skip(chars.saturating_sub(max_chars)).collect()
+        };
+        let request = Request {
+            system: FLUSH_SYSTEM.into(),
+            messages: vec![Message::user(format!(
+                "<conversation>\n{}\n</conversation>\n\n{FLUSH_INSTRUCTIONS}",
+                piece.trim()
+            ))],
+            tools: Vec::new(),
+        };
+        let models = self.rt.models();
+        let outcome = match models
+            .complete(self.targets(), &request, &mut |_| {}, self.cancel)
+            .await
+        {
+            Ok((reply, _)) => {
+                let notes = without_thinking(&reply.text);
+                if notes.trim().is_empty() || notes.trim() == "NOTHING" {
+                    Ok(None)
+                } else {
+                    self.append_notes(&notes).map(Some)
+                }
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        let (event, detail) = match outcome {
+            Ok(Some(path)) => ("memory_flush", path),
+            Ok(None) => ("memory_flush", "nothing worth keeping".to_string()),
+            Err(e) => ("memory_flush_failed", e),
+        };
+        let _ = log.append(
+            turn,
+            Body::Meta {
+                event: event.into(),
+                detail,
+            },
+        );
+    }
+
+    fn append_notes(&self, notes: &str) -> Result<String, String> {
+        let now = chrono::Local::now();
+        let dir = self.agent.workspace.join("memory");
+        let path = dir.join(format!("{}.md", now.format("%Y-%m-%d")));
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)?;
+            write!(
+                f,
+                "\n## Saved before compaction ({}, {})\n\n{}\n",
+                self.key,
+                now.format("%H:%M"),
+                notes.trim()
+            )
+        };
+        write()
+            .map(|()| format!("memory/{}.md", now.format("%Y-%m-%d")))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}

@@ -1,0 +1,151 @@
+//! The last prompt of each session, kept beside its transcript as
+//! `sessions/<agent>/<session-id>.prompt.json` so that `pincer sessions
+//! prompt S` shows exactly what the model received: the system prompt and
+//! the messages after the history guard and compaction, rewritten into
+//! text for providers that take tool calls as text. It is replaced after
+//! every model call (write, then rename) and holds what the transcript
+//! holds, so it gets the transcript's 0600 mode.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::config::ToolFormat;
+use crate::llm::{Message, Part, Request, Role};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastPrompt {
+    /// RFC 3339 time of the call.
+    pub ts: String,
+    /// `provider/model` that answered.
+    pub model: String,
+    /// `native`, `hermes` or `xml`.
+    pub tool_format: String,
+    /// Our estimate of the prompt's tokens.
+    pub estimated_tokens: u64,
+    pub system: String,
+    pub messages: Vec<Value>,
+    /// Tools offered natively (text formats describe them in `system`).
+    pub tools: Vec<String>,
+}
+
+/// Where a session's last prompt lives.
+pub fn path(transcript: &Path) -> PathBuf {
+    transcript.with_extension("prompt.json")
+}
+
+impl LastPrompt {
+    pub fn new(request: &Request, model: String, format: ToolFormat, estimated_tokens: u64) -> Self {
+        let sent = if format == ToolFormat::Native {
+            request.clone()
+        } else {
+            crate::llm::toolcall::render::to_text_request(request, format)
+        };
+        Self {
+            ts: crate::util::now_rfc3339(),
+            model,
+            tool_format: match format {
+                ToolFormat::Native => "native",
+                ToolFormat::Hermes => "hermes",
+                ToolFormat::Xml => "xml",
+            }
+            .into(),
+            estimated_tokens,
+            system: sent.system.clone(),
+            messages: sent.messages.iter().map(message_json).collect(),
+            tools: sent.tools.iter().map(|t| t.name.clone()).collect(),
+        }
+    }
+
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let tmp = path.with_extension("prompt.json.tmp");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(&serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&tmp, path)
+    }
+
+    pub fn read(path: &Path) -> std::io::Result<Option<Self>> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(std::io::Error::other),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The prompt as a person reads it.
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "model: {}  tool format: {}  sent: {}  ~{} tokens\n\n=== system ===\n{}\n",
+            self.model, self.tool_format, self.ts, self.estimated_tokens, self.system
+        );
+        if !self.tools.is_empty() {
+            s.push_str(&format!("\n=== tools ===\n{}\n", self.tools.join(", ")));
+        }
+        for m in &self.messages {
+            let role = m["role"].as_str().unwrap_or("?");
+            s.push_str(&format!("\n=== {role} ===\n"));
+            for p in m["parts"].as_array().into_iter().flatten() {
+                match p["type"].as_str() {
+                    Some("text") => {
+                        s.push_str(p["text"].as_str().unwrap_or(""));
+                        s.push('\n');
+                    }
+                    Some("tool_call") => s.push_str(&format!(
+                        "[tool call {} {}] {}\n",
+                        p["name"].as_str().unwrap_or(""),
+                        p["id"].as_str().unwrap_or(""),
+                        p["arguments"].as_str().unwrap_or("")
+                    )),
+                    Some("tool_result") => s.push_str(&format!(
+                        "[tool result {} {}{}]\n{}\n",
+                        p["name"].as_str().unwrap_or(""),
+                        p["call_id"].as_str().unwrap_or(""),
+                        if p["is_error"].as_bool() == Some(true) {
+                            ", error"
+                        } else {
+                            ""
+                        },
+                        p["content"].as_str().unwrap_or("")
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        s
+    }
+}
+
+fn message_json(m: &Message) -> Value {
+    let parts: Vec<Value> = m
+        .parts
+        .iter()
+        .map(|p| match p {
+            Part::Text(t) => json!({"type": "text", "text": t}),
+            Part::ToolCall(c) => {
+                json!({"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments})
+            }
+            Part::ToolResult {
+                call_id,
+                name,
+                content,
+                is_error,
+            } => {
+                json!({"type": "tool_result", "call_id": call_id, "name": name, "content": content, "is_error": is_error})
+            }
+        })
+        .collect();
+    json!({
+        "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
+        "parts": parts,
+    })
+}

@@ -1,0 +1,120 @@
+//! The context engine (SPEC §9): what the model sees on each call.
+//!
+//! - [`prompt`] assembles the system prompt from ordered sections;
+//!   [`bootstrap`] reads the workspace's bootstrap files with their caps and
+//!   [`skills`] lists `skills/*/SKILL.md`.
+//! - [`guard`] shapes the history loaded from the transcript for one call:
+//!   turn limit, keep-last-K tool results, the single-result cap, calls to
+//!   tools no longer allowed, and the turn order providers demand.
+//! - [`tokens`] estimates prompt sizes from the provider's last reported
+//!   usage plus an estimate of what was added since.
+//! - [`compact`] summarises old history when the prompt nears the window.
+//!
+//! [`session_prompt`] is the seam the agent turn calls: it gathers the
+//! inputs from the config and the workspace and returns the prompt.
+
+pub mod bootstrap;
+pub mod compact;
+pub mod guard;
+pub mod prompt;
+pub mod skills;
+pub mod tokens;
+
+#[cfg(test)]
+mod prompt_tests;
+
+use crate::config::{AgentSettings, ContextSettings, PromptMode};
+use crate::llm::ToolSpec;
+use crate::session::SessionKey;
+use prompt::{ChatKind, PromptInputs, RuntimeInfo};
+
+/// The kind of chat a session key and its sender make.
+pub fn chat_kind(key: &SessionKey, owner: bool) -> ChatKind {
+    match key.kind() {
+        "sub" => ChatKind::SubAgent,
+        "group" => ChatKind::Group {
+            channel: key.channel().to_string(),
+        },
+        "dm" => ChatKind::Direct {
+            channel: key.channel().to_string(),
+            owner,
+        },
+        _ if owner => ChatKind::OwnerPrivate,
+        // A CLI-style key used by someone else (cannot happen through the
+        // socket, which only the owner reaches): treat it as a stranger's DM.
+        _ => ChatKind::Direct {
+            channel: key.channel().to_string(),
+            owner: false,
+        },
+    }
+}
+
+/// The bootstrap files a prompt of `mode` includes for `chat`.
+pub fn bootstrap_names(mode: PromptMode, chat: &ChatKind) -> Vec<&'static str> {
+    match mode {
+        PromptMode::None => Vec::new(),
+        PromptMode::Minimal => bootstrap::MINIMAL_FILES.to_vec(),
+        PromptMode::Full | PromptMode::Auto => bootstrap::FILES
+            .iter()
+            .copied()
+            .filter(|name| *name != "MEMORY.md" || chat.is_owner_private())
+            .collect(),
+    }
+}
+
+/// The system prompt of one session's turn: reads the bootstrap files and
+/// skills of the agent's workspace and assembles the sections.
+pub fn session_prompt(
+    settings: &ContextSettings,
+    agent: &AgentSettings,
+    chat: &ChatKind,
+    tools: &[ToolSpec],
+) -> String {
+    let window = agent.models.first().map_or(32_768, |m| m.context_window);
+    let mode = agent
+        .prompt_mode
+        .resolve(window, *chat == ChatKind::SubAgent);
+    let caps = bootstrap::Caps {
+        file_chars: settings.bootstrap_file_chars,
+        total_chars: settings.bootstrap_total_for(window),
+    };
+    let files = bootstrap::load(&agent.workspace, &bootstrap_names(mode, chat), caps);
+    let skills = if mode == PromptMode::Full {
+        skills::discover(&agent.workspace)
+    } else {
+        Vec::new()
+    };
+    let runtime = RuntimeInfo {
+        agent: agent.id.clone(),
+        workspace: agent.workspace.display().to_string(),
+        os: std::env::consts::OS.to_string(),
+        time_zone: time_zone(),
+        model: agent.models.first().map(|m| m.label()).unwrap_or_default(),
+        chat: chat.clone(),
+    };
+    prompt::assemble(&PromptInputs {
+        mode,
+        instructions: agent.system_prompt.as_deref(),
+        tools,
+        skills: &skills,
+        files: &files,
+        runtime: &runtime,
+    })
+}
+
+/// The IANA name of the machine's time zone (`TZ` wins), or `UTC`.
+fn time_zone() -> String {
+    std::env::var("TZ")
+        .ok()
+        .map(|tz| tz.trim_start_matches(':').to_string())
+        .filter(|tz| !tz.is_empty())
+        .or_else(|| iana_time_zone::get_timezone().ok())
+        .unwrap_or_else(|| "UTC".into())
+}
+
+/// The current local time as the turn context shows it.
+pub fn now_text() -> String {
+    chrono::Local::now()
+        .format("%Y-%m-%d %H:%M %A (UTC%:z)")
+        .to_string()
+}
