@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::render::one_line;
 use crate::rpc::{self, CliError};
-use crate::{Command, ConfigCommand, Ctx, SessionsCommand, chat, init};
+use crate::{Command, ConfigCommand, Ctx, SessionsCommand, SkillsCommand, chat, init};
 
 pub async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
     match command {
@@ -85,6 +85,9 @@ pub async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         Command::Tools { command } => crate::tools::run(ctx, command).await,
         Command::Approvals { command } => crate::tools::approvals(ctx, command).await,
         Command::Memory { command } => crate::memory::run(ctx, command).await,
+        Command::Skills {
+            command: SkillsCommand::List { agent },
+        } => skills(ctx, agent).await,
         Command::Doctor => doctor(ctx).await,
     }
 }
@@ -235,8 +238,14 @@ async fn sessions(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
                     "created {}, updated {}, tokens {}/{}",
                     s.created_at, s.updated_at, s.input_tokens, s.output_tokens
                 );
+                if s.compactions > 0 {
+                    println!("compactions: {}", s.compactions);
+                }
                 if !s.last_error.is_empty() {
                     println!("last error: {}", s.last_error);
+                }
+                if !s.failure_summary.is_empty() {
+                    println!("failed turn: {}", s.failure_summary);
                 }
             }
             if h.recovered_torn_line {
@@ -285,13 +294,102 @@ async fn sessions(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
             }
             Ok(0)
         }
+        SessionsCommand::Compact { session, agent } => {
+            let r = c
+                .sessions
+                .compact(pb::SessionRef {
+                    agent: agent.unwrap_or_default(),
+                    session,
+                })
+                .await?
+                .into_inner();
+            if ctx.json {
+                println!(
+                    "{}",
+                    json!({"compacted": r.compacted, "tokens_before": r.tokens_before, "tokens_after": r.tokens_after, "summary": r.summary, "note": r.note})
+                );
+            } else if r.compacted {
+                println!(
+                    "compacted: ~{} → ~{} tokens of history\n\n{}",
+                    r.tokens_before, r.tokens_after, r.summary
+                );
+            } else {
+                println!("{}", r.note);
+            }
+            Ok(0)
+        }
+        SessionsCommand::Prompt { session, agent } => {
+            let p = c
+                .sessions
+                .prompt(pb::SessionRef {
+                    agent: agent.unwrap_or_default(),
+                    session,
+                })
+                .await?
+                .into_inner();
+            if ctx.json {
+                let messages: serde_json::Value =
+                    serde_json::from_str(&p.messages_json).unwrap_or_default();
+                println!(
+                    "{}",
+                    json!({"model": p.model, "tool_format": p.tool_format, "sent_at": p.sent_at,
+                           "estimated_tokens": p.estimated_tokens, "system": p.system,
+                           "messages": messages, "tools": p.tools})
+                );
+            } else {
+                print!("{}", p.text);
+            }
+            Ok(0)
+        }
     }
+}
+
+async fn skills(ctx: &Ctx, agent: Option<String>) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let r = c
+        .skills
+        .list(pb::ListSkillsRequest {
+            agent: agent.unwrap_or_default(),
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        let skills: Vec<serde_json::Value> = r
+            .skills
+            .iter()
+            .map(|s| json!({"name": s.name, "description": s.description, "path": s.path, "problem": s.problem}))
+            .collect();
+        println!(
+            "{}",
+            json!({"agent": r.agent, "workspace": r.workspace, "listed_in_prompt": r.listed_in_prompt, "note": r.note, "skills": skills})
+        );
+        return Ok(0);
+    }
+    if r.skills.is_empty() {
+        println!(
+            "agent {} has no skills; add one as {}/skills/<name>/SKILL.md with a front matter block:\n---\nname: <name>\ndescription: <when to use it>\n---",
+            r.agent, r.workspace
+        );
+        return Ok(0);
+    }
+    for s in &r.skills {
+        println!("{:<28} {}", s.name, one_line(&s.description, 90));
+        println!("{:<28} {}", "", s.path);
+        if !s.problem.is_empty() {
+            println!("{:<28} ! {}", "", s.problem);
+        }
+    }
+    if !r.note.is_empty() {
+        println!("\n{}", r.note);
+    }
+    Ok(0)
 }
 
 fn session_json(s: &pb::SessionInfo) -> serde_json::Value {
     json!({"key": s.key, "id": s.id, "agent": s.agent, "channel": s.channel, "created_at": s.created_at,
            "updated_at": s.updated_at, "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
-           "compactions": s.compactions, "last_error": s.last_error, "entries": s.entries, "running": s.running})
+           "compactions": s.compactions, "last_error": s.last_error, "failure_summary": s.failure_summary,
+           "entries": s.entries, "running": s.running})
 }
 
 fn print_entry(line: &str) {
@@ -327,6 +425,11 @@ fn print_entry(line: &str) {
             );
         }
         "meta" => println!("{ts}   · {} {}", s("event"), s("detail")),
+        "compaction" => println!(
+            "{ts}   · compaction ({}): older history summarised\n{}",
+            s("reason"),
+            s("summary")
+        ),
         other => println!("{ts}   · {other}"),
     }
 }

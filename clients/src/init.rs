@@ -38,29 +38,101 @@ model = "gpt-4.1-mini"
 model = "default"
 # max_model_calls = 40            # per turn; then one last call without tools
 # max_turn_seconds = 1800
+# prompt_mode = "auto"            # full | minimal | none; auto = minimal for windows <= 16k
 # tools = { allow = [], deny = ["exec"] }
+
+# [context]                       # prompt caps and compaction (README "Context")
+# keep_tool_results = 5
+# reserve_tokens = 20000          # compact when the prompt nears the window
+# compaction_model = "default"
 
 [tools.exec]
 timeout_s = 120
 max_output_chars = 30000
 "#;
 
-const AGENTS_MD: &str = "# AGENTS.md\n\nHow this agent works with you. Write down conventions, preferences and\nrules the agent should follow in this workspace.\n";
-const SOUL_MD: &str = "# SOUL.md\n\nWho the agent is: its voice and values. Keep it short.\n";
-const USER_MD: &str =
-    "# USER.md\n\nAbout you: name, time zone, what you work on, how you like answers.\n";
-const MEMORY_MD: &str = "# MEMORY.md\n\nLong-term notes the agent keeps about you and your work.\n";
+const AGENTS_MD: &str = "# AGENTS.md
+
+How the agent works with you. pincer puts this file into every session's
+prompt (sub-agents and small models get it too), so keep it short and true.
+
+## Working here
+- Answer in the language I write in. Be brief; lead with the answer.
+- Before changing a file, read it. After changing code, run its tests.
+- Ask before deleting anything or running something that cannot be undone.
+
+## Memory
+- When you learn something lasting about me or my work, add it to MEMORY.md.
+- Day-to-day notes go to memory/YYYY-MM-DD.md.
+";
+
+const SOUL_MD: &str = "# SOUL.md
+
+Who the agent is: its voice and values, in a few lines.
+
+- Calm, direct and honest; says \"I don't know\" when it doesn't.
+- Prefers doing the work to describing it.
+";
+
+const IDENTITY_MD: &str = "# IDENTITY.md
+
+Name: pincer
+What I am: your personal agent, running on your own machine.
+";
+
+const TOOLS_MD: &str = "# TOOLS.md
+
+Notes on the tools and machines the agent may use: hosts, paths, commands
+that work here, things to avoid. Example:
+
+- Projects live in ~/src; run tests with `make test`.
+";
+
+const USER_MD: &str = "# USER.md
+
+About you: name, time zone, what you work on, how you like answers.
+";
+
+const MEMORY_MD: &str = "# MEMORY.md
+
+Long-term notes the agent keeps about you and your work. Only your own
+sessions see this file, never group chats.
+";
+
+const SKILL_MD: &str = "---
+name: write-skill
+description: How to add a new skill to this workspace; read it when asked to teach the agent a repeatable task.
+---
+# Writing a skill
+
+A skill is a folder `skills/<name>/` holding `SKILL.md`. The file starts with
+a front matter block giving `name` and a one-line `description` that says
+when to use it; the prompt lists only these, and the agent reads the whole
+file when a task matches.
+
+1. Pick a short name and create `skills/<name>/SKILL.md`.
+2. Write the front matter, then the steps, as plainly as for a colleague.
+3. Check it with `pincer skills list`.
+";
 
 pub fn run(home: &Path) -> Result<u8, CliError> {
     let workspace = home.join("workspace");
-    std::fs::create_dir_all(workspace.join("memory"))
-        .map_err(|e| CliError::failed(format!("cannot create {}: {e}", workspace.display())))?;
-    let files: [(std::path::PathBuf, &str); 5] = [
+    for dir in [
+        workspace.join("memory"),
+        workspace.join("skills/write-skill"),
+    ] {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CliError::failed(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let files: [(std::path::PathBuf, &str); 8] = [
         (home.join("config.toml"), CONFIG),
         (workspace.join("AGENTS.md"), AGENTS_MD),
         (workspace.join("SOUL.md"), SOUL_MD),
+        (workspace.join("IDENTITY.md"), IDENTITY_MD),
+        (workspace.join("TOOLS.md"), TOOLS_MD),
         (workspace.join("USER.md"), USER_MD),
         (workspace.join("MEMORY.md"), MEMORY_MD),
+        (workspace.join("skills/write-skill/SKILL.md"), SKILL_MD),
     ];
     for (path, content) in files {
         match std::fs::OpenOptions::new()

@@ -63,7 +63,7 @@ pub enum Command {
         #[arg(long)]
         session: Option<String>,
     },
-    /// List, show, reset or delete sessions.
+    /// List, show, reset, delete or compact sessions; show a session's last prompt.
     Sessions {
         #[command(subcommand)]
         command: SessionsCommand,
@@ -72,6 +72,11 @@ pub enum Command {
     Tools {
         #[command(subcommand)]
         command: ToolsCommand,
+    },
+    /// The skills of an agent's workspace (skills/<name>/SKILL.md).
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
     },
     /// Search an agent's long-term memory, see its index, or rebuild it.
     Memory {
@@ -126,6 +131,27 @@ pub enum SessionsCommand {
     /// Delete a session and its transcript.
     Delete {
         session: String,
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Summarise the session's older history now (as when it nears the window).
+    Compact {
+        session: String,
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// The exact prompt the model received on the session's last call.
+    Prompt {
+        session: String,
+        #[arg(long)]
+        agent: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SkillsCommand {
+    /// Every skill with its description, and whether the prompt lists them.
+    List {
         #[arg(long)]
         agent: Option<String>,
     },

@@ -16,7 +16,19 @@ pub enum End {
 /// Prints one event for a person; returns `Some` when the turn ended.
 pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Option<End> {
     match event {
-        Event::TurnStarted(_) | Event::Usage(_) | Event::Compaction(_) => None,
+        Event::TurnStarted(_) | Event::Usage(_) => None,
+        Event::Compaction(c) if c.error.is_empty() => {
+            let _ = writeln!(
+                err,
+                "\n  · history compacted ({}): ~{} → ~{} tokens",
+                c.reason, c.tokens_before, c.tokens_after
+            );
+            None
+        }
+        Event::Compaction(c) => {
+            let _ = writeln!(err, "\n  ! {}", c.error);
+            None
+        }
         Event::TextDelta(t) => {
             let _ = write!(out, "{}", t.text);
             let _ = out.flush();
@@ -134,7 +146,7 @@ pub fn json(event: &Event) -> serde_json::Value {
             json!({"type": "retrying", "attempt": r.attempt, "delay_ms": r.delay_ms, "reason": r.reason, "model": r.model})
         }
         Event::Compaction(c) => {
-            json!({"type": "compaction", "tokens_before": c.tokens_before, "tokens_after": c.tokens_after})
+            json!({"type": "compaction", "tokens_before": c.tokens_before, "tokens_after": c.tokens_after, "reason": c.reason, "error": c.error})
         }
     }
 }

@@ -12,6 +12,7 @@ use pincer_proto::v1::agent_client::AgentClient;
 use pincer_proto::v1::daemon_client::DaemonClient;
 use pincer_proto::v1::memory_client::MemoryClient;
 use pincer_proto::v1::sessions_client::SessionsClient;
+use pincer_proto::v1::skills_client::SkillsClient;
 use pincer_proto::v1::tools_client::ToolsClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 
@@ -69,6 +70,7 @@ pub struct Clients {
     pub daemon: DaemonClient<Channel>,
     pub tools: ToolsClient<Channel>,
     pub memory: MemoryClient<Channel>,
+    pub skills: SkillsClient<Channel>,
 }
 
 pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliError> {
@@ -103,6 +105,7 @@ pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliErr
         sessions: SessionsClient::new(channel.clone()),
         daemon: DaemonClient::new(channel.clone()),
         tools: ToolsClient::new(channel.clone()),
-        memory: MemoryClient::new(channel),
+        memory: MemoryClient::new(channel.clone()),
+        skills: SkillsClient::new(channel),
     })
 }

@@ -344,13 +344,22 @@ async fn init_writes_a_valid_starter_and_never_overwrites() {
         "config.toml",
         "workspace/AGENTS.md",
         "workspace/SOUL.md",
+        "workspace/IDENTITY.md",
+        "workspace/TOOLS.md",
         "workspace/USER.md",
         "workspace/MEMORY.md",
+        "workspace/skills/write-skill/SKILL.md",
     ] {
         assert!(home.path().join(file).exists(), "{file} missing");
     }
-    // The starter config is valid as written.
+    // The starter config is valid as written, and the starter skill too.
     assert_eq!(home.cli(&["config", "check"]).await.code, 0);
+    {
+        let _d = home.start();
+        let skills = home.cli(&["--json", "skills", "list"]).await.json();
+        assert_eq!(skills["skills"][0]["name"], "write-skill", "{skills}");
+        assert_eq!(skills["skills"][0]["problem"], "", "{skills}");
+    }
     std::fs::write(home.workspace().join("AGENTS.md"), "mine").unwrap();
     let again = home.cli(&["init"]).await;
     assert!(again.ok().contains("kept"), "{}", again.stdout);

@@ -329,14 +329,18 @@ async fn the_model_searches_memory_with_tools_and_gets_recall() {
 
     let journal = llm.journal();
     let first = &journal[0];
+    // Recall is volatile: it rides in front of the message, and the
+    // system prompt stays stable.
     let system = first["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(!system.contains("## Retrieved memory"), "{system}");
+    let message = first["messages"][1]["content"].as_str().unwrap_or_default();
     assert!(
-        system.contains("## Retrieved memory"),
-        "auto-recall adds a section: {system}"
+        message.starts_with("<turn-context>") && message.contains("## Retrieved memory"),
+        "auto-recall adds a section: {message}"
     );
     assert!(
-        system.contains("[MEMORY.md:1-3]") && system.contains("Miso"),
-        "{system}"
+        message.contains("[MEMORY.md:1-3]") && message.contains("Miso"),
+        "{message}"
     );
     let results = tool_results(&journal[2]);
     assert!(

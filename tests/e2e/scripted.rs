@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use pincer_testkit::harness::{TestHome, provider_config};
-use pincer_testkit::requests::{offered_tools, tool_results};
+use pincer_testkit::requests::{offered_tools, tool_results, without_turn_context};
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
 
@@ -382,7 +382,9 @@ async fn follow_ups_queue_behind_the_running_turn() {
         .last()
         .unwrap()
         .clone();
-    assert_eq!(last_user["content"], "second, while busy");
+    let text = last_user["content"].as_str().unwrap();
+    assert!(text.starts_with("<turn-context>\nCurrent time: "), "{text}");
+    assert_eq!(without_turn_context(text), "second, while busy");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -30,12 +30,21 @@ pub fn offered_tools(request: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The text of the first user message.
+/// The text of the first user message, without the `<turn-context>`
+/// block pincerd puts in front of it (the time, recalled memory).
 pub fn first_user(request: &Value) -> String {
-    request["messages"]
+    let text = request["messages"]
         .as_array()
         .and_then(|m| m.iter().find(|m| m["role"] == "user"))
         .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
+        .unwrap_or_default();
+    without_turn_context(text).to_string()
+}
+
+/// A user message's own text: what follows the `<turn-context>` block.
+pub fn without_turn_context(text: &str) -> &str {
+    match text.split_once("</turn-context>\n\n") {
+        Some((head, rest)) if head.starts_with("<turn-context>") => rest,
+        _ => text,
+    }
 }

@@ -36,6 +36,8 @@ pub struct Step {
     pub hang: bool,
     /// `finish_reason` to report (default: stop or tool_calls).
     pub finish: Option<String>,
+    /// The error message sent with `status` (default: "scripted HTTP N").
+    pub error: Option<String>,
 }
 
 impl Step {
@@ -72,6 +74,14 @@ impl Step {
             ..Default::default()
         }
     }
+    /// An HTTP error with the provider's own words (e.g. a context overflow).
+    pub fn error(code: u16, message: &str) -> Self {
+        Self {
+            status: Some(code),
+            error: Some(message.into()),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Default)]
@@ -80,6 +90,9 @@ struct Inner {
     scripts: Vec<(String, VecDeque<Step>, bool)>,
     journal: Vec<Value>,
     journal_off: bool,
+    /// Report prompt tokens as a quarter of the request's bytes instead of
+    /// the fixed 11 (for tests of context budgets).
+    body_usage: bool,
 }
 
 /// A running scripted server; dropped with the test's runtime.
@@ -126,6 +139,12 @@ impl ScriptedLlm {
         self.lock()
             .scripts
             .push((marker.to_string(), steps.into(), true));
+    }
+
+    /// Reports prompt tokens in proportion to each request's size, as a
+    /// real provider would, instead of a constant.
+    pub fn set_usage_from_body(&self, on: bool) {
+        self.lock().body_usage = on;
     }
 
     /// Stops recording request bodies (long benches).
@@ -177,9 +196,14 @@ fn first_user_text(body: &Value) -> String {
     String::new()
 }
 
-fn next_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Option<Step> {
+fn next_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Option<(Step, u64)> {
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
     let first = first_user_text(&body);
+    let prompt_tokens = if inner.body_usage {
+        (body.to_string().len() / 4) as u64
+    } else {
+        11
+    };
     if !inner.journal_off {
         inner.journal.push(body);
     }
@@ -191,14 +215,14 @@ fn next_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Option<Step> {
     if *cycle {
         steps.push_back(step.clone());
     }
-    Some(step)
+    Some((step, prompt_tokens))
 }
 
 fn error_response(step: &Step, code: u16) -> Response {
     let mut resp = (
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         axum::Json(
-            json!({"error": {"message": format!("scripted HTTP {code}"), "type": "scripted"}}),
+            json!({"error": {"message": step.error.clone().unwrap_or_else(|| format!("scripted HTTP {code}")), "type": "scripted"}}),
         ),
     )
         .into_response();
@@ -254,11 +278,11 @@ fn pieces(s: &str) -> Vec<String> {
 
 /// The next step for a request, or the response that replaces the stream:
 /// an exhausted script, or a scripted HTTP error.
-fn take_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Result<Step, Box<Response>> {
-    let step = next_step(inner, body).ok_or_else(|| Box::new(exhausted()))?;
+fn take_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Result<(Step, u64), Box<Response>> {
+    let (step, prompt_tokens) = next_step(inner, body).ok_or_else(|| Box::new(exhausted()))?;
     match step.status {
         Some(code) => Err(Box::new(error_response(&step, code))),
-        None => Ok(step),
+        None => Ok((step, prompt_tokens)),
     }
 }
 
@@ -266,7 +290,7 @@ async fn openai(
     State(inner): State<Arc<Mutex<Inner>>>,
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
-    let step = match take_step(&inner, body) {
+    let (step, prompt_tokens) = match take_step(&inner, body) {
         Ok(step) => step,
         Err(response) => return *response,
     };
@@ -299,7 +323,7 @@ async fn openai(
             chunk(json!({}), json!(stop)),
             format!(
                 "data: {}\n\n",
-                json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}})
+                json!({"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 7}})
             ),
             "data: [DONE]\n\n".into(),
         ]
@@ -310,14 +334,14 @@ async fn anthropic(
     State(inner): State<Arc<Mutex<Inner>>>,
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
-    let step = match take_step(&inner, body) {
+    let (step, prompt_tokens) = match take_step(&inner, body) {
         Ok(step) => step,
         Err(response) => return *response,
     };
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut events = vec![ev(
         "message_start",
-        json!({"type": "message_start", "message": {"usage": {"input_tokens": 11, "output_tokens": 1}}}),
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": prompt_tokens, "output_tokens": 1}}}),
     )];
     let mut index = 0;
     if !step.text.is_empty() {

@@ -21,7 +21,10 @@ use crate::session::transcript::Body;
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Compacted {
-    Done { tokens_before: u64, tokens_after: u64 },
+    Done {
+        tokens_before: u64,
+        tokens_after: u64,
+    },
     /// The history after the last compaction is already small.
     Nothing,
 }
@@ -61,7 +64,11 @@ impl Compactor<'_> {
         force: bool,
         system_tokens: u64,
     ) -> Result<Compacted, String> {
-        let window = self.agent.models.first().map_or(32_768, |m| m.context_window);
+        let window = self
+            .agent
+            .models
+            .first()
+            .map_or(32_768, |m| m.context_window);
         let keep = self.config.context.keep_recent_for(window);
         let Some(plan) = compact::plan(&log.entries, keep, force) else {
             return Ok(Compacted::Nothing);
@@ -71,7 +78,8 @@ impl Compactor<'_> {
         let summary = match result {
             Ok(summary) => summary,
             Err(e) => {
-                let message = format!("compaction failed ({reason}): {e}; the history was kept whole");
+                let message =
+                    format!("compaction failed ({reason}): {e}; the history was kept whole");
                 tracing::warn!(session = %self.key, "{message}");
                 let _ = log.append(
                     turn,
@@ -129,16 +137,27 @@ impl Compactor<'_> {
         }
     }
 
-    async fn summarise(&self, log: &mut SessionLog, plan: &Plan, turn: &str) -> Result<String, String> {
+    async fn summarise(
+        &self,
+        log: &mut SessionLog,
+        plan: &Plan,
+        turn: &str,
+    ) -> Result<String, String> {
         let text = compact::render(&log.entries[plan.summarise.clone()]);
         if self.config.context.memory_flush && self.owner {
             self.flush_memory(log, &text, turn).await;
         }
         let previous = history::active(&log.entries).0.map(str::to_string);
         let models = self.rt.models();
-        compact::summarise(&models, self.targets(), previous.as_deref(), &text, self.cancel)
-            .await
-            .map_err(|e| e.to_string())
+        compact::summarise(
+            &models,
+            self.targets(),
+            previous.as_deref(),
+            &text,
+            self.cancel,
+        )
+        .await
+        .map_err(|e| e.to_string())
     }
 
     /// The silent pre-compaction turn: one call without tools whose answer

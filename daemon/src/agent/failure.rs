@@ -88,8 +88,18 @@ mod tests {
     #[test]
     fn says_what_was_asked_done_and_where_it_stopped() {
         let entries = vec![
-            e("old", Body::User { text: "earlier".into() }),
-            e("t", Body::User { text: "deploy   the\nsite".into() }),
+            e(
+                "old",
+                Body::User {
+                    text: "earlier".into(),
+                },
+            ),
+            e(
+                "t",
+                Body::User {
+                    text: "deploy   the\nsite".into(),
+                },
+            ),
             e(
                 "t",
                 Body::Assistant {
@@ -118,12 +128,22 @@ mod tests {
                 },
             ),
         ];
-        let s = summary(&entries, "t", "the model call failed after retries: HTTP 503");
+        let s = summary(
+            &entries,
+            "t",
+            "the model call failed after retries: HTTP 503",
+        );
         assert!(s.starts_with("Asked: \"deploy the site\"."), "{s}");
         assert!(s.contains("1 model replies, 1 tool calls (exec ×1)"), "{s}");
-        assert!(s.contains("1 failed; the last: exec: make: *** No rule"), "{s}");
+        assert!(
+            s.contains("1 failed; the last: exec: make: *** No rule"),
+            "{s}"
+        );
         assert!(s.contains("Last reply: \"Building first.\""), "{s}");
-        assert!(s.ends_with("Stopped by: the model call failed after retries: HTTP 503"), "{s}");
+        assert!(
+            s.ends_with("Stopped by: the model call failed after retries: HTTP 503"),
+            "{s}"
+        );
         assert!(!s.contains("earlier"));
     }
 }

@@ -12,7 +12,8 @@ use crate::session::transcript::{Body, Entry};
 pub const INTERRUPTED: &str = "the call was interrupted before it finished (turn aborted or daemon stopped); its result is unknown";
 
 /// Opens the summary message that stands for compacted history.
-pub const SUMMARY_HEADER: &str = "[Summary of the earlier conversation, written when it was compacted]";
+pub const SUMMARY_HEADER: &str =
+    "[Summary of the earlier conversation, written when it was compacted]";
 
 /// What the model still sees of a transcript: the summary of the last
 /// compaction, if any, and the index of the first entry sent verbatim.

@@ -32,6 +32,8 @@ pub enum HubError {
     Busy(String),
     #[error("pincerd is shutting down")]
     ShuttingDown,
+    #[error("{0}")]
+    Compaction(String),
 }
 
 /// The session a driver task serves.
@@ -258,19 +260,7 @@ impl Hub {
                 slot.log = log;
                 return;
             }
-            // Everything that queued up becomes the next turn.
-            let pending: Vec<Pending> = slot.pending.drain(..).collect();
-            text = pending
-                .iter()
-                .map(|p| p.text.as_str())
-                .collect::<Vec<_>>()
-                .join("\n\n");
-            origin = ChatOrigin::least_privileged(
-                &pending.iter().map(|p| p.origin.clone()).collect::<Vec<_>>(),
-            );
-            subscribers = Arc::new(Mutex::new(
-                pending.into_iter().map(|p| p.subscriber).collect(),
-            ));
+            (text, origin, subscribers) = next_turn(slot);
             cancel = self.shutdown.child_token();
             slot.running = Some(cancel.clone());
         }
@@ -293,19 +283,7 @@ impl Hub {
                 return Ok(());
             }
         };
-        if log.as_ref().is_none_or(|l| l.session_id != row.id) {
-            let path = self
-                .rt
-                .home
-                .sessions_dir(key.agent())
-                .join(format!("{}.jsonl", row.id));
-            let opened = tokio::task::spawn_blocking(move || Transcript::open(&path))
-                .await
-                .map_err(|e| HubError::Transcript(std::io::Error::other(e)))?
-                .map_err(HubError::Transcript)?;
-            let (transcript, entries, _recovery) = opened;
-            *log = Some(SessionLog::new(row.id.clone(), transcript, entries));
-        }
+        self.open_log(key, row, log).await?;
         let Some(session_log) = log.as_mut() else {
             return Ok(());
         };
@@ -330,6 +308,123 @@ impl Hub {
         };
         let outcome = turn.run(session_log, text).await;
         self.rt.registry.finish_turn(&row.id, outcome).await?;
+        Ok(())
+    }
+
+    /// `pincer sessions compact`: summarises the session's older history
+    /// now. Refused while a turn runs; messages arriving meanwhile queue
+    /// and start their turn when it is done.
+    pub async fn compact(&self, row: SessionRow) -> Result<super::compaction::Compacted, HubError> {
+        let key = SessionKey::parse(&row.key).map_err(|e| HubError::Compaction(e.to_string()))?;
+        let cancel = self.shutdown.child_token();
+        let mut log = {
+            let mut slots = self.lock();
+            let slot = slots.entry(row.key.clone()).or_default();
+            if slot.running.is_some() {
+                return Err(HubError::Busy(row.key.clone()));
+            }
+            slot.running = Some(cancel.clone());
+            slot.log.take()
+        };
+        let result = self.compact_locked(&key, &row, &mut log, &cancel).await;
+        self.release(key, row, log);
+        result
+    }
+
+    async fn compact_locked(
+        &self,
+        key: &SessionKey,
+        row: &SessionRow,
+        log: &mut Option<SessionLog>,
+        cancel: &CancellationToken,
+    ) -> Result<super::compaction::Compacted, HubError> {
+        self.open_log(key, row, log).await?;
+        let Some(session_log) = log.as_mut() else {
+            return Err(HubError::Compaction(
+                "the transcript could not be opened".into(),
+            ));
+        };
+        let config = self.rt.config();
+        let agent = config
+            .agent(key.agent())
+            .cloned()
+            .ok_or_else(|| HubError::UnknownAgent {
+                agent: key.agent().to_string(),
+                known: String::new(),
+            })?;
+        let emit: super::turn::Emit = Arc::new(|_| {});
+        let compactor = super::compaction::Compactor {
+            rt: &self.rt,
+            config: &config,
+            agent: &agent,
+            key,
+            session_id: &row.id,
+            owner: true,
+            emit: &emit,
+            cancel,
+        };
+        let turn = uuid::Uuid::now_v7().to_string();
+        let result = compactor.run(session_log, &turn, "manual", true, 0).await;
+        if let Err(e) = session_log.transcript.sync() {
+            tracing::error!(error = %e, "cannot fsync the transcript");
+        }
+        result.map_err(HubError::Compaction)
+    }
+
+    /// Ends an exclusive use of a session's slot: keeps the log, or hands
+    /// it to a driver for the messages that queued meanwhile.
+    fn release(&self, key: SessionKey, row: SessionRow, log: Option<SessionLog>) {
+        let mut slots = self.lock();
+        let Some(slot) = slots.get_mut(&key.to_string()) else {
+            return;
+        };
+        if slot.pending.is_empty() || self.is_closing() {
+            slot.running = None;
+            slot.log = log;
+            return;
+        }
+        let (text, origin, subscribers) = next_turn(slot);
+        let cancel = self.shutdown.child_token();
+        slot.running = Some(cancel.clone());
+        drop(slots);
+        let hub = self.clone();
+        self.tasks.spawn(async move {
+            hub.drive(
+                Driven {
+                    key,
+                    row,
+                    nested: false,
+                },
+                log,
+                (text, origin),
+                cancel,
+                subscribers,
+            )
+            .await
+        });
+    }
+
+    /// Opens the session's transcript unless `log` holds it already.
+    async fn open_log(
+        &self,
+        key: &SessionKey,
+        row: &SessionRow,
+        log: &mut Option<SessionLog>,
+    ) -> Result<(), HubError> {
+        if log.as_ref().is_some_and(|l| l.session_id == row.id) {
+            return Ok(());
+        }
+        let path = self
+            .rt
+            .home
+            .sessions_dir(key.agent())
+            .join(format!("{}.jsonl", row.id));
+        let opened = tokio::task::spawn_blocking(move || Transcript::open(&path))
+            .await
+            .map_err(|e| HubError::Transcript(std::io::Error::other(e)))?
+            .map_err(HubError::Transcript)?;
+        let (transcript, entries, _recovery) = opened;
+        *log = Some(SessionLog::new(row.id.clone(), transcript, entries));
         Ok(())
     }
 
@@ -376,4 +471,21 @@ impl Hub {
         }
         self.shutdown.cancel();
     }
+}
+
+/// Everything that queued up, as the next turn: the messages joined, the
+/// least privileged origin among them, and all their subscribers.
+fn next_turn(slot: &mut Slot) -> (String, ChatOrigin, Arc<Mutex<Vec<Subscriber>>>) {
+    let pending: Vec<Pending> = slot.pending.drain(..).collect();
+    let text = pending
+        .iter()
+        .map(|p| p.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let origin =
+        ChatOrigin::least_privileged(&pending.iter().map(|p| p.origin.clone()).collect::<Vec<_>>());
+    let subscribers = Arc::new(Mutex::new(
+        pending.into_iter().map(|p| p.subscriber).collect(),
+    ));
+    (text, origin, subscribers)
 }

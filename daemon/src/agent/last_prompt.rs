@@ -38,7 +38,12 @@ pub fn path(transcript: &Path) -> PathBuf {
 }
 
 impl LastPrompt {
-    pub fn new(request: &Request, model: String, format: ToolFormat, estimated_tokens: u64) -> Self {
+    pub fn new(
+        request: &Request,
+        model: String,
+        format: ToolFormat,
+        estimated_tokens: u64,
+    ) -> Self {
         let sent = if format == ToolFormat::Native {
             request.clone()
         } else {

@@ -145,7 +145,8 @@ impl Turn<'_> {
         let tool_env = self.tool_env(&registry);
         let specs: Vec<ToolSpec> = tool_env.offered.iter().map(|t| t.spec()).collect();
         let chat = crate::context::chat_kind(self.key, self.origin.owner);
-        let system = crate::context::session_prompt(&self.config.context, self.agent, &chat, &specs);
+        let system =
+            crate::context::session_prompt(&self.config.context, self.agent, &chat, &specs);
         let window = self.window();
         let mode = self
             .agent
@@ -158,13 +159,18 @@ impl Turn<'_> {
             PromptMode::Minimal => Some(turn_context(&crate::context::now_text(), None)),
             PromptMode::Full | PromptMode::Auto => {
                 let recalled = self.recall(&tool_env.offered, &message).await;
-                Some(turn_context(&crate::context::now_text(), recalled.as_deref()))
+                Some(turn_context(
+                    &crate::context::now_text(),
+                    recalled.as_deref(),
+                ))
             }
         };
         let allowed: HashSet<String> = specs.iter().map(|t| t.name.clone()).collect();
         let guard = Guard {
             keep_tool_results: self.config.context.keep_tool_results,
-            max_result_chars: usize::try_from(window).unwrap_or(usize::MAX).saturating_mul(2),
+            max_result_chars: usize::try_from(window)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(2),
             max_turns: self.config.context.max_history_turns,
             allowed: Some(&allowed),
         };
@@ -210,8 +216,17 @@ impl Turn<'_> {
                     self.agent.max_turn_duration.as_secs() / 60
                 )));
             }
-            let request = self.request(log, &guard, &system, volatile.as_deref(), &extra, &specs, last_call);
-            let estimate = tokens::projected(log.anchor.as_ref(), tokens::estimate_request(&request));
+            let request = self.request(
+                log,
+                &guard,
+                &system,
+                volatile.as_deref(),
+                &extra,
+                &specs,
+                last_call,
+            );
+            let estimate =
+                tokens::projected(log.anchor.as_ref(), tokens::estimate_request(&request));
             if estimate > threshold && !compaction_spent {
                 match self.compact(log, "threshold", false, system_tokens).await {
                     Ok(Compacted::Done { .. }) => continue,
@@ -393,7 +408,15 @@ impl Turn<'_> {
                 // Compact now, while nobody waits for the next answer.
                 let next = tokens::projected(
                     log.anchor.as_ref(),
-                    tokens::estimate_request(&self.request(log, &guard, &system, None, &[], &specs, false)),
+                    tokens::estimate_request(&self.request(
+                        log,
+                        &guard,
+                        &system,
+                        None,
+                        &[],
+                        &specs,
+                        false,
+                    )),
                 );
                 if next > threshold && !compaction_spent {
                     let _ = self.compact(log, "threshold", false, system_tokens).await;
@@ -509,7 +532,9 @@ impl Turn<'_> {
         if let Some(context) = volatile
             && let Some(current) = messages.iter_mut().rev().find(|m| {
                 m.role == crate::llm::Role::User
-                    && m.parts.iter().any(|p| matches!(p, crate::llm::Part::Text(_)))
+                    && m.parts
+                        .iter()
+                        .any(|p| matches!(p, crate::llm::Part::Text(_)))
             })
             && let Some(pos) = current
                 .parts
@@ -523,7 +548,11 @@ impl Turn<'_> {
         Request {
             system: system.to_string(),
             messages,
-            tools: if last_call { Vec::new() } else { specs.to_vec() },
+            tools: if last_call {
+                Vec::new()
+            } else {
+                specs.to_vec()
+            },
         }
     }
 
@@ -560,7 +589,13 @@ impl Turn<'_> {
 
     /// Keeps the request as the model received it for `pincer sessions
     /// prompt`; a failure to write it is logged, never fatal.
-    fn record_prompt(&self, log: &SessionLog, request: &Request, target: &crate::config::ModelTarget, estimate: u64) {
+    fn record_prompt(
+        &self,
+        log: &SessionLog,
+        request: &Request,
+        target: &crate::config::ModelTarget,
+        estimate: u64,
+    ) {
         let format = self
             .config
             .providers

@@ -124,7 +124,12 @@ pub(super) fn settings(
     c: &ContextSection,
 ) -> Result<ContextSettings, ConfigError> {
     let d = ContextSettings::default();
-    let file_chars = within(loc, &c.bootstrap_max_chars, d.bootstrap_file_chars, 200..=1_000_000)?;
+    let file_chars = within(
+        loc,
+        &c.bootstrap_max_chars,
+        d.bootstrap_file_chars,
+        200..=1_000_000,
+    )?;
     let total = within(
         loc,
         &c.bootstrap_total_max_chars,

@@ -18,8 +18,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use file::{ProviderKind, ToolFormat};
 pub use context::{ContextSettings, PromptMode};
+pub use file::{ProviderKind, ToolFormat};
 pub use memory::{EmbedderChoice, MemorySettings};
 
 /// Exit status for invalid configuration (`EX_CONFIG`); the service unit does

@@ -88,12 +88,23 @@ pub fn load(workspace: &Path, names: &[&str], caps: Caps) -> Vec<BootstrapFile> 
 pub fn trim(text: &str, chars: usize, cap: usize) -> String {
     let head = cap * 7 / 10;
     let tail = cap * 2 / 10;
-    let omitted = chars - head - tail;
-    let head_end = text.char_indices().nth(head).map_or(text.len(), |(i, _)| i);
-    let tail_start = text
+    let mut head_end = text.char_indices().nth(head).map_or(text.len(), |(i, _)| i);
+    let mut tail_start = text
         .char_indices()
         .nth(chars - tail)
         .map_or(text.len(), |(i, _)| i);
+    // Cut at line ends when one is near, so no line is left half.
+    if let Some(nl) = text[..head_end].rfind('\n')
+        && nl >= head_end - head_end / 5
+    {
+        head_end = nl;
+    }
+    if let Some(nl) = text[tail_start..].find('\n')
+        && nl <= (text.len() - tail_start) / 5
+    {
+        tail_start += nl + 1;
+    }
+    let omitted = text[head_end..tail_start].chars().count();
     format!(
         "{}\n\n[... {omitted} characters omitted: the file is longer than the {cap}-character cap; read it with the read tool for the rest ...]\n\n{}",
         text[..head_end].trim_end(),
@@ -114,7 +125,9 @@ mod tests {
 
     #[test]
     fn trim_keeps_seventy_percent_head_and_twenty_percent_tail() {
-        let text: String = (0..1000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text: String = (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         let out = trim(&text, 1000, 100);
         let (head, rest) = out.split_once("\n\n[...").unwrap();
         let tail = rest.rsplit_once("]\n\n").unwrap().1;

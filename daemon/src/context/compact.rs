@@ -185,9 +185,7 @@ pub async fn summarise(
     let mut summary = previous.map(str::to_string);
     for piece in pieces(text, piece_chars) {
         let req = request(summary.as_deref(), piece);
-        let (reply, _) = client
-            .complete(targets, &req, &mut |_| {}, cancel)
-            .await?;
+        let (reply, _) = client.complete(targets, &req, &mut |_| {}, cancel).await?;
         let text = without_thinking(&reply.text);
         if text.trim().is_empty() {
             return Err(LlmError::Protocol(
@@ -280,7 +278,10 @@ mod tests {
         ));
         let kept: u64 = entries[cut..].iter().map(entry_tokens).sum();
         assert!(kept >= 2_500, "{kept}");
-        assert!(kept < 2_500 + 1_100, "no more than one turn too many: {kept}");
+        assert!(
+            kept < 2_500 + 1_100,
+            "no more than one turn too many: {kept}"
+        );
         // Every kept result has its call kept, and the other way round.
         let calls: Vec<String> = entries[cut..]
             .iter()
@@ -314,7 +315,11 @@ mod tests {
             },
         ));
         let kept_from = first.summarise.end;
-        assert_eq!(plan(&entries, 2_500, false), None, "nothing new to summarise");
+        assert_eq!(
+            plan(&entries, 2_500, false),
+            None,
+            "nothing new to summarise"
+        );
         for t in 10..14 {
             entries.push(user(&format!("u{t}"), "more"));
             entries.push(call(&format!("k{t}")));

@@ -2,9 +2,10 @@
 //! transcript before each model call. The transcript on disk keeps
 //! everything; only what is sent changes.
 //!
-//! In order: keep the last N turns (when configured); drop calls to tools
-//! this chat no longer offers, with their results, so the model does not
-//! learn to call them; replace tool results older than the last K with a
+//! In order: keep the last N turns (when configured); drop calls of earlier
+//! turns to tools this chat no longer offers, with their results, so the
+//! model does not learn to call them (calls of the running turn stay: the
+//! model must see why its own call failed); replace tool results older than the last K with a
 //! marker (MiroThinker's keep-K); cap any single result at a share of the
 //! window; strip thinking blocks from earlier replies; and fix the turn
 //! order providers insist on (alternating roles, a user message first).
@@ -66,8 +67,9 @@ fn keep_last_turns(messages: &mut Vec<Message>, n: usize) {
 }
 
 fn drop_disallowed_calls(messages: &mut [Message], allowed: &HashSet<String>) {
+    let current_turn = messages.iter().rposition(starts_turn).unwrap_or(0);
     let mut dropped: HashSet<String> = HashSet::new();
-    for m in messages.iter_mut() {
+    for m in messages[..current_turn].iter_mut() {
         m.parts.retain(|p| match p {
             Part::ToolCall(c) if !allowed.contains(&c.name) => {
                 dropped.insert(c.id.clone());
@@ -159,7 +161,11 @@ pub fn without_thinking(text: &str) -> String {
             break;
         };
         out.push_str(&rest[..start]);
-        let close = if tag == "<think>" { "</think>" } else { "</thinking>" };
+        let close = if tag == "<think>" {
+            "</think>"
+        } else {
+            "</thinking>"
+        };
         match rest[start..].find(close) {
             Some(end) => rest = &rest[start + end + close.len()..],
             // An unclosed block is all thinking (the reply was cut).
@@ -274,11 +280,18 @@ mod tests {
         let texts = result_texts(&out);
         assert_eq!(texts.len(), 12, "every call keeps a result");
         for (i, t) in texts.iter().enumerate().take(7) {
-            let original = if i == 6 { 50_000 } else { 207 + i.to_string().len() };
+            let original = if i == 6 {
+                50_000
+            } else {
+                207 + i.to_string().len()
+            };
             assert_eq!(t, &omitted_marker(original), "result {i}");
         }
         for (i, t) in texts.iter().enumerate().skip(7) {
-            assert!(t.starts_with(&format!("note {i}: ")), "result {i} is whole: {t}");
+            assert!(
+                t.starts_with(&format!("note {i}: ")),
+                "result {i} is whole: {t}"
+            );
         }
     }
 
@@ -291,9 +304,15 @@ mod tests {
         let texts = result_texts(&out);
         let big = &texts[6];
         assert!(big.chars().count() < 8_200, "{}", big.len());
-        assert!(big.contains("42800 characters of this tool result omitted"), "{big}");
+        assert!(
+            big.contains("42800 characters of this tool result omitted"),
+            "{big}"
+        );
         assert!(big.starts_with(&"x".repeat(5_600)));
-        assert!(texts[5].starts_with("note 5: "), "small results are untouched");
+        assert!(
+            texts[5].starts_with("note 5: "),
+            "small results are untouched"
+        );
     }
 
     #[test]
@@ -310,6 +329,9 @@ mod tests {
             assistant(vec![call("c", "exec")]),
             results(vec![result("c", "ran again")]),
             assistant(vec![Part::Text("done".into())]),
+            Message::user("next"),
+            assistant(vec![call("d", "exec")]),
+            results(vec![result("d", "not offered here")]),
         ];
         let out = apply(history, &guard(Some(&allowed)));
         let names: Vec<String> = out
@@ -320,13 +342,14 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(names, ["read"]);
-        assert_eq!(result_texts(&out), ["file"]);
+        // The running turn's own exec call stays, so its error is seen.
+        assert_eq!(names, ["read", "exec"]);
+        assert_eq!(result_texts(&out), ["file", "not offered here"]);
         // The emptied exec-only exchange is gone and roles still alternate.
         for pair in out.windows(2) {
             assert_ne!(pair[0].role, pair[1].role, "{out:?}");
         }
-        assert_eq!(out.last().unwrap().parts, vec![Part::Text("done".into())]);
+        assert_eq!(out[3].parts, vec![Part::Text("done".into())]);
     }
 
     #[test]

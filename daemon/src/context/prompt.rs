@@ -40,8 +40,13 @@ pub enum ChatKind {
     /// The owner's own session (the CLI).
     OwnerPrivate,
     /// A direct message on a channel.
-    Direct { channel: String, owner: bool },
-    Group { channel: String },
+    Direct {
+        channel: String,
+        owner: bool,
+    },
+    Group {
+        channel: String,
+    },
     SubAgent,
 }
 
@@ -53,26 +58,21 @@ impl ChatKind {
                 channel,
                 owner: true,
             } => format!("a direct message from the owner on {channel}"),
-            Self::Direct { channel, .. } => format!(
-                "a direct message on {channel} from someone who is not the owner"
-            ),
+            Self::Direct { channel, .. } => {
+                format!("a direct message on {channel} from someone who is not the owner")
+            }
             Self::Group { channel } => format!(
                 "a group chat on {channel}: several people write here, most of them are not the owner"
             ),
-            Self::SubAgent => "a sub-agent task: your final answer goes back to the agent that started you".into(),
+            Self::SubAgent => {
+                "a sub-agent task: your final answer goes back to the agent that started you".into()
+            }
         }
     }
 
     /// `MEMORY.md` is the owner's: only their private sessions see it.
     pub fn is_owner_private(&self) -> bool {
-        matches!(
-            self,
-            Self::OwnerPrivate
-                | Self::Direct {
-                    owner: true,
-                    ..
-                }
-        )
+        matches!(self, Self::OwnerPrivate | Self::Direct { owner: true, .. })
     }
 }
 
@@ -169,7 +169,8 @@ pub fn safety(chat: &ChatKind) -> String {
 /// The tools left by policy, one line each.
 pub fn tooling(tools: &[ToolSpec]) -> String {
     if tools.is_empty() {
-        return "# Tooling\nNo tools are available in this chat; answer from what you know.\n".into();
+        return "# Tooling\nNo tools are available in this chat; answer from what you know.\n"
+            .into();
     }
     let mut s = String::from(
         "# Tooling\nTools available in this chat (names are case-sensitive; call them exactly as listed):\n",
@@ -200,7 +201,10 @@ pub fn skills(skills: &[Skill], tools: &[ToolSpec]) -> String {
         } else {
             &skill.description
         };
-        s.push_str(&format!("- {}: {} ({})\n", skill.name, description, skill.path));
+        s.push_str(&format!(
+            "- {}: {} ({})\n",
+            skill.name, description, skill.path
+        ));
     }
     if skills.len() > super::skills::MAX_LISTED {
         s.push_str(&format!(
@@ -238,7 +242,9 @@ pub fn project_context(files: &[BootstrapFile]) -> String {
         s.push_str(" Follow AGENTS.md.");
     }
     if project.iter().any(|f| f.name == "MEMORY.md") {
-        s.push_str(" When you learn something lasting about the owner or their work, add it to MEMORY.md.");
+        s.push_str(
+            " When you learn something lasting about the owner or their work, add it to MEMORY.md.",
+        );
     }
     s.push('\n');
     for f in project {
@@ -278,7 +284,11 @@ pub fn recall_section(outcome: &pincer_memory::SearchOutcome) -> String {
 
 /// A tool description's first sentence or line, cut to one line.
 fn summary(description: &str) -> String {
-    let first_line = description.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let first_line = description
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     let sentence = match first_line.find(". ") {
         Some(i) => &first_line[..=i],
         None => first_line,

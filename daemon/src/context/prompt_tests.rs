@@ -21,7 +21,12 @@ fn tools(names: &[&str]) -> Vec<ToolSpec> {
     let registry = ToolRegistry::core();
     names
         .iter()
-        .map(|n| registry.get(n).map(|t| t.spec()).unwrap_or_else(|| panic!("no tool {n}")))
+        .map(|n| {
+            registry
+                .get(n)
+                .map(|t| t.spec())
+                .unwrap_or_else(|| panic!("no tool {n}"))
+        })
         .collect()
 }
 
@@ -39,10 +44,22 @@ fn runtime(chat: ChatKind) -> RuntimeInfo {
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let w = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
-    w("SOUL.md", "# SOUL.md\n\nCalm, brief, a little dry. Never gushes.\n");
-    w("AGENTS.md", "# AGENTS.md\n\n- Answer in the language of the question.\n- Run tests before saying code works.\n");
-    w("USER.md", "# USER.md\n\nAda, works on compilers, prefers short answers.\n");
-    w("MEMORY.md", "# MEMORY.md\n\n- The staging server is at 10.0.0.7.\n");
+    w(
+        "SOUL.md",
+        "# SOUL.md\n\nCalm, brief, a little dry. Never gushes.\n",
+    );
+    w(
+        "AGENTS.md",
+        "# AGENTS.md\n\n- Answer in the language of the question.\n- Run tests before saying code works.\n",
+    );
+    w(
+        "USER.md",
+        "# USER.md\n\nAda, works on compilers, prefers short answers.\n",
+    );
+    w(
+        "MEMORY.md",
+        "# MEMORY.md\n\n- The staging server is at 10.0.0.7.\n",
+    );
     dir
 }
 
@@ -64,7 +81,14 @@ fn prompt(dir: &Path, mode: PromptMode, chat: ChatKind, tool_names: &[&str]) -> 
     })
 }
 
-const CODING: &[&str] = &["read", "write", "edit", "exec", "memory_search", "memory_get"];
+const CODING: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "exec",
+    "memory_search",
+    "memory_get",
+];
 
 #[test]
 fn owner_private_session() {
@@ -80,8 +104,16 @@ fn group_chat_never_sees_memory_md() {
     let chat = ChatKind::Group {
         channel: "telegram".into(),
     };
-    let p = prompt(dir.path(), PromptMode::Full, chat, &["web_fetch", "memory_search"]);
-    assert!(!p.contains("MEMORY.md\n"), "no MEMORY.md section in a group");
+    let p = prompt(
+        dir.path(),
+        PromptMode::Full,
+        chat,
+        &["web_fetch", "memory_search"],
+    );
+    assert!(
+        !p.contains("MEMORY.md\n"),
+        "no MEMORY.md section in a group"
+    );
     assert!(!p.contains("10.0.0.7"));
     insta::assert_snapshot!(p);
 }
@@ -112,12 +144,26 @@ fn agent_with_skills() {
         ),
     ] {
         std::fs::create_dir_all(dir.path().join("skills").join(folder)).unwrap();
-        std::fs::write(dir.path().join("skills").join(folder).join("SKILL.md"), text).unwrap();
+        std::fs::write(
+            dir.path().join("skills").join(folder).join("SKILL.md"),
+            text,
+        )
+        .unwrap();
     }
-    let p = prompt(dir.path(), PromptMode::Full, ChatKind::OwnerPrivate, &["read", "exec"]);
+    let p = prompt(
+        dir.path(),
+        PromptMode::Full,
+        ChatKind::OwnerPrivate,
+        &["read", "exec"],
+    );
     insta::assert_snapshot!(p);
     // Without `read` the model could not open a skill: no section.
-    let p = prompt(dir.path(), PromptMode::Full, ChatKind::OwnerPrivate, &["exec"]);
+    let p = prompt(
+        dir.path(),
+        PromptMode::Full,
+        ChatKind::OwnerPrivate,
+        &["exec"],
+    );
     assert!(!p.contains("# Skills"));
 }
 
@@ -125,7 +171,9 @@ fn agent_with_skills() {
 fn bootstrap_files_over_their_caps_are_trimmed() {
     let dir = tempfile::tempdir().unwrap();
     let numbered = |prefix: &str, lines: usize| -> String {
-        (0..lines).map(|i| format!("{prefix} line {i:05}\n")).collect()
+        (0..lines)
+            .map(|i| format!("{prefix} line {i:05}\n"))
+            .collect()
     };
     // AGENTS.md over the per-file cap, USER.md over what the total leaves.
     std::fs::write(dir.path().join("AGENTS.md"), numbered("agents", 1500)).unwrap();
@@ -157,7 +205,11 @@ fn bootstrap_files_over_their_caps_are_trimmed() {
 #[test]
 fn none_mode_is_the_identity_line_and_instructions_only() {
     let dir = workspace();
-    let files = bootstrap::load(dir.path(), &bootstrap_names(PromptMode::None, &ChatKind::OwnerPrivate), CAPS);
+    let files = bootstrap::load(
+        dir.path(),
+        &bootstrap_names(PromptMode::None, &ChatKind::OwnerPrivate),
+        CAPS,
+    );
     assert!(files.is_empty());
     let tools = tools(&["read"]);
     let p = assemble(&PromptInputs {
@@ -170,7 +222,10 @@ fn none_mode_is_the_identity_line_and_instructions_only() {
     });
     assert_eq!(
         p,
-        format!("{}\n\nYou are a terse shell helper.\n", super::prompt::IDENTITY_LINE)
+        format!(
+            "{}\n\nYou are a terse shell helper.\n",
+            super::prompt::IDENTITY_LINE
+        )
     );
 }
 

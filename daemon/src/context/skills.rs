@@ -150,7 +150,10 @@ mod tests {
         assert_eq!(s.name, "it's");
         assert_eq!(s.description, "Folded over two lines.");
 
-        let s = parse("x", "---\r\nname: plain # a comment\r\ndescription: d\r\n---\r\n");
+        let s = parse(
+            "x",
+            "---\r\nname: plain # a comment\r\ndescription: d\r\n---\r\n",
+        );
         assert_eq!(s.name, "plain");
         assert_eq!(s.description, "d");
     }
@@ -182,7 +185,11 @@ mod tests {
             ("alpha", "---\nname: alpha\ndescription: first\n---\n"),
         ] {
             std::fs::create_dir_all(dir.path().join("skills").join(folder)).unwrap();
-            std::fs::write(dir.path().join("skills").join(folder).join("SKILL.md"), body).unwrap();
+            std::fs::write(
+                dir.path().join("skills").join(folder).join("SKILL.md"),
+                body,
+            )
+            .unwrap();
         }
         std::fs::create_dir_all(dir.path().join("skills/empty")).unwrap();
         let names: Vec<String> = discover(dir.path()).into_iter().map(|s| s.name).collect();

@@ -57,7 +57,9 @@ pub fn estimate_request(r: &Request) -> u64 {
         .tools
         .iter()
         .map(|t| {
-            estimate_text(&t.name) + estimate_text(&t.description) + estimate_text(&t.parameters.to_string())
+            estimate_text(&t.name)
+                + estimate_text(&t.description)
+                + estimate_text(&t.parameters.to_string())
         })
         .sum();
     estimate_text(&r.system) + r.messages.iter().map(estimate_message).sum::<u64>() + tools

@@ -1,5 +1,6 @@
 //! The gRPC server (SPEC §3): the socket ([`socket`]), one module per
-//! service ([`agent`], [`sessions`], [`daemon`], [`tools`], [`memory`]), plus gRPC health and
+//! service ([`agent`], [`sessions`], [`daemon`], [`tools`], [`memory`],
+//! [`skills`]), plus gRPC health and
 //! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
 //! request passes the peer-uid check first.
 
@@ -7,6 +8,7 @@ pub mod agent;
 pub mod daemon;
 pub mod memory;
 pub mod sessions;
+pub mod skills;
 pub mod socket;
 pub mod tools;
 
@@ -16,6 +18,7 @@ use pincer_proto::v1::agent_server::AgentServer;
 use pincer_proto::v1::daemon_server::DaemonServer;
 use pincer_proto::v1::memory_server::MemoryServer;
 use pincer_proto::v1::sessions_server::SessionsServer;
+use pincer_proto::v1::skills_server::SkillsServer;
 use pincer_proto::v1::tools_server::ToolsServer;
 use tokio_util::sync::CancellationToken;
 use tonic::service::InterceptorLayer;
@@ -57,6 +60,9 @@ pub async fn serve(
     health
         .set_serving::<MemoryServer<memory::MemoryService>>()
         .await;
+    health
+        .set_serving::<SkillsServer<skills::SkillsService>>()
+        .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
@@ -81,7 +87,8 @@ pub async fn serve(
         )))
         .add_service(DaemonServer::new(daemon::DaemonService::new(state.clone())))
         .add_service(ToolsServer::new(tools::ToolsService::new(state.clone())))
-        .add_service(MemoryServer::new(memory::MemoryService::new(state.clone())));
+        .add_service(MemoryServer::new(memory::MemoryService::new(state.clone())))
+        .add_service(SkillsServer::new(skills::SkillsService::new(state.clone())));
     match (reflection_v1, reflection_v1alpha) {
         (Ok(v1), Ok(v1alpha)) => router = router.add_service(v1).add_service(v1alpha),
         (Err(e), _) | (_, Err(e)) => tracing::error!(error = %e, "gRPC reflection is unavailable"),
@@ -99,5 +106,6 @@ pub fn status_of(e: &crate::agent::hub::HubError) -> tonic::Status {
         HubError::Busy(_) => tonic::Status::failed_precondition(e.to_string()),
         HubError::ShuttingDown => tonic::Status::unavailable(e.to_string()),
         HubError::Registry(_) | HubError::Transcript(_) => tonic::Status::internal(e.to_string()),
+        HubError::Compaction(_) => tonic::Status::unavailable(e.to_string()),
     }
 }

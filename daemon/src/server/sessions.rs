@@ -1,5 +1,7 @@
-//! `pincer.v1.Sessions`: list, history, reset and delete. History is read
-//! from the transcript on disk, so it shows exactly what was recorded.
+//! `pincer.v1.Sessions`: list, history, reset, delete, compact, and the
+//! last prompt. History is read from the transcript on disk, so it shows
+//! exactly what was recorded; the prompt from the file the turn keeps
+//! beside it ([`crate::agent::last_prompt`]).
 
 use pincer_proto::v1 as pb;
 use tonic::{Request, Response, Status};
@@ -54,6 +56,7 @@ impl SessionsService {
             output_tokens: row.output_tokens,
             compactions: row.compactions,
             last_error: row.last_error.unwrap_or_default(),
+            failure_summary: row.failure_summary.unwrap_or_default(),
             entries,
         }
     }
@@ -183,9 +186,82 @@ impl pb::sessions_server::Sessions for SessionsService {
                 )));
             }
         }
+        let _ = std::fs::remove_file(crate::agent::last_prompt::path(&path));
         tracing::info!(session = %row.key, "session deleted");
         Ok(Response::new(pb::DeleteResponse {
             deleted: deleted.is_some(),
+        }))
+    }
+
+    async fn compact(
+        &self,
+        request: Request<pb::SessionRef>,
+    ) -> Result<Response<pb::CompactResponse>, Status> {
+        use crate::agent::compaction::Compacted;
+        let req = request.into_inner();
+        let row = self.find(&req.agent, &req.session).await?;
+        let path = self.transcript_path(&row);
+        let outcome = self
+            .state
+            .hub
+            .compact(row)
+            .await
+            .map_err(|e| status_of(&e))?;
+        Ok(Response::new(match outcome {
+            Compacted::Done {
+                tokens_before,
+                tokens_after,
+            } => {
+                let (entries, _) = tokio::task::spawn_blocking(move || Transcript::read(&path))
+                    .await
+                    .map_err(internal)?
+                    .map_err(|e| Status::internal(format!("cannot read the transcript: {e}")))?;
+                pb::CompactResponse {
+                    compacted: true,
+                    tokens_before,
+                    tokens_after,
+                    summary: crate::agent::history::active(&entries)
+                        .0
+                        .unwrap_or_default()
+                        .to_string(),
+                    note: String::new(),
+                }
+            }
+            Compacted::Nothing => pb::CompactResponse {
+                compacted: false,
+                note: "nothing to compact: the history since the last compaction is a single turn or empty".into(),
+                ..Default::default()
+            },
+        }))
+    }
+
+    async fn prompt(
+        &self,
+        request: Request<pb::SessionRef>,
+    ) -> Result<Response<pb::PromptResponse>, Status> {
+        let req = request.into_inner();
+        let row = self.find(&req.agent, &req.session).await?;
+        let path = crate::agent::last_prompt::path(&self.transcript_path(&row));
+        let prompt =
+            tokio::task::spawn_blocking(move || crate::agent::last_prompt::LastPrompt::read(&path))
+                .await
+                .map_err(internal)?
+                .map_err(|e| Status::internal(format!("cannot read the last prompt: {e}")))?
+                .ok_or_else(|| {
+                    Status::not_found(format!(
+                        "session {} has made no model call since it was created or reset",
+                        row.key
+                    ))
+                })?;
+        Ok(Response::new(pb::PromptResponse {
+            text: prompt.render(),
+            messages_json: serde_json::to_string(&prompt.messages).map_err(internal)?,
+            model: prompt.model,
+            tool_format: prompt.tool_format,
+            sent_at: prompt.ts,
+            estimated_tokens: prompt.estimated_tokens,
+            system: prompt.system,
+            tools: prompt.tools,
         }))
     }
 }

@@ -1,0 +1,66 @@
+//! `pincer.v1.Skills`: the skills of an agent's workspace and whether its
+//! prompt lists them (`pincer skills list`).
+
+use pincer_proto::v1 as pb;
+use tonic::{Request, Response, Status};
+
+use super::{State, status_of};
+use crate::config::PromptMode;
+use crate::context::skills;
+
+pub struct SkillsService {
+    state: State,
+}
+
+impl SkillsService {
+    pub fn new(state: State) -> Self {
+        Self { state }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::skills_server::Skills for SkillsService {
+    async fn list(
+        &self,
+        request: Request<pb::ListSkillsRequest>,
+    ) -> Result<Response<pb::ListSkillsResponse>, Status> {
+        let id = self
+            .state
+            .hub
+            .agent_id(&request.into_inner().agent)
+            .map_err(|e| status_of(&e))?;
+        let config = self.state.hub.runtime().config();
+        let Some(agent) = config.agent(&id).cloned() else {
+            return Err(Status::not_found(format!("no agent `{id}`")));
+        };
+        let workspace = agent.workspace.clone();
+        let found = tokio::task::spawn_blocking(move || skills::discover(&workspace))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let window = agent.models.first().map_or(32_768, |m| m.context_window);
+        let mode = agent.prompt_mode.resolve(window, false);
+        let note = if mode != PromptMode::Full {
+            format!(
+                "not listed in the prompt: agent `{id}` runs with prompt_mode {} (set prompt_mode = \"full\")",
+                mode.as_str()
+            )
+        } else {
+            String::new()
+        };
+        Ok(Response::new(pb::ListSkillsResponse {
+            agent: id,
+            workspace: agent.workspace.display().to_string(),
+            listed_in_prompt: note.is_empty() && !found.is_empty(),
+            note,
+            skills: found
+                .into_iter()
+                .map(|s| pb::Skill {
+                    name: s.name,
+                    description: s.description,
+                    path: s.path,
+                    problem: s.problem.unwrap_or_default(),
+                })
+                .collect(),
+        }))
+    }
+}
