@@ -228,6 +228,9 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     if old.policy != new.policy {
         applied.push("tool policy changed".into());
     }
+    if old.context != new.context {
+        applied.push("[context] settings changed".into());
+    }
     if old.memory != new.memory {
         restart.push("[memory] settings".into());
     }

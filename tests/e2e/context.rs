@@ -472,3 +472,122 @@ async fn skills_are_listed_by_the_cli_and_in_the_prompt() {
         "{system}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_flush_writes_todays_note_before_compacting() {
+    let (home, llm) = scripted(128_000, "\n[context]\nmemory_flush = true").await;
+    llm.script(
+        "[flush]",
+        vec![
+            Step::text("noted"),
+            Step::text("ok"),
+            // The silent flush call, then the summary.
+            Step::text("- The user's cat is called Miso (flush-marker-5k)."),
+            Step::text("- Two small talk turns."),
+        ],
+    );
+    let _d = home.start();
+    assert_eq!(home.cli(&["send", "[flush] my cat is Miso"]).await.code, 0);
+    assert_eq!(home.cli(&["send", "[flush] thanks"]).await.code, 0);
+    let out = home.cli(&["--json", "sessions", "compact", "main"]).await;
+    assert_eq!(out.json()["compacted"], true, "{}", out.stdout);
+
+    let journal = llm.journal();
+    assert_eq!(journal.len(), 4);
+    assert!(journal[2].to_string().contains("worth remembering"));
+    assert!(journal[2]["tools"].as_array().is_none_or(|t| t.is_empty()));
+    let notes: Vec<String> = std::fs::read_dir(home.workspace().join("memory"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(notes.len(), 1, "one note file for today");
+    assert!(notes[0].contains("flush-marker-5k"), "{}", notes[0]);
+    assert!(notes[0].contains("Saved before compaction (agent:main:main"));
+    let meta: Vec<Value> = home
+        .transcript("main")
+        .into_iter()
+        .filter(|e| e["event"] == "memory_flush")
+        .collect();
+    assert_eq!(meta.len(), 1);
+    assert!(meta[0]["detail"].as_str().unwrap().starts_with("memory/"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_compaction_off_an_overflow_is_a_clear_error() {
+    let (home, llm) = scripted(128_000, "\n[context]\ncompaction = false").await;
+    llm.script(
+        "[off]",
+        vec![Step::text("fine"), Step::error(400, OVERFLOW)],
+    );
+    let _d = home.start();
+    assert_eq!(home.cli(&["send", "[off] one"]).await.code, 0);
+    let out = home.cli(&["send", "--json", "[off] two"]).await;
+    assert_ne!(out.code, 0);
+    let events = out.json_lines();
+    let compaction = events.iter().find(|e| e["type"] == "compaction").unwrap();
+    assert!(
+        compaction["error"]
+            .as_str()
+            .unwrap()
+            .contains("compaction is off")
+    );
+    let error = events.last().unwrap();
+    assert_eq!(error["type"], "error");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("larger than the model's context window")
+            && message.contains("compaction is off"),
+        "{message}"
+    );
+    // Nothing was dropped from the transcript.
+    assert_eq!(
+        home.transcript("main")
+            .iter()
+            .filter(|e| e["kind"] == "user")
+            .count(),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn when_nothing_more_fits_the_model_answers_without_tools() {
+    // A 4k window, compaction off: four large results fill it, and the
+    // context guard ends the tool calls with one last call.
+    let (home, llm) = scripted(4_096, "\n[context]\ncompaction = false").await;
+    let mut steps = Vec::new();
+    for i in 0..4 {
+        std::fs::write(
+            home.workspace().join(format!("big{i}.txt")),
+            format!("{}\n", "wide data line ".repeat(400)),
+        )
+        .unwrap();
+        // Each reply carries text too: whichever comes as the last call
+        // (without tools) answers with it.
+        steps.push(Step {
+            text: "Answered from what fits.".into(),
+            ..Step::tool("read", json!({"path": format!("big{i}.txt")}))
+        });
+    }
+    llm.script("[full]", steps);
+    let _d = home.start();
+    let out = home.cli(&["send", "--json", "[full] read all four"]).await;
+    let events = out.json_lines();
+    let done = events.last().unwrap();
+    assert_eq!(done["stop_reason"], "context", "{events:?}");
+    assert_eq!(done["text"], "Answered from what fits.");
+    let reads = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_finished")
+        .count();
+    assert!(
+        reads < 4,
+        "the guard stopped the reads before all four: {reads}"
+    );
+    let last = llm.journal().last().unwrap().clone();
+    assert!(last["tools"].as_array().is_none_or(|t| t.is_empty()));
+    assert!(
+        last.to_string()
+            .contains("reached the model's context limit")
+    );
+}

@@ -934,6 +934,25 @@ fn policy_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<PolicySetting
 }
 
 #[cfg(test)]
+mod window_tests {
+    use super::default_context_window as w;
+
+    #[test]
+    fn known_model_families_get_their_windows() {
+        assert_eq!(w("gpt-4.1-mini"), 1_047_576);
+        assert_eq!(w("gpt-4o-mini"), 128_000);
+        assert_eq!(w("gpt-4-0613"), 8_192);
+        assert_eq!(w("claude-sonnet-4-5"), 200_000);
+        assert_eq!(w("anthropic/claude-3-haiku"), 200_000);
+        assert_eq!(w("meta-llama/Meta-Llama-3.1-8B-Instruct"), 131_072);
+        assert_eq!(w("llama3:8b"), 8_192);
+        assert_eq!(w("qwen2.5-coder:7b"), 32_768);
+        assert_eq!(w("SmolLM2-135M-Instruct"), 8_192);
+        assert_eq!(w("some-new-model"), 32_768);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -99,6 +99,31 @@ fn owner_private_session() {
 }
 
 #[test]
+fn owner_dm_on_a_channel() {
+    let dir = workspace();
+    let chat = ChatKind::Direct {
+        channel: "telegram".into(),
+        owner: true,
+    };
+    let p = prompt(
+        dir.path(),
+        PromptMode::Full,
+        chat,
+        &["read", "memory_search"],
+    );
+    assert!(p.contains("10.0.0.7"), "the owner's DM sees MEMORY.md");
+    insta::assert_snapshot!(p);
+    // A stranger's DM on the same channel does not.
+    let stranger = ChatKind::Direct {
+        channel: "telegram".into(),
+        owner: false,
+    };
+    let p = prompt(dir.path(), PromptMode::Full, stranger, &["read"]);
+    assert!(!p.contains("10.0.0.7"));
+    assert!(p.contains("not talking to the owner"));
+}
+
+#[test]
 fn group_chat_never_sees_memory_md() {
     let dir = workspace();
     let chat = ChatKind::Group {
