@@ -2,6 +2,8 @@
 //! zero-latency scripted model on loopback: one turn through the hub
 //! (registry, transcript, prompt, HTTP + SSE, tool dispatch) per iteration,
 //! each in a fresh session so the history does not grow between samples.
+//! The `notes` agent's workspace holds the six bootstrap files and three
+//! skills, so its cases include reading and assembling them (SPEC §9).
 //!
 //! Run with `cargo bench -p pincer-daemon --bench agent_overhead`.
 
@@ -26,11 +28,24 @@ fn setup(rt: &tokio::runtime::Runtime) -> (Hub, ScriptedLlm, tempfile::TempDir) 
         let dir = tempfile::tempdir().expect("tempdir");
         let home = Home::at(dir.path());
         home.create_dirs().expect("dirs");
+        let notes = dir.path().join("notes");
+        for name in ["AGENTS.md", "SOUL.md", "IDENTITY.md", "TOOLS.md", "USER.md", "MEMORY.md"] {
+            std::fs::create_dir_all(&notes).expect("workspace");
+            std::fs::write(notes.join(name), format!("# {name}\n\n{}", "- a rule worth following\n".repeat(80)))
+                .expect("bootstrap file");
+        }
+        for skill in ["release", "review", "triage"] {
+            let folder = notes.join("skills").join(skill);
+            std::fs::create_dir_all(&folder).expect("skill folder");
+            std::fs::write(folder.join("SKILL.md"), format!("---\nname: {skill}\ndescription: How to {skill}.\n---\n# {skill}\n"))
+                .expect("skill");
+        }
         std::fs::write(
             home.config_file(),
             format!(
-                "[providers.s]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n[models.default]\nprovider = \"s\"\nmodel = \"m\"\n[agents.main]\nmodel = \"default\"\n",
-                llm.base_url()
+                "[providers.s]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n[models.default]\nprovider = \"s\"\nmodel = \"m\"\n[agents.main]\nmodel = \"default\"\n[agents.notes]\nmodel = \"default\"\nworkspace = \"{}\"\n",
+                llm.base_url(),
+                notes.display()
             ),
         )
         .expect("config");
@@ -42,8 +57,8 @@ fn setup(rt: &tokio::runtime::Runtime) -> (Hub, ScriptedLlm, tempfile::TempDir) 
     })
 }
 
-async fn turn(hub: &Hub, n: u64, marker: &str) {
-    let key = SessionKey::parse(&format!("agent:main:bench-{n}")).expect("key");
+async fn turn(hub: &Hub, agent: &str, n: u64, marker: &str) {
+    let key = SessionKey::parse(&format!("agent:{agent}:bench-{n}")).expect("key");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     hub.chat(key, format!("{marker} go"), tx)
         .await
@@ -66,12 +81,34 @@ fn bench(c: &mut Criterion) {
     let counter = AtomicU64::new(0);
     let mut group = c.benchmark_group("agent_turn");
     group.bench_function("1_model_call_text", |b| {
-        b.to_async(&rt)
-            .iter(|| turn(&hub, counter.fetch_add(1, Ordering::Relaxed), "[text]"))
+        b.to_async(&rt).iter(|| {
+            turn(
+                &hub,
+                "main",
+                counter.fetch_add(1, Ordering::Relaxed),
+                "[text]",
+            )
+        })
     });
     group.bench_function("2_model_calls_with_ls_tool", |b| {
-        b.to_async(&rt)
-            .iter(|| turn(&hub, counter.fetch_add(1, Ordering::Relaxed), "[tool]"))
+        b.to_async(&rt).iter(|| {
+            turn(
+                &hub,
+                "main",
+                counter.fetch_add(1, Ordering::Relaxed),
+                "[tool]",
+            )
+        })
+    });
+    group.bench_function("1_model_call_text_bootstrap_and_skills", |b| {
+        b.to_async(&rt).iter(|| {
+            turn(
+                &hub,
+                "notes",
+                counter.fetch_add(1, Ordering::Relaxed),
+                "[text]",
+            )
+        })
     });
     group.finish();
 }

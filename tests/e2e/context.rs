@@ -3,34 +3,20 @@
 //! fakellm with an 8k window, compaction after a provider's overflow error,
 //! `pincer sessions compact|prompt`, failure summaries and skills.
 
-use pincer_testkit::harness::TestHome;
+use pincer_testkit::harness::{TestHome, provider_config_window};
 use pincer_testkit::peers::{PyServer, admin};
 use pincer_testkit::requests::tool_results;
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
 
-/// A config for `base_url` whose model has `window` tokens of context.
+/// A config for `base_url` whose model has `window` tokens of context and
+/// whose agent gets the full prompt whatever the window.
 fn config(kind: &str, base_url: &str, window: u64, extra: &str) -> String {
-    format!(
-        r#"[providers.test]
-kind = "{kind}"
-base_url = "{base_url}"
-
-[providers.test.retry]
-max_attempts = 2
-initial_backoff_ms = 20
-max_backoff_ms = 100
-
-[models.default]
-provider = "test"
-model = "test-model"
-context_window = {window}
-
-[agents.main]
-model = "default"
-prompt_mode = "full"
-{extra}
-"#
+    provider_config_window(
+        kind,
+        base_url,
+        Some(window),
+        &format!("prompt_mode = \"full\"\n{extra}"),
     )
 }
 
@@ -374,6 +360,9 @@ async fn forced_compaction_and_failure_summary() {
         vec![
             Step::text("answer one"),
             Step::tool("exec", json!({"command": "false"})),
+            // Every attempt of the retry policy (4) fails.
+            Step::status(503),
+            Step::status(503),
             Step::status(503),
             Step::status(503),
             Step::text("- the user asked twice (summary-marker-manual)"),

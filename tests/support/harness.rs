@@ -292,6 +292,18 @@ impl Drop for Daemon {
 /// A config with one OpenAI-kind provider at `base_url` (which must end in
 /// `/v1` for OpenAI) and fast retries.
 pub fn provider_config(kind: &str, base_url: &str, extra: &str) -> String {
+    provider_config_window(kind, base_url, None, extra)
+}
+
+/// [`provider_config`] whose model has a context window of `window` tokens
+/// (default: what pincerd assumes for an unknown model).
+pub fn provider_config_window(
+    kind: &str,
+    base_url: &str,
+    window: Option<u64>,
+    extra: &str,
+) -> String {
+    let window = window.map_or(String::new(), |w| format!("context_window = {w}\n"));
     format!(
         r#"[providers.test]
 kind = "{kind}"
@@ -305,7 +317,7 @@ max_backoff_ms = 200
 [models.default]
 provider = "test"
 model = "test-model"
-
+{window}
 [agents.main]
 model = "default"
 {extra}

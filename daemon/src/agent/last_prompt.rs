@@ -66,7 +66,9 @@ impl LastPrompt {
     }
 
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let tmp = path.with_extension("prompt.json.tmp");
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)

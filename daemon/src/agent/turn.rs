@@ -22,8 +22,9 @@ use super::compaction::{Compacted, Compactor};
 use super::last_prompt::LastPrompt;
 use super::{Event, Runtime, history, rollback};
 use crate::config::{AgentSettings, Config, PromptMode};
+use crate::context::SessionPrompt;
 use crate::context::guard::{self, Guard};
-use crate::context::prompt::{ChatKind, recall_section, turn_context};
+use crate::context::prompt::{recall_section, turn_context};
 use crate::context::tokens::{self, Anchor};
 use crate::llm::client::Note;
 use crate::llm::{FinishReason, LlmError, Message, Request, ToolSpec};
@@ -145,13 +146,9 @@ impl Turn<'_> {
         let tool_env = self.tool_env(&registry);
         let specs: Vec<ToolSpec> = tool_env.offered.iter().map(|t| t.spec()).collect();
         let chat = crate::context::chat_kind(self.key, self.origin.owner);
-        let system =
+        let SessionPrompt { system, mode } =
             crate::context::session_prompt(&self.config.context, self.agent, &chat, &specs);
         let window = self.window();
-        let mode = self
-            .agent
-            .prompt_mode
-            .resolve(window, chat == ChatKind::SubAgent);
         // Volatile, so it rides in front of this turn's message instead of
         // changing the system prompt (SPEC §9: a stable prefix).
         let volatile = match mode {
@@ -225,8 +222,8 @@ impl Turn<'_> {
                 &specs,
                 last_call,
             );
-            let estimate =
-                tokens::projected(log.anchor.as_ref(), tokens::estimate_request(&request));
+            let raw_estimate = tokens::estimate_request(&request);
+            let estimate = tokens::projected(log.anchor.as_ref(), raw_estimate);
             if estimate > threshold && !compaction_spent {
                 match self.compact(log, "threshold", false, system_tokens).await {
                     Ok(Compacted::Done { .. }) => continue,
@@ -324,7 +321,7 @@ impl Turn<'_> {
                     .sum::<u64>();
             log.anchor = Anchor::new(
                 reply.usage.input + reply.usage.output,
-                tokens::estimate_request(&request) + reply_tokens,
+                raw_estimate + reply_tokens,
             );
             let has_usage = reply.usage != Usage::default();
             if has_usage {

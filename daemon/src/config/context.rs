@@ -174,3 +174,80 @@ pub(super) fn prompt_mode(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{Config, ConfigError, PromptMode, load::Problem, load::parse};
+    use crate::home::Home;
+
+    const PROVIDERS: &str = "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[models.default]\nprovider = \"p\"\nmodel = \"big\"\ncontext_window = 128000\n\n[models.cheap]\nprovider = \"p\"\nmodel = \"small\"\n\n";
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        parse(
+            &Home::at("/tmp/pincer-test-home"),
+            Path::new("/h/config.toml"),
+            &format!("{PROVIDERS}{text}"),
+            &|| None,
+        )
+    }
+
+    fn problem(text: &str) -> Problem {
+        match load(text) {
+            Err(ConfigError::Invalid(p)) => *p,
+            other => panic!("expected a problem, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_spec_defaults() {
+        let c = load("[agents.main]\nmodel = \"default\"\n").unwrap();
+        let s = &c.context;
+        assert_eq!(
+            (s.bootstrap_file_chars, s.bootstrap_total_chars),
+            (20_000, 60_000)
+        );
+        assert_eq!(s.keep_tool_results, 5);
+        assert_eq!(s.max_history_turns, None);
+        assert!(s.compaction && !s.memory_flush);
+        assert_eq!((s.reserve_tokens, s.keep_recent_tokens), (20_000, 20_000));
+        // Small windows scale the reserve and the kept tail down.
+        assert_eq!(s.reserve_for(8_192), 2_048);
+        assert_eq!(s.reserve_for(200_000), 20_000);
+        assert_eq!(s.bootstrap_total_for(8_192), 8_192);
+        let main = c.agent("main").unwrap();
+        assert_eq!(main.prompt_mode, PromptMode::Auto);
+        assert!(
+            main.compaction_models.is_empty(),
+            "default: the agent's model"
+        );
+    }
+
+    #[test]
+    fn the_compaction_model_comes_from_the_agent_or_the_context_table() {
+        let c = load(
+            "[context]\ncompaction_model = \"cheap\"\n\n[agents.main]\nmodel = \"default\"\n\n[agents.other]\nmodel = \"default\"\ncompaction_model = \"default\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.agent("main").unwrap().compaction_models[0].model, "small");
+        assert_eq!(c.agent("other").unwrap().compaction_models[0].model, "big");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let p = problem("[agents.main]\nmodel = \"default\"\nprompt_mode = \"tiny\"\n");
+        assert_eq!(p.key.as_deref(), Some("agents.main.prompt_mode"));
+        assert!(
+            p.reason.contains("auto, full, minimal or none"),
+            "{}",
+            p.reason
+        );
+        let p = problem("[context]\nkeep_tool_results = 0\n");
+        assert_eq!(p.key.as_deref(), Some("context.keep_tool_results"));
+        let p = problem("[context]\ncompaction_model = \"nope\"\n");
+        assert!(p.reason.contains("unknown model `nope`"), "{}", p.reason);
+        let p = problem("[context]\nreserve_tokenz = 1\n");
+        assert!(p.reason.contains("reserve_tokens"), "{}", p.reason);
+    }
+}

@@ -62,6 +62,14 @@ pub fn bootstrap_names(mode: PromptMode, chat: &ChatKind) -> Vec<&'static str> {
     }
 }
 
+/// A turn's system prompt and the mode it was assembled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionPrompt {
+    pub system: String,
+    /// Resolved: `Full`, `Minimal` or `None`.
+    pub mode: PromptMode,
+}
+
 /// The system prompt of one session's turn: reads the bootstrap files and
 /// skills of the agent's workspace and assembles the sections.
 pub fn session_prompt(
@@ -69,7 +77,7 @@ pub fn session_prompt(
     agent: &AgentSettings,
     chat: &ChatKind,
     tools: &[ToolSpec],
-) -> String {
+) -> SessionPrompt {
     let window = agent.models.first().map_or(32_768, |m| m.context_window);
     let mode = agent
         .prompt_mode
@@ -92,14 +100,15 @@ pub fn session_prompt(
         model: agent.models.first().map(|m| m.label()).unwrap_or_default(),
         chat: chat.clone(),
     };
-    prompt::assemble(&PromptInputs {
+    let system = prompt::assemble(&PromptInputs {
         mode,
         instructions: agent.system_prompt.as_deref(),
         tools,
         skills: &skills,
         files: &files,
         runtime: &runtime,
-    })
+    });
+    SessionPrompt { system, mode }
 }
 
 /// The IANA name of the machine's time zone (`TZ` wins), or `UTC`.
