@@ -51,7 +51,7 @@ async fn the_prompt_prefix_is_byte_identical_across_the_calls_of_a_session() {
             Step::text("second turn done"),
         ],
     );
-    let _d = home.start();
+    let daemon = home.start();
     let out = home.cli(&["send", "[prefix] look around"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let out = home.cli(&["send", "[prefix] and again"]).await;
@@ -109,6 +109,12 @@ async fn the_prompt_prefix_is_byte_identical_across_the_calls_of_a_session() {
     assert!(last_text.ends_with("[prefix] and again"), "{last_text}");
     let text = home.cli(&["sessions", "prompt", "main"]).await;
     assert!(text.ok().contains("=== system ==="), "{}", text.stdout);
+
+    // It outlives a restart.
+    daemon.stop();
+    let _d = home.start();
+    let again = home.cli(&["--json", "sessions", "prompt", "main"]).await.json();
+    assert_eq!(again, p);
 }
 
 #[tokio::test(flavor = "multi_thread")]

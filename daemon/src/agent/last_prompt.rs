@@ -1,14 +1,20 @@
-//! The last prompt of each session, kept beside its transcript as
-//! `sessions/<agent>/<session-id>.prompt.json` so that `pincer sessions
-//! prompt S` shows exactly what the model received: the system prompt and
-//! the messages after the history guard and compaction, rewritten into
-//! text for providers that take tool calls as text. It is replaced after
-//! every model call (write, then rename) and holds what the transcript
-//! holds, so it gets the transcript's 0600 mode.
+//! The last prompt of each session, so that `pincer sessions prompt S`
+//! shows exactly what the model received: the system prompt and the
+//! messages after the history guard and compaction, rewritten into text
+//! for providers that take tool calls as text.
+//!
+//! Each model call leaves its request in the [`PromptStore`] (a clone, no
+//! I/O: creating or replacing a file costs up to a millisecond on some
+//! filesystems, more than the rest of a call). When the turn ends it is
+//! written beside the transcript as `<session-id>.prompt.json` (a temporary
+//! file, then a rename, off the turn's path) so it outlives a restart. It
+//! holds what the transcript holds, so it gets the transcript's 0600 mode.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -35,6 +41,73 @@ pub struct LastPrompt {
 /// Where a session's last prompt lives.
 pub fn path(transcript: &Path) -> PathBuf {
     transcript.with_extension("prompt.json")
+}
+
+/// A request as it left for the model, kept as is until someone asks.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub ts: String,
+    pub model: String,
+    pub format: ToolFormat,
+    pub estimated_tokens: u64,
+    pub request: Request,
+}
+
+impl Sent {
+    pub fn to_prompt(&self) -> LastPrompt {
+        let mut p = LastPrompt::new(
+            &self.request,
+            self.model.clone(),
+            self.format,
+            self.estimated_tokens,
+        );
+        p.ts = self.ts.clone();
+        p
+    }
+}
+
+/// The last request of every session that made a call since pincerd
+/// started, by session id.
+#[derive(Clone, Default)]
+pub struct PromptStore {
+    sent: Arc<Mutex<HashMap<String, Arc<Sent>>>>,
+}
+
+impl PromptStore {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Sent>>> {
+        self.sent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn record(&self, session_id: &str, sent: Sent) {
+        self.lock().insert(session_id.to_string(), Arc::new(sent));
+    }
+
+    /// The session's last prompt: from memory, else from its file.
+    pub fn get(&self, session_id: &str, transcript: &Path) -> std::io::Result<Option<LastPrompt>> {
+        let sent = self.lock().get(session_id).cloned();
+        match sent {
+            Some(sent) => Ok(Some(sent.to_prompt())),
+            None => LastPrompt::read(&path(transcript)),
+        }
+    }
+
+    /// Writes the session's last prompt beside its transcript, in the
+    /// background; a failure is logged.
+    pub fn persist(&self, session_id: &str, transcript: &Path) {
+        let Some(sent) = self.lock().get(session_id).cloned() else {
+            return;
+        };
+        let file = path(transcript);
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = sent.to_prompt().write(&file) {
+                tracing::warn!(path = %file.display(), error = %e, "cannot keep the last prompt");
+            }
+        });
+    }
+
+    pub fn forget(&self, session_id: &str) {
+        self.lock().remove(session_id);
+    }
 }
 
 impl LastPrompt {

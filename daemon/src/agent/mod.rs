@@ -113,6 +113,8 @@ pub struct Runtime {
     pub jobs: Jobs,
     /// Every agent's long-term memory index.
     pub memory: crate::memory::Memory,
+    /// The last request of each session (`pincer sessions prompt`).
+    pub prompts: last_prompt::PromptStore,
     /// Sub-agent sessions started since the daemon started.
     subagents: Arc<std::sync::Mutex<std::collections::HashMap<String, SubAgent>>>,
     live: Arc<RwLock<Live>>,
@@ -142,6 +144,7 @@ impl Runtime {
             tools: Arc::new(ToolRegistry::core()),
             approvals: Approvals::default(),
             jobs: Jobs::default(),
+            prompts: Default::default(),
             subagents: Arc::default(),
             live: Arc::new(RwLock::new(Live {
                 mcp: Arc::new(McpManager::new(config.mcp.clone())),

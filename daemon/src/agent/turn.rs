@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::{Compacted, Compactor};
-use super::last_prompt::LastPrompt;
+use super::last_prompt::Sent;
 use super::{Event, Runtime, history, rollback};
 use crate::config::{AgentSettings, Config, PromptMode};
 use crate::context::SessionPrompt;
@@ -113,6 +113,9 @@ impl Turn<'_> {
         if let Err(e) = log.transcript.sync() {
             tracing::error!(error = %e, "cannot fsync the transcript");
         }
+        self.rt
+            .prompts
+            .persist(&self.session.id, log.transcript.path());
         outcome
     }
 
@@ -241,6 +244,10 @@ impl Turn<'_> {
                 continue;
             }
             model_calls += 1;
+            // Kept before the call, so a refused prompt can be inspected too.
+            if let Some(primary) = self.agent.models.first() {
+                self.record_prompt(&request, primary, estimate);
+            }
 
             let mut streamed = String::new();
             let emit = self.emit.clone();
@@ -312,7 +319,10 @@ impl Turn<'_> {
                 }
             };
 
-            self.record_prompt(log, &request, &target, estimate);
+            if self.agent.models.first() != Some(&target) {
+                // A fallback answered: it is the one that received it last.
+                self.record_prompt(&request, &target, estimate);
+            }
             let reply_tokens = tokens::estimate_text(&reply.text)
                 + reply
                     .tool_calls
@@ -585,25 +595,24 @@ impl Turn<'_> {
     }
 
     /// Keeps the request as the model received it for `pincer sessions
-    /// prompt`; a failure to write it is logged, never fatal.
-    fn record_prompt(
-        &self,
-        log: &SessionLog,
-        request: &Request,
-        target: &crate::config::ModelTarget,
-        estimate: u64,
-    ) {
+    /// prompt` (in memory; [`Turn::run`] writes it to disk at the end).
+    fn record_prompt(&self, request: &Request, target: &crate::config::ModelTarget, estimate: u64) {
         let format = self
             .config
             .providers
             .get(&target.provider)
             .map(|p| p.tool_format)
             .unwrap_or_default();
-        let prompt = LastPrompt::new(request, target.label(), format, estimate);
-        let path = super::last_prompt::path(log.transcript.path());
-        if let Err(e) = prompt.write(&path) {
-            tracing::warn!(path = %path.display(), error = %e, "cannot keep the last prompt");
-        }
+        self.rt.prompts.record(
+            &self.session.id,
+            Sent {
+                ts: crate::util::now_rfc3339(),
+                model: target.label(),
+                format,
+                estimated_tokens: estimate,
+                request: request.clone(),
+            },
+        );
     }
 
     /// min(configured chars, 30 % of the context window at ~4 chars/token)

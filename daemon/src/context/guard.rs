@@ -45,7 +45,35 @@ pub fn apply(mut messages: Vec<Message>, g: &Guard<'_>) -> Vec<Message> {
     keep_last_results(&mut messages, g.keep_tool_results);
     cap_results(&mut messages, g.max_result_chars);
     strip_thinking(&mut messages);
+    drop_orphan_results(&mut messages);
     fix_order(messages)
+}
+
+/// A tool result must answer a call of the assistant message right before
+/// it; providers reject any other (a cut history, a hand-edited
+/// transcript).
+fn drop_orphan_results(messages: &mut [Message]) {
+    let mut open: HashSet<String> = HashSet::new();
+    for m in messages.iter_mut() {
+        match m.role {
+            Role::Assistant => {
+                open = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::ToolCall(c) => Some(c.id.clone()),
+                        _ => None,
+                    })
+                    .collect();
+            }
+            Role::User => {
+                m.parts.retain(|p| match p {
+                    Part::ToolResult { call_id, .. } => open.remove(call_id),
+                    _ => true,
+                });
+            }
+        }
+    }
 }
 
 /// A user message with text starts a turn (tool results do not).
@@ -386,6 +414,23 @@ mod tests {
         );
         assert_eq!(out[3].parts, vec![Part::Text("fine".into())]);
         assert_eq!(out.len(), 4);
+    }
+
+    #[test]
+    fn results_without_their_call_are_dropped() {
+        let history = vec![
+            results(vec![result("gone", "answer to a call cut away")]),
+            Message::user("hi"),
+            assistant(vec![call("a", "read")]),
+            results(vec![
+                result("a", "r"),
+                result("a", "duplicate"),
+                result("x", "stray"),
+            ]),
+        ];
+        let out = apply(history, &guard(None));
+        assert_eq!(result_texts(&out), ["r"]);
+        assert_eq!(out[0], Message::user("hi"));
     }
 
     #[test]

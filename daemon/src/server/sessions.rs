@@ -147,6 +147,7 @@ impl pb::sessions_server::Sessions for SessionsService {
         let req = request.into_inner();
         let row = self.find(&req.agent, &req.session).await?;
         self.state.hub.forget(&row.key).map_err(|e| status_of(&e))?;
+        self.state.hub.runtime().prompts.forget(&row.id);
         let (old_id, new_id) = self
             .state
             .hub
@@ -167,6 +168,7 @@ impl pb::sessions_server::Sessions for SessionsService {
         let req = request.into_inner();
         let row = self.find(&req.agent, &req.session).await?;
         self.state.hub.forget(&row.key).map_err(|e| status_of(&e))?;
+        self.state.hub.runtime().prompts.forget(&row.id);
         let deleted = self
             .state
             .hub
@@ -241,18 +243,19 @@ impl pb::sessions_server::Sessions for SessionsService {
     ) -> Result<Response<pb::PromptResponse>, Status> {
         let req = request.into_inner();
         let row = self.find(&req.agent, &req.session).await?;
-        let path = crate::agent::last_prompt::path(&self.transcript_path(&row));
-        let prompt =
-            tokio::task::spawn_blocking(move || crate::agent::last_prompt::LastPrompt::read(&path))
-                .await
-                .map_err(internal)?
-                .map_err(|e| Status::internal(format!("cannot read the last prompt: {e}")))?
-                .ok_or_else(|| {
-                    Status::not_found(format!(
-                        "session {} has made no model call since it was created or reset",
-                        row.key
-                    ))
-                })?;
+        let transcript = self.transcript_path(&row);
+        let store = self.state.hub.runtime().prompts.clone();
+        let id = row.id.clone();
+        let prompt = tokio::task::spawn_blocking(move || store.get(&id, &transcript))
+            .await
+            .map_err(internal)?
+            .map_err(|e| Status::internal(format!("cannot read the last prompt: {e}")))?
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "session {} has made no model call since it was created or reset",
+                    row.key
+                ))
+            })?;
         Ok(Response::new(pb::PromptResponse {
             text: prompt.render(),
             messages_json: serde_json::to_string(&prompt.messages).map_err(internal)?,
