@@ -113,7 +113,10 @@ async fn the_prompt_prefix_is_byte_identical_across_the_calls_of_a_session() {
     // It outlives a restart.
     daemon.stop();
     let _d = home.start();
-    let again = home.cli(&["--json", "sessions", "prompt", "main"]).await.json();
+    let again = home
+        .cli(&["--json", "sessions", "prompt", "main"])
+        .await
+        .json();
     assert_eq!(again, p);
 }
 

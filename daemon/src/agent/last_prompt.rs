@@ -6,8 +6,8 @@
 //! Each model call leaves its request in the [`PromptStore`] (a clone, no
 //! I/O: creating or replacing a file costs up to a millisecond on some
 //! filesystems, more than the rest of a call). When the turn ends it is
-//! written beside the transcript as `<session-id>.prompt.json` (a temporary
-//! file, then a rename, off the turn's path) so it outlives a restart. It
+//! written beside the transcript as `<session-id>.prompt.json` (off the
+//! turn's path) so it outlives a restart. It
 //! holds what the transcript holds, so it gets the transcript's 0600 mode.
 
 use std::collections::HashMap;
@@ -138,25 +138,30 @@ impl LastPrompt {
         }
     }
 
+    /// Overwrites the file in place and trims it to the new length: a
+    /// new inode per turn (temporary file and rename, or `O_TRUNC`) costs
+    /// 0.2–0.9 ms on ext4, in place about 10 µs. A crash mid-write leaves
+    /// a file that does not parse, which [`LastPrompt::read`] reports.
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
+        let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&tmp, path)
+            .open(path)?;
+        f.write_all(&bytes)?;
+        f.set_len(bytes.len() as u64)
     }
 
     pub fn read(path: &Path) -> std::io::Result<Option<Self>> {
         match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(std::io::Error::other),
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                std::io::Error::other(format!(
+                    "{} does not parse ({e}); it was cut short, and the next turn replaces it",
+                    path.display()
+                ))
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -228,4 +233,71 @@ fn message_json(m: &Message) -> Value {
         "role": match m.role { Role::User => "user", Role::Assistant => "assistant" },
         "parts": parts,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{Message, ToolCall};
+
+    fn request(text: &str) -> Request {
+        Request {
+            system: "sys".into(),
+            messages: vec![
+                Message::user(text),
+                Message {
+                    role: Role::Assistant,
+                    parts: vec![Part::ToolCall(ToolCall {
+                        id: "c1".into(),
+                        name: "read".into(),
+                        arguments: "{\"path\":\"a\"}".into(),
+                    })],
+                },
+            ],
+            tools: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_shorter_prompt_replaces_a_longer_one_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(&dir.path().join("s.jsonl"));
+        assert_eq!(file, dir.path().join("s.prompt.json"));
+        let long = LastPrompt::new(
+            &request(&"x".repeat(5000)),
+            "p/m".into(),
+            ToolFormat::Native,
+            9,
+        );
+        long.write(&file).unwrap();
+        let short = LastPrompt::new(&request("hi"), "p/m".into(), ToolFormat::Native, 1);
+        short.write(&file).unwrap();
+        assert_eq!(LastPrompt::read(&file).unwrap(), Some(short.clone()));
+        let text = short.render();
+        assert!(text.contains("=== system ===\nsys"), "{text}");
+        assert!(
+            text.contains("[tool call read c1] {\"path\":\"a\"}"),
+            "{text}"
+        );
+        // A torn file is reported, not taken for a prompt.
+        std::fs::write(&file, "{\"ts\": \"20").unwrap();
+        let err = LastPrompt::read(&file).unwrap_err().to_string();
+        assert!(err.contains("does not parse"), "{err}");
+        assert_eq!(
+            LastPrompt::read(&dir.path().join("none.json")).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn text_formats_are_shown_as_sent() {
+        let p = LastPrompt::new(&request("hi"), "p/m".into(), ToolFormat::Hermes, 1);
+        assert_eq!(p.tool_format, "hermes");
+        // The call went out as text, not as a native tool call.
+        assert!(
+            p.messages[1].to_string().contains("<tool_call>"),
+            "{:?}",
+            p.messages
+        );
+    }
 }
