@@ -250,12 +250,7 @@ impl Hub {
                 return;
             };
             if slot.pending.is_empty() || self.is_closing() {
-                for p in slot.pending.drain(..) {
-                    let _ = p.subscriber.send(Event::Error {
-                        code: "aborted",
-                        message: "pincerd is shutting down; the message was not delivered".into(),
-                    });
-                }
+                refuse_pending(slot);
                 slot.running = None;
                 slot.log = log;
                 return;
@@ -315,6 +310,9 @@ impl Hub {
     /// now. Refused while a turn runs; messages arriving meanwhile queue
     /// and start their turn when it is done.
     pub async fn compact(&self, row: SessionRow) -> Result<super::compaction::Compacted, HubError> {
+        if self.is_closing() {
+            return Err(HubError::ShuttingDown);
+        }
         let key = SessionKey::parse(&row.key).map_err(|e| HubError::Compaction(e.to_string()))?;
         let cancel = self.shutdown.child_token();
         let mut log = {
@@ -379,6 +377,7 @@ impl Hub {
             return;
         };
         if slot.pending.is_empty() || self.is_closing() {
+            refuse_pending(slot);
             slot.running = None;
             slot.log = log;
             return;
@@ -488,4 +487,15 @@ fn next_turn(slot: &mut Slot) -> (String, ChatOrigin, Arc<Mutex<Vec<Subscriber>>
         pending.into_iter().map(|p| p.subscriber).collect(),
     ));
     (text, origin, subscribers)
+}
+
+/// Tells everyone still queued that their message was not delivered
+/// (pincerd is shutting down).
+fn refuse_pending(slot: &mut Slot) {
+    for p in slot.pending.drain(..) {
+        let _ = p.subscriber.send(Event::Error {
+            code: "aborted",
+            message: "pincerd is shutting down; the message was not delivered".into(),
+        });
+    }
 }
