@@ -73,6 +73,7 @@ pub async fn check_running(
         ));
     }
     out.extend(check_dirs(home));
+    out.extend(check_context(config));
     out.extend(check_memory(config, memory).await);
     for provider in config.providers.values() {
         out.push(check_provider(provider).await);
@@ -84,6 +85,64 @@ pub async fn check_running(
                 format!("agent {}", agent.id),
                 "has no model; set `model` under its [agents] table",
             ));
+        }
+    }
+    out
+}
+
+/// What each agent's prompt will be: its mode and compaction point, and
+/// whatever the caps cut or a skill gets wrong, so nothing is lost from
+/// the prompt without the owner knowing.
+pub fn check_context(config: &Config) -> Vec<Finding> {
+    let c = &config.context;
+    let mut out = Vec::new();
+    if !c.compaction {
+        out.push(finding(
+            Level::Warn,
+            "context",
+            "compaction is off ([context] compaction = false): a session that outgrows the model's window fails until it is reset",
+        ));
+    }
+    for agent in config.agents.values() {
+        let subject = format!("agent {}", agent.id);
+        let window = agent.models.first().map_or(32_768, |m| m.context_window);
+        let mode = agent.prompt_mode.resolve(window, false);
+        out.push(finding(
+            Level::Ok,
+            subject.clone(),
+            format!(
+                "prompt mode {}, a {window}-token window, compaction past {} tokens",
+                mode.as_str(),
+                window.saturating_sub(c.reserve_for(window))
+            ),
+        ));
+        let total = c.bootstrap_total_for(window);
+        let mut left = total;
+        for name in crate::context::bootstrap::FILES {
+            let Ok(text) = std::fs::read_to_string(agent.workspace.join(name)) else {
+                continue;
+            };
+            let chars = text.trim().chars().count();
+            let cap = c.bootstrap_file_chars.min(left);
+            if chars > cap {
+                out.push(finding(
+                    Level::Warn,
+                    subject.clone(),
+                    format!(
+                        "{name} has {chars} characters; the prompt keeps {cap} of them (the first 70 % and the last 20 %): shorten it, or raise [context] bootstrap_max_chars / bootstrap_total_max_chars (all files together get {total})"
+                    ),
+                ));
+            }
+            left = left.saturating_sub(chars.min(cap));
+        }
+        for skill in crate::context::skills::discover(&agent.workspace) {
+            if let Some(problem) = skill.problem {
+                out.push(finding(
+                    Level::Warn,
+                    subject.clone(),
+                    format!("skill {}: {problem}", skill.path),
+                ));
+            }
         }
     }
     out

@@ -589,3 +589,50 @@ async fn when_nothing_more_fits_the_model_answers_without_tools() {
             .contains("reached the model's context limit")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_says_what_the_caps_cut_and_which_skills_are_broken() {
+    let (home, _llm) = scripted(128_000, "\n[context]\nbootstrap_max_chars = 1000").await;
+    std::fs::write(home.workspace().join("AGENTS.md"), "rule\n".repeat(500)).unwrap();
+    std::fs::write(home.workspace().join("USER.md"), "short").unwrap();
+    let dir = home.workspace().join("skills/half");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), "---\nname: half\n---\n").unwrap();
+    let _d = home.start();
+    let findings = home.cli(&["--json", "doctor"]).await.json();
+    let messages: Vec<String> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["subject"] == "agent main")
+        .map(|f| {
+            format!(
+                "{} {}",
+                f["level"].as_str().unwrap(),
+                f["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.starts_with(
+            "ok prompt mode full, a 128000-token window, compaction past 108000 tokens"
+        )),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("warn AGENTS.md has 2499 characters; the prompt keeps 1000")),
+        "{messages:?}"
+    );
+    assert!(
+        !messages.iter().any(|m| m.contains("USER.md")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m == "warn skill skills/half/SKILL.md: the front matter has no description"),
+        "{messages:?}"
+    );
+}

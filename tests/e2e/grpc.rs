@@ -38,6 +38,7 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
         "pincer.v1.Agent",
         "pincer.v1.Sessions",
         "pincer.v1.Daemon",
+        "pincer.v1.Skills",
         "grpc.health.v1.Health",
     ] {
         assert!(
