@@ -184,7 +184,18 @@ fn fakellm_rules(turns: usize) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn compaction_against_fakellm_with_an_8k_window() {
+async fn compaction_against_fakellm_with_an_8k_window_openai() {
+    compaction_against_fakellm("openai").await;
+}
+
+/// fakellm's Anthropic stream reports 1 input token for any prompt: the
+/// estimate must not trust it and still compact.
+#[tokio::test(flavor = "multi_thread")]
+async fn compaction_against_fakellm_with_an_8k_window_anthropic() {
+    compaction_against_fakellm("anthropic").await;
+}
+
+async fn compaction_against_fakellm(kind: &str) {
     const TURNS: usize = 12;
     let home = TestHome::new();
     let rules = home.path().join("fakellm.yaml");
@@ -193,12 +204,11 @@ async fn compaction_against_fakellm_with_an_8k_window() {
         "fakellm",
         &["serve", "--config", rules.to_str().unwrap(), "--port", "0"],
     );
-    home.write_config(&config(
-        "openai",
-        &format!("{}/v1", server.url()),
-        8_192,
-        "",
-    ));
+    let base = match kind {
+        "anthropic" => server.url(),
+        _ => format!("{}/v1", server.url()),
+    };
+    home.write_config(&config(kind, &base, 8_192, ""));
     std::fs::create_dir_all(home.workspace()).unwrap();
     for t in 0..TURNS {
         std::fs::write(
