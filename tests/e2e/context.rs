@@ -198,12 +198,7 @@ async fn compaction_against_fakellm_with_an_8k_window_anthropic() {
 async fn compaction_against_fakellm(kind: &str) {
     const TURNS: usize = 12;
     let home = TestHome::new();
-    let rules = home.path().join("fakellm.yaml");
-    std::fs::write(&rules, fakellm_rules(TURNS)).unwrap();
-    let server = PyServer::start(
-        "fakellm",
-        &["serve", "--config", rules.to_str().unwrap(), "--port", "0"],
-    );
+    let server = PyServer::fakellm(home.path(), &fakellm_rules(TURNS));
     let base = match kind {
         "anthropic" => server.url(),
         _ => format!("{}/v1", server.url()),

@@ -21,12 +21,7 @@ rules:
 
 async fn tool_turn(kind: &str) {
     let home = TestHome::new();
-    let rules = home.path().join("fakellm.yaml");
-    std::fs::write(&rules, RULES).unwrap();
-    let server = PyServer::start(
-        "fakellm",
-        &["serve", "--config", rules.to_str().unwrap(), "--port", "0"],
-    );
+    let server = PyServer::fakellm(home.path(), RULES);
     let base = match kind {
         "anthropic" => server.url(),
         _ => format!("{}/v1", server.url()),

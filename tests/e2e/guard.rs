@@ -246,12 +246,7 @@ rules:
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hostile_model_through_fakellm_runs_nothing_it_may_not() {
     let home = TestHome::new();
-    let rules = home.path().join("fakellm.yaml");
-    std::fs::write(&rules, HOSTILE).unwrap();
-    let server = PyServer::start(
-        "fakellm",
-        &["serve", "--config", rules.to_str().unwrap(), "--port", "0"],
-    );
+    let server = PyServer::fakellm(home.path(), HOSTILE);
     home.write_config(&provider_config(
         "openai",
         &format!("{}/v1", server.url()),

@@ -104,6 +104,16 @@ pub struct PyServer {
 }
 
 impl PyServer {
+    /// fakellm serving `rules` (its YAML), written into `dir`.
+    pub fn fakellm(dir: &std::path::Path, rules: &str) -> Self {
+        let path = dir.join("fakellm.yaml");
+        std::fs::write(&path, rules).expect("write the fakellm rules");
+        Self::start(
+            "fakellm",
+            &["serve", "--config", &path.to_string_lossy(), "--port", "0"],
+        )
+    }
+
     /// Starts `name args…` and waits for uvicorn's "running on" line.
     pub fn start(name: &str, args: &[&str]) -> Self {
         let mut child = Command::new(peer(name))

@@ -245,19 +245,10 @@ impl Hub {
                 });
             }
 
-            let mut slots = self.lock();
-            let Some(slot) = slots.get_mut(&key.to_string()) else {
+            let Some(next) = self.take_next(key, &mut log) else {
                 return;
             };
-            if slot.pending.is_empty() || self.is_closing() {
-                refuse_pending(slot);
-                slot.running = None;
-                slot.log = log;
-                return;
-            }
-            (text, origin, subscribers) = next_turn(slot);
-            cancel = self.shutdown.child_token();
-            slot.running = Some(cancel.clone());
+            (text, origin, subscribers, cancel) = next;
         }
     }
 
@@ -371,21 +362,10 @@ impl Hub {
 
     /// Ends an exclusive use of a session's slot: keeps the log, or hands
     /// it to a driver for the messages that queued meanwhile.
-    fn release(&self, key: SessionKey, row: SessionRow, log: Option<SessionLog>) {
-        let mut slots = self.lock();
-        let Some(slot) = slots.get_mut(&key.to_string()) else {
+    fn release(&self, key: SessionKey, row: SessionRow, mut log: Option<SessionLog>) {
+        let Some((text, origin, subscribers, cancel)) = self.take_next(&key, &mut log) else {
             return;
         };
-        if slot.pending.is_empty() || self.is_closing() {
-            refuse_pending(slot);
-            slot.running = None;
-            slot.log = log;
-            return;
-        }
-        let (text, origin, subscribers) = next_turn(slot);
-        let cancel = self.shutdown.child_token();
-        slot.running = Some(cancel.clone());
-        drop(slots);
         let hub = self.clone();
         self.tasks.spawn(async move {
             hub.drive(
@@ -401,6 +381,24 @@ impl Hub {
             )
             .await
         });
+    }
+
+    /// After a turn or a compaction: the messages queued meanwhile become
+    /// the next turn (the slot stays running), or the slot goes idle and
+    /// keeps `log` for the next one.
+    fn take_next(&self, key: &SessionKey, log: &mut Option<SessionLog>) -> Option<NextTurn> {
+        let mut slots = self.lock();
+        let slot = slots.get_mut(&key.to_string())?;
+        if slot.pending.is_empty() || self.is_closing() {
+            refuse_pending(slot);
+            slot.running = None;
+            slot.log = log.take();
+            return None;
+        }
+        let (text, origin, subscribers) = next_turn(slot);
+        let cancel = self.shutdown.child_token();
+        slot.running = Some(cancel.clone());
+        Some((text, origin, subscribers, cancel))
     }
 
     /// Opens the session's transcript unless `log` holds it already.
@@ -471,6 +469,15 @@ impl Hub {
         self.shutdown.cancel();
     }
 }
+
+/// The next turn of a session: its message, origin, subscribers and the
+/// token that cancels it.
+type NextTurn = (
+    String,
+    ChatOrigin,
+    Arc<Mutex<Vec<Subscriber>>>,
+    CancellationToken,
+);
 
 /// Everything that queued up, as the next turn: the messages joined, the
 /// least privileged origin among them, and all their subscribers.
