@@ -176,6 +176,7 @@ impl Turn<'_> {
         };
         let threshold = window.saturating_sub(self.config.context.reserve_for(window));
         let system_tokens = tokens::estimate_text(&system);
+        let tool_tokens = tokens::estimate_tools(&specs);
         let started = Instant::now();
         let deadline = started + self.agent.max_turn_duration;
         let mut model_calls = 0u32;
@@ -225,7 +226,7 @@ impl Turn<'_> {
                 &specs,
                 last_call,
             );
-            let raw_estimate = tokens::estimate_request(&request);
+            let raw_estimate = tokens::estimate_request(&request, tool_tokens);
             let estimate = tokens::projected(log.anchor.as_ref(), raw_estimate);
             if estimate > threshold && !compaction_spent {
                 match self.compact(log, "threshold", false, system_tokens).await {
@@ -415,15 +416,10 @@ impl Turn<'_> {
                 // Compact now, while nobody waits for the next answer.
                 let next = tokens::projected(
                     log.anchor.as_ref(),
-                    tokens::estimate_request(&self.request(
-                        log,
-                        &guard,
-                        &system,
-                        None,
-                        &[],
-                        &specs,
-                        false,
-                    )),
+                    tokens::estimate_request(
+                        &self.request(log, &guard, &system, None, &[], &specs, false),
+                        tool_tokens,
+                    ),
                 );
                 if next > threshold && !compaction_spent {
                     let _ = self.compact(log, "threshold", false, system_tokens).await;

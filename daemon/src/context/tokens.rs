@@ -9,13 +9,17 @@
 //! estimate of the delta but costs megabytes of vocabulary in the binary
 //! and in memory, and the delta is small next to the anchored count.
 
-use crate::llm::{Message, Part, Request};
+use crate::llm::{Message, Part, Request, ToolSpec};
 
 /// Per-message overhead of the wire formats (role, separators).
 const MESSAGE_OVERHEAD: u64 = 4;
 
 /// Estimated tokens of a text.
 pub fn estimate_text(text: &str) -> u64 {
+    // The common case, checked a word at a time.
+    if text.is_ascii() {
+        return (text.len() as u64).div_ceil(4);
+    }
     let mut ascii = 0u64;
     let mut wide = 0u64;
     let mut other = 0u64;
@@ -50,18 +54,23 @@ pub fn estimate_message(m: &Message) -> u64 {
             .sum::<u64>()
 }
 
-/// Estimated prompt tokens of a whole request: system prompt, messages
-/// and the tool schemas the provider also counts.
-pub fn estimate_request(r: &Request) -> u64 {
-    let tools: u64 = r
-        .tools
+/// Estimated tokens of the tool schemas a request offers (providers count
+/// them as prompt); the same for every call of a turn, so computed once.
+pub fn estimate_tools(tools: &[ToolSpec]) -> u64 {
+    tools
         .iter()
         .map(|t| {
             estimate_text(&t.name)
                 + estimate_text(&t.description)
                 + estimate_text(&t.parameters.to_string())
         })
-        .sum();
+        .sum()
+}
+
+/// Estimated prompt tokens of a request whose tools were estimated at
+/// `tool_tokens` (0 when it offers none).
+pub fn estimate_request(r: &Request, tool_tokens: u64) -> u64 {
+    let tools = if r.tools.is_empty() { 0 } else { tool_tokens };
     estimate_text(&r.system) + r.messages.iter().map(estimate_message).sum::<u64>() + tools
 }
 
