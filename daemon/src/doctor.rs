@@ -105,7 +105,7 @@ pub fn check_context(config: &Config) -> Vec<Finding> {
     }
     for agent in config.agents.values() {
         let subject = format!("agent {}", agent.id);
-        let window = agent.models.first().map_or(32_768, |m| m.context_window);
+        let window = agent.context_window();
         let mode = agent.prompt_mode.resolve(window, false);
         out.push(finding(
             Level::Ok,

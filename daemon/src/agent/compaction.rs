@@ -64,11 +64,7 @@ impl Compactor<'_> {
         force: bool,
         system_tokens: u64,
     ) -> Result<Compacted, String> {
-        let window = self
-            .agent
-            .models
-            .first()
-            .map_or(32_768, |m| m.context_window);
+        let window = self.agent.context_window();
         let keep = self.config.context.keep_recent_for(window);
         let Some(plan) = compact::plan(&log.entries, keep, force) else {
             return Ok(Compacted::Nothing);
@@ -164,7 +160,7 @@ impl Compactor<'_> {
     /// is appended to today's `memory/YYYY-MM-DD.md`. Failures are logged
     /// and written to the transcript; they do not stop the compaction.
     async fn flush_memory(&self, log: &mut SessionLog, text: &str, turn: &str) {
-        let window = self.targets().first().map_or(32_768, |t| t.context_window);
+        let window = crate::config::window_of(self.targets());
         let max_chars = usize::try_from(window.saturating_sub(2_000) * 3).unwrap_or(usize::MAX);
         let piece: String = {
             let chars = text.chars().count();

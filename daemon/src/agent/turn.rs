@@ -151,7 +151,7 @@ impl Turn<'_> {
         let chat = crate::context::chat_kind(self.key, self.origin.owner);
         let SessionPrompt { system, mode } =
             crate::context::session_prompt(&self.config.context, self.agent, &chat, &specs);
-        let window = self.window();
+        let window = self.agent.context_window();
         // Volatile, so it rides in front of this turn's message instead of
         // changing the system prompt (SPEC §9: a stable prefix).
         let volatile = match mode {
@@ -510,14 +510,6 @@ impl Turn<'_> {
         }
     }
 
-    /// The context window of the agent's first model.
-    fn window(&self) -> u64 {
-        self.agent
-            .models
-            .first()
-            .map_or(32_768, |m| m.context_window)
-    }
-
     /// One model call's request: the guarded history with this turn's
     /// volatile context in front of its message, then the turn's notes.
     #[allow(clippy::too_many_arguments)]
@@ -613,7 +605,7 @@ impl Turn<'_> {
 
     /// min(configured chars, 30 % of the context window at ~4 chars/token)
     fn result_cap(&self) -> usize {
-        let window = self.window();
+        let window = self.agent.context_window();
         let window_chars = (window as usize).saturating_mul(4) * 3 / 10;
         self.config
             .tools

@@ -722,6 +722,9 @@ impl ModelResolver<'_> {
     }
 }
 
+/// The window assumed for a model no family table knows.
+pub const UNKNOWN_MODEL_WINDOW: u64 = 32_768;
+
 /// Context windows of well-known model families (tokens); anything else
 /// gets a conservative 32k until `context_window` is configured.
 pub fn default_context_window(model: &str) -> u64 {
@@ -760,7 +763,7 @@ pub fn default_context_window(model: &str) -> u64 {
     KNOWN
         .iter()
         .find(|(prefix, _)| base.starts_with(prefix) || base.contains(&format!("-{prefix}")))
-        .map_or(32_768, |(_, window)| *window)
+        .map_or(UNKNOWN_MODEL_WINDOW, |(_, window)| *window)
 }
 
 fn agent_settings(

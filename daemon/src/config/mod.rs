@@ -147,6 +147,22 @@ pub struct AgentSettings {
     pub ask: Vec<String>,
 }
 
+impl AgentSettings {
+    /// The context window of the model called first (the default for an
+    /// unknown model when none is configured).
+    pub fn context_window(&self) -> u64 {
+        window_of(&self.models)
+    }
+}
+
+/// The context window of the first of `targets`, or that of an unknown
+/// model when there is none.
+pub fn window_of(targets: &[ModelTarget]) -> u64 {
+    targets
+        .first()
+        .map_or(load::UNKNOWN_MODEL_WINDOW, |t| t.context_window)
+}
+
 /// One layer of the tool policy (SPEC §8.3): a profile, an allowlist and a
 /// denylist of tool names, `group:` names, source ids and `*` globs.
 #[derive(Debug, Clone, PartialEq, Default)]

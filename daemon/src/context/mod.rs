@@ -78,7 +78,7 @@ pub fn session_prompt(
     chat: &ChatKind,
     tools: &[ToolSpec],
 ) -> SessionPrompt {
-    let window = agent.models.first().map_or(32_768, |m| m.context_window);
+    let window = agent.context_window();
     let mode = agent
         .prompt_mode
         .resolve(window, *chat == ChatKind::SubAgent);

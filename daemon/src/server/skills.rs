@@ -37,7 +37,7 @@ impl pb::skills_server::Skills for SkillsService {
         let found = tokio::task::spawn_blocking(move || skills::discover(&workspace))
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
-        let window = agent.models.first().map_or(32_768, |m| m.context_window);
+        let window = agent.context_window();
         let mode = agent.prompt_mode.resolve(window, false);
         let note = if mode != PromptMode::Full {
             format!(
