@@ -117,23 +117,24 @@ pub fn check_context(config: &Config) -> Vec<Finding> {
             ),
         ));
         let total = c.bootstrap_total_for(window);
-        let mut left = total;
-        for name in crate::context::bootstrap::FILES {
-            let Ok(text) = std::fs::read_to_string(agent.workspace.join(name)) else {
-                continue;
-            };
-            let chars = text.trim().chars().count();
-            let cap = c.bootstrap_file_chars.min(left);
-            if chars > cap {
-                out.push(finding(
-                    Level::Warn,
-                    subject.clone(),
-                    format!(
-                        "{name} has {chars} characters; the prompt keeps {cap} of them (the first 70 % and the last 20 %): shorten it, or raise [context] bootstrap_max_chars / bootstrap_total_max_chars (all files together get {total})"
-                    ),
-                ));
-            }
-            left = left.saturating_sub(chars.min(cap));
+        let caps = crate::context::bootstrap::Caps {
+            file_chars: c.bootstrap_file_chars,
+            total_chars: total,
+        };
+        let files = crate::context::bootstrap::load(
+            &agent.workspace,
+            &crate::context::bootstrap::FILES,
+            caps,
+        );
+        for (name, t) in files.iter().filter_map(|f| Some((f.name, f.trimmed?))) {
+            out.push(finding(
+                Level::Warn,
+                subject.clone(),
+                format!(
+                    "{name} has {} characters; the prompt keeps {} of them (the first 70 % and the last 20 %): shorten it, or raise [context] bootstrap_max_chars / bootstrap_total_max_chars (all files together get {total})",
+                    t.from, t.cap
+                ),
+            ));
         }
         for skill in crate::context::skills::discover(&agent.workspace) {
             if let Some(problem) = skill.problem {

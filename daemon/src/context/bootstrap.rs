@@ -25,8 +25,17 @@ pub const MINIMAL_FILES: [&str; 2] = ["AGENTS.md", "TOOLS.md"];
 pub struct BootstrapFile {
     pub name: &'static str,
     pub content: String,
-    /// Characters of the file on disk when it was trimmed.
-    pub trimmed_from: Option<usize>,
+    /// Set when the file was over its cap.
+    pub trimmed: Option<Trimmed>,
+}
+
+/// How a file was cut to fit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trimmed {
+    /// Characters of the file on disk.
+    pub from: usize,
+    /// The cap it was cut to (its own, or what the total left).
+    pub cap: usize,
 }
 
 /// Which files to read and how much of them.
@@ -68,13 +77,13 @@ pub fn load(workspace: &Path, names: &[&str], caps: Caps) -> Vec<BootstrapFile> 
             BootstrapFile {
                 name,
                 content: trim(text, chars, cap),
-                trimmed_from: Some(chars),
+                trimmed: Some(Trimmed { from: chars, cap }),
             }
         } else {
             BootstrapFile {
                 name,
                 content: text.to_string(),
-                trimmed_from: None,
+                trimmed: None,
             }
         };
         left = left.saturating_sub(file.content.chars().count());
@@ -154,9 +163,15 @@ mod tests {
         let files = load(dir.path(), &FILES, caps(1000, 500));
         let names: Vec<&str> = files.iter().map(|f| f.name).collect();
         assert_eq!(names, ["AGENTS.md", "USER.md"]);
-        assert_eq!(files[0].trimmed_from, None);
+        assert_eq!(files[0].trimmed, None);
         // 200 characters were left for USER.md.
-        assert_eq!(files[1].trimmed_from, Some(300));
+        assert_eq!(
+            files[1].trimmed,
+            Some(Trimmed {
+                from: 300,
+                cap: 200
+            })
+        );
         assert!(files[1].content.starts_with(&"u".repeat(140)));
     }
 

@@ -210,8 +210,11 @@ fn bootstrap_files_over_their_caps_are_trimmed() {
     let chat = ChatKind::OwnerPrivate;
     let files = bootstrap::load(dir.path(), &bootstrap_names(PromptMode::Full, &chat), caps);
     // The trailing newline is trimmed before counting.
-    assert_eq!(files[0].trimmed_from, Some(1500 * 18 - 1));
-    assert!(files[1].trimmed_from.is_some());
+    assert_eq!(
+        files[0].trimmed.map(|t| (t.from, t.cap)),
+        Some((1500 * 18 - 1, 2_000))
+    );
+    assert!(files[1].trimmed.is_some());
     let tools = tools(&["read"]);
     let p = assemble(&PromptInputs {
         mode: PromptMode::Full,
