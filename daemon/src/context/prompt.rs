@@ -92,42 +92,18 @@ pub struct PromptInputs<'a> {
 
 /// The whole system prompt.
 pub fn assemble(p: &PromptInputs<'_>) -> String {
-    let sections = [
-        identity(p),
-        if p.mode == PromptMode::None {
-            String::new()
-        } else {
-            safety(&p.runtime.chat)
-        },
-        if p.mode == PromptMode::None {
-            String::new()
-        } else {
-            tooling(p.tools)
-        },
+    let mut sections = vec![identity(p)];
+    if p.mode != PromptMode::None {
+        sections.push(safety(&p.runtime.chat));
+        sections.push(tooling(p.tools));
         if p.mode == PromptMode::Full {
-            skills(p.skills, p.tools)
-        } else {
-            String::new()
-        },
-        if p.mode == PromptMode::None {
-            String::new()
-        } else {
-            runtime(p.runtime)
-        },
-        if p.mode == PromptMode::None {
-            String::new()
-        } else {
-            project_context(p.files)
-        },
-    ];
-    let mut out = String::new();
-    for section in sections.iter().filter(|s| !s.is_empty()) {
-        if !out.is_empty() {
-            out.push('\n');
+            sections.push(skills(p.skills, p.tools));
         }
-        out.push_str(section);
+        sections.push(runtime(p.runtime));
+        sections.push(project_context(p.files));
     }
-    out
+    sections.retain(|s| !s.is_empty());
+    sections.join("\n")
 }
 
 /// Who the agent is: the identity line, the owner's instructions from the
