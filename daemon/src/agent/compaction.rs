@@ -24,6 +24,7 @@ pub enum Compacted {
     Done {
         tokens_before: u64,
         tokens_after: u64,
+        summary: String,
     },
     /// The history after the last compaction is already small.
     Nothing,
@@ -101,7 +102,7 @@ impl Compactor<'_> {
         log.append(
             turn,
             Body::Compaction {
-                summary,
+                summary: summary.clone(),
                 tokens_before,
                 tokens_after,
                 first_kept: plan.first_kept.clone(),
@@ -122,6 +123,7 @@ impl Compactor<'_> {
         Ok(Compacted::Done {
             tokens_before,
             tokens_after,
+            summary,
         })
     }
 

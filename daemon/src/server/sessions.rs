@@ -202,7 +202,6 @@ impl pb::sessions_server::Sessions for SessionsService {
         use crate::agent::compaction::Compacted;
         let req = request.into_inner();
         let row = self.find(&req.agent, &req.session).await?;
-        let path = self.transcript_path(&row);
         let outcome = self
             .state
             .hub
@@ -213,22 +212,14 @@ impl pb::sessions_server::Sessions for SessionsService {
             Compacted::Done {
                 tokens_before,
                 tokens_after,
-            } => {
-                let (entries, _) = tokio::task::spawn_blocking(move || Transcript::read(&path))
-                    .await
-                    .map_err(internal)?
-                    .map_err(|e| Status::internal(format!("cannot read the transcript: {e}")))?;
-                pb::CompactResponse {
-                    compacted: true,
-                    tokens_before,
-                    tokens_after,
-                    summary: crate::agent::history::active(&entries)
-                        .0
-                        .unwrap_or_default()
-                        .to_string(),
-                    note: String::new(),
-                }
-            }
+                summary,
+            } => pb::CompactResponse {
+                compacted: true,
+                tokens_before,
+                tokens_after,
+                summary,
+                note: String::new(),
+            },
             Compacted::Nothing => pb::CompactResponse {
                 compacted: false,
                 note: "nothing to compact: the history since the last compaction is a single turn or empty".into(),
