@@ -54,15 +54,31 @@ pub struct Sent {
 }
 
 impl Sent {
+    /// The prompt as the provider received it: text formats carry tools
+    /// and calls as text.
     pub fn to_prompt(&self) -> LastPrompt {
-        let mut p = LastPrompt::new(
-            &self.request,
-            self.model.clone(),
-            self.format,
-            self.estimated_tokens,
-        );
-        p.ts = self.ts.clone();
-        p
+        let text_request;
+        let sent = if self.format == ToolFormat::Native {
+            &self.request
+        } else {
+            text_request =
+                crate::llm::toolcall::render::to_text_request(&self.request, self.format);
+            &text_request
+        };
+        LastPrompt {
+            ts: self.ts.clone(),
+            model: self.model.clone(),
+            tool_format: match self.format {
+                ToolFormat::Native => "native",
+                ToolFormat::Hermes => "hermes",
+                ToolFormat::Xml => "xml",
+            }
+            .into(),
+            estimated_tokens: self.estimated_tokens,
+            system: sent.system.clone(),
+            messages: sent.messages.iter().map(message_json).collect(),
+            tools: sent.tools.iter().map(|t| t.name.clone()).collect(),
+        }
     }
 }
 
@@ -111,33 +127,6 @@ impl PromptStore {
 }
 
 impl LastPrompt {
-    pub fn new(
-        request: &Request,
-        model: String,
-        format: ToolFormat,
-        estimated_tokens: u64,
-    ) -> Self {
-        let sent = if format == ToolFormat::Native {
-            request.clone()
-        } else {
-            crate::llm::toolcall::render::to_text_request(request, format)
-        };
-        Self {
-            ts: crate::util::now_rfc3339(),
-            model,
-            tool_format: match format {
-                ToolFormat::Native => "native",
-                ToolFormat::Hermes => "hermes",
-                ToolFormat::Xml => "xml",
-            }
-            .into(),
-            estimated_tokens,
-            system: sent.system.clone(),
-            messages: sent.messages.iter().map(message_json).collect(),
-            tools: sent.tools.iter().map(|t| t.name.clone()).collect(),
-        }
-    }
-
     /// Overwrites the file in place and trims it to the new length: a
     /// new inode per turn (temporary file and rename, or `O_TRUNC`) costs
     /// 0.2–0.9 ms on ext4, in place about 10 µs. A crash mid-write leaves
@@ -240,6 +229,17 @@ mod tests {
     use super::*;
     use crate::llm::{Message, ToolCall};
 
+    fn sent(text: &str, format: ToolFormat) -> LastPrompt {
+        Sent {
+            ts: "2026-11-23T10:00:00Z".into(),
+            model: "p/m".into(),
+            format,
+            estimated_tokens: 1,
+            request: request(text),
+        }
+        .to_prompt()
+    }
+
     fn request(text: &str) -> Request {
         Request {
             system: "sys".into(),
@@ -263,14 +263,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = path(&dir.path().join("s.jsonl"));
         assert_eq!(file, dir.path().join("s.prompt.json"));
-        let long = LastPrompt::new(
-            &request(&"x".repeat(5000)),
-            "p/m".into(),
-            ToolFormat::Native,
-            9,
-        );
+        let long = sent(&"x".repeat(5000), ToolFormat::Native);
         long.write(&file).unwrap();
-        let short = LastPrompt::new(&request("hi"), "p/m".into(), ToolFormat::Native, 1);
+        let short = sent("hi", ToolFormat::Native);
         short.write(&file).unwrap();
         assert_eq!(LastPrompt::read(&file).unwrap(), Some(short.clone()));
         let text = short.render();
@@ -291,7 +286,7 @@ mod tests {
 
     #[test]
     fn text_formats_are_shown_as_sent() {
-        let p = LastPrompt::new(&request("hi"), "p/m".into(), ToolFormat::Hermes, 1);
+        let p = sent("hi", ToolFormat::Hermes);
         assert_eq!(p.tool_format, "hermes");
         // The call went out as text, not as a native tool call.
         assert!(
