@@ -249,5 +249,8 @@ mod tests {
         assert!(p.reason.contains("unknown model `nope`"), "{}", p.reason);
         let p = problem("[context]\nreserve_tokenz = 1\n");
         assert!(p.reason.contains("reserve_tokens"), "{}", p.reason);
+        let p = problem("[models.tiny]\nprovider = \"p\"\nmodel = \"t\"\ncontext_window = 10\n");
+        assert_eq!(p.key.as_deref(), Some("models.tiny.context_window"));
+        assert!(p.reason.contains("at least 1024"), "{}", p.reason);
     }
 }

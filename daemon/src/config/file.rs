@@ -186,7 +186,7 @@ pub struct RetrySection {
 pub struct ModelSection {
     pub provider: Spanned<String>,
     pub model: String,
-    pub context_window: Option<u64>,
+    pub context_window: Option<Spanned<u64>>,
     pub max_output_tokens: Option<u32>,
     pub temperature: Option<f32>,
     #[serde(default)]

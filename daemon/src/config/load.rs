@@ -690,9 +690,19 @@ impl ModelResolver<'_> {
         Ok(ModelTarget {
             provider: provider.clone(),
             model: section.model.clone(),
-            context_window: section
-                .context_window
-                .unwrap_or_else(|| default_context_window(&section.model)),
+            context_window: match &section.context_window {
+                Some(w) if *w.get_ref() < MIN_CONTEXT_WINDOW => {
+                    return Err(self.loc.at(
+                        w.span(),
+                        format!(
+                            "a context window of {} tokens leaves no room for a prompt; it must be at least {MIN_CONTEXT_WINDOW}",
+                            w.get_ref()
+                        ),
+                    ));
+                }
+                Some(w) => *w.get_ref(),
+                None => default_context_window(&section.model),
+            },
             max_output_tokens: section.max_output_tokens.unwrap_or(4096),
             temperature: section.temperature,
         })
@@ -721,6 +731,9 @@ impl ModelResolver<'_> {
         ))
     }
 }
+
+/// The smallest context window accepted in the config (tokens).
+pub const MIN_CONTEXT_WINDOW: u64 = 1_024;
 
 /// The window assumed for a model no family table knows.
 pub const UNKNOWN_MODEL_WINDOW: u64 = 32_768;
