@@ -17,6 +17,9 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace --locked "$@" -- --skip bfcl_round_trip 2>&1 | tee "$log" || status=$?
+# The exact-tokens feature (OpenAI's vocabularies) is off by default; its
+# counter is tested here.
+cargo test --locked -p pincer-daemon --features exact-tokens --lib context::tokens "$@" 2>&1 | tee -a "$log" || status=$?
 # The BFCL parser round trip prints its table of counts per category.
 cargo test --locked -p pincer-daemon --test bfcl "$@" -- --nocapture 2>&1 | tee -a "$log" || status=$?
 # One closing line for all the test binaries cargo ran.

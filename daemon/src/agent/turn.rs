@@ -176,7 +176,9 @@ impl Turn<'_> {
         };
         let threshold = window.saturating_sub(self.config.context.reserve_for(window));
         let system_tokens = tokens::estimate_text(&system);
-        let tool_tokens = tokens::estimate_tools(&specs);
+        let counter =
+            tokens::Counter::for_model(self.agent.models.first().map_or("", |m| m.model.as_str()));
+        let tool_tokens = counter.tools(&specs);
         let started = Instant::now();
         let deadline = started + self.agent.max_turn_duration;
         let mut model_calls = 0u32;
@@ -226,7 +228,7 @@ impl Turn<'_> {
                 &specs,
                 last_call,
             );
-            let raw_estimate = tokens::estimate_request(&request, tool_tokens);
+            let raw_estimate = counter.request(&request, tool_tokens);
             let estimate = tokens::projected(log.anchor.as_ref(), raw_estimate);
             if estimate > threshold && !compaction_spent {
                 match self.compact(log, "threshold", false, system_tokens).await {
@@ -324,11 +326,11 @@ impl Turn<'_> {
                 // A fallback answered: it is the one that received it last.
                 self.record_prompt(&request, &target, estimate);
             }
-            let reply_tokens = tokens::estimate_text(&reply.text)
+            let reply_tokens = counter.text(&reply.text)
                 + reply
                     .tool_calls
                     .iter()
-                    .map(|c| tokens::estimate_text(&c.arguments) + 4)
+                    .map(|c| counter.text(&c.arguments) + 4)
                     .sum::<u64>();
             log.anchor = Anchor::new(
                 reply.usage.input + reply.usage.output,
@@ -416,7 +418,7 @@ impl Turn<'_> {
                 // Compact now, while nobody waits for the next answer.
                 let next = tokens::projected(
                     log.anchor.as_ref(),
-                    tokens::estimate_request(
+                    counter.request(
                         &self.request(log, &guard, &system, None, &[], &specs, false),
                         tool_tokens,
                     ),

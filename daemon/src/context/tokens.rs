@@ -3,11 +3,14 @@
 //! The provider's own count of the last call is exact; only what was added
 //! since is estimated. [`Anchor`] keeps that count next to our estimate of
 //! the same prompt, so the estimator's error is confined to the new
-//! content. The estimator counts about four characters per token for
-//! ASCII text and one token per CJK character (chars/4 would undercount
-//! Chinese text about fourfold). A real BPE tokenizer would tighten the
-//! estimate of the delta but costs megabytes of vocabulary in the binary
-//! and in memory, and the delta is small next to the anchored count.
+//! content. A [`Counter`] counts a prompt for one model: with the
+//! `exact-tokens` feature, OpenAI models are counted with their own BPE
+//! (o200k or cl100k); everything else, and every build without the
+//! feature, with an estimate of about four characters per token for ASCII
+//! text and one per CJK character (chars/4 would undercount Chinese
+//! about fourfold). The vocabularies cost 2 MB of binary and 22 MB of
+//! memory once loaded, more than SPEC §14 leaves a default build, for an
+//! error confined to the delta.
 
 use crate::llm::{Message, Part, Request, ToolSpec};
 
@@ -42,36 +45,112 @@ fn is_wide(c: char) -> bool {
         | 0xF900..=0xFAFF | 0xFE30..=0xFE4F | 0xFF00..=0xFFEF | 0x20000..=0x3FFFF)
 }
 
-pub fn estimate_message(m: &Message) -> u64 {
-    MESSAGE_OVERHEAD
-        + m.parts
+/// Counts the tokens of one model's prompts.
+#[derive(Clone, Copy)]
+pub struct Counter {
+    #[cfg(feature = "exact-tokens")]
+    bpe: Option<&'static tiktoken::CoreBpe>,
+}
+
+impl Counter {
+    /// The estimate, for any model.
+    pub const ESTIMATE: Self = Self {
+        #[cfg(feature = "exact-tokens")]
+        bpe: None,
+    };
+
+    /// The best counter this build has for `model`.
+    pub fn for_model(model: &str) -> Self {
+        #[cfg(feature = "exact-tokens")]
+        {
+            Self {
+                bpe: exact::for_model(model),
+            }
+        }
+        #[cfg(not(feature = "exact-tokens"))]
+        {
+            let _ = model;
+            Self::ESTIMATE
+        }
+    }
+
+    /// Whether this counter uses the model's own vocabulary.
+    pub fn is_exact(&self) -> bool {
+        #[cfg(feature = "exact-tokens")]
+        {
+            self.bpe.is_some()
+        }
+        #[cfg(not(feature = "exact-tokens"))]
+        {
+            false
+        }
+    }
+
+    pub fn text(&self, text: &str) -> u64 {
+        #[cfg(feature = "exact-tokens")]
+        if let Some(bpe) = self.bpe {
+            return bpe.count(text) as u64;
+        }
+        estimate_text(text)
+    }
+
+    pub fn message(&self, m: &Message) -> u64 {
+        MESSAGE_OVERHEAD
+            + m.parts
+                .iter()
+                .map(|p| match p {
+                    Part::Text(t) => self.text(t),
+                    Part::ToolCall(c) => self.text(&c.name) + self.text(&c.arguments) + 4,
+                    Part::ToolResult { content, .. } => self.text(content) + 4,
+                })
+                .sum::<u64>()
+    }
+
+    /// Tokens of the tool schemas a request offers (providers count them
+    /// as prompt); the same for every call of a turn, so computed once.
+    pub fn tools(&self, tools: &[ToolSpec]) -> u64 {
+        tools
             .iter()
-            .map(|p| match p {
-                Part::Text(t) => estimate_text(t),
-                Part::ToolCall(c) => estimate_text(&c.name) + estimate_text(&c.arguments) + 4,
-                Part::ToolResult { content, .. } => estimate_text(content) + 4,
+            .map(|t| {
+                self.text(&t.name)
+                    + self.text(&t.description)
+                    + self.text(&t.parameters.to_string())
             })
-            .sum::<u64>()
+            .sum()
+    }
+
+    /// Prompt tokens of a request whose tools were counted at
+    /// `tool_tokens` (0 when it offers none).
+    pub fn request(&self, r: &Request, tool_tokens: u64) -> u64 {
+        let tools = if r.tools.is_empty() { 0 } else { tool_tokens };
+        self.text(&r.system) + r.messages.iter().map(|m| self.message(m)).sum::<u64>() + tools
+    }
 }
 
-/// Estimated tokens of the tool schemas a request offers (providers count
-/// them as prompt); the same for every call of a turn, so computed once.
-pub fn estimate_tools(tools: &[ToolSpec]) -> u64 {
-    tools
-        .iter()
-        .map(|t| {
-            estimate_text(&t.name)
-                + estimate_text(&t.description)
-                + estimate_text(&t.parameters.to_string())
-        })
-        .sum()
-}
+/// OpenAI's vocabularies, each loaded on first use (about 0.1 s).
+#[cfg(feature = "exact-tokens")]
+mod exact {
+    use std::sync::OnceLock;
 
-/// Estimated prompt tokens of a request whose tools were estimated at
-/// `tool_tokens` (0 when it offers none).
-pub fn estimate_request(r: &Request, tool_tokens: u64) -> u64 {
-    let tools = if r.tools.is_empty() { 0 } else { tool_tokens };
-    estimate_text(&r.system) + r.messages.iter().map(estimate_message).sum::<u64>() + tools
+    use tiktoken::CoreBpe;
+
+    static O200K: OnceLock<CoreBpe> = OnceLock::new();
+    static CL100K: OnceLock<CoreBpe> = OnceLock::new();
+
+    pub fn for_model(model: &str) -> Option<&'static CoreBpe> {
+        let m = model.to_ascii_lowercase();
+        let m = m.rsplit('/').next().unwrap_or(&m);
+        // Only these two vocabularies are linked in (`get_encoding` would
+        // pull in every one the crate ships).
+        let o200k = m.starts_with("gpt-5") || tiktoken::model_to_encoding(m) == Some("o200k_base");
+        if o200k {
+            Some(O200K.get_or_init(tiktoken::encoding::o200k_base))
+        } else if tiktoken::model_to_encoding(m) == Some("cl100k_base") {
+            Some(CL100K.get_or_init(tiktoken::encoding::cl100k_base))
+        } else {
+            None
+        }
+    }
 }
 
 /// The provider's count of the last call's prompt and reply, with our
@@ -109,6 +188,30 @@ pub fn projected(anchor: Option<&Anchor>, estimate: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn models_without_a_known_vocabulary_are_estimated() {
+        assert!(!Counter::for_model("claude-sonnet-4-5").is_exact());
+        assert!(!Counter::for_model("qwen2.5:7b").is_exact());
+        assert_eq!(Counter::ESTIMATE.text("记忆索引"), 4);
+    }
+
+    /// Runs in `tests/run.sh`'s `exact-tokens` lane.
+    #[cfg(feature = "exact-tokens")]
+    #[test]
+    fn openai_models_are_counted_with_their_own_vocabulary() {
+        let gpt = Counter::for_model("openai/gpt-4o-mini");
+        assert!(gpt.is_exact());
+        // o200k: "hello" + " world"; cl100k agrees here.
+        assert_eq!(gpt.text("hello world"), 2);
+        assert!(Counter::for_model("gpt-5").is_exact());
+        let old = Counter::for_model("gpt-4-0613");
+        assert!(old.is_exact());
+        // The vocabularies differ where it matters: Chinese text.
+        let zh = "长期记忆索引和混合检索";
+        assert_ne!(gpt.text(zh), estimate_text(zh));
+        assert!(gpt.text(zh) > 0 && old.text(zh) > 0);
+    }
 
     #[test]
     fn ascii_is_about_four_characters_a_token_and_cjk_one() {
