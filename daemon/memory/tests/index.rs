@@ -51,8 +51,8 @@ async fn search(index: &MemoryIndex, text: &str) -> Vec<String> {
 const NOTES: &str =
     "# Boat\n\nThe boat Aurora is moored in Hydra.\n\n# Garden\n\nThe tomatoes need water daily.\n";
 
-#[tokio::test]
-async fn only_what_changed_is_read_and_embedded_again() {
+/// A memory folder with MEMORY.md (two sections) and memory/cats.md.
+fn two_notes() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     write(root.path(), "MEMORY.md", NOTES);
     write(
@@ -60,6 +60,12 @@ async fn only_what_changed_is_read_and_embedded_again() {
         "memory/cats.md",
         "# Cats\n\nMiso likes tuna.\n",
     );
+    root
+}
+
+#[tokio::test]
+async fn only_what_changed_is_read_and_embedded_again() {
+    let root = two_notes();
     let embedder = Arc::new(ProjectionEmbedder::new("p", 64));
     let index = open(root.path(), Some(embedder.clone()));
 
@@ -102,13 +108,7 @@ async fn only_what_changed_is_read_and_embedded_again() {
 
 #[tokio::test]
 async fn a_deleted_file_leaves_the_index_and_a_path_scope_sees_it() {
-    let root = tempfile::tempdir().unwrap();
-    write(root.path(), "MEMORY.md", NOTES);
-    write(
-        root.path(),
-        "memory/cats.md",
-        "# Cats\n\nMiso likes tuna.\n",
-    );
+    let root = two_notes();
     let index = open(
         root.path(),
         Some(Arc::new(ProjectionEmbedder::new("p", 64))),
