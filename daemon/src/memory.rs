@@ -177,12 +177,9 @@ pub fn choose_embedder(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> 
         EmbedderChoice::None => Err("[memory] embedder = \"none\"".into()),
         EmbedderChoice::Local => local(s),
         EmbedderChoice::Openai => openai(s),
-        EmbedderChoice::Bundled => bundled(),
         EmbedderChoice::Auto => {
             if s.model_dir.join("config.json").is_file() {
                 local(s)
-            } else if crate::config::memory::BUNDLED_EMBEDDER {
-                bundled()
             } else {
                 Err(format!(
                     "no embedding model in {}: run `bash packaging/fetch-model.sh` in the pincer source folder, or set [memory] embedder = \"openai\"",
@@ -203,21 +200,6 @@ fn local(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
 #[cfg(not(feature = "local-embedder"))]
 fn local(_: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
     Err("this pincerd was built without the local embedder (cargo feature `local-embedder`)".into())
-}
-
-#[cfg(feature = "bundled-embedder")]
-fn bundled() -> Result<Arc<dyn Embedder>, String> {
-    Ok(Arc::new(
-        pincer_memory::embed::bundled::BundledEmbedder::default(),
-    ))
-}
-
-#[cfg(not(feature = "bundled-embedder"))]
-fn bundled() -> Result<Arc<dyn Embedder>, String> {
-    Err(
-        "this pincerd was built without the bundled embedder (cargo feature `bundled-embedder`)"
-            .into(),
-    )
 }
 
 fn openai(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {

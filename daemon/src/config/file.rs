@@ -57,7 +57,7 @@ pub struct ContextSection {
 #[serde(deny_unknown_fields)]
 pub struct MemorySection {
     pub enabled: Option<bool>,
-    /// auto | local | openai | bundled | none
+    /// auto | local | openai | none
     pub embedder: Option<Spanned<String>>,
     /// The Hugging Face folder of the local model (relative to PINCER_HOME).
     pub model_dir: Option<String>,

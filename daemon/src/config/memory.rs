@@ -18,12 +18,11 @@ use crate::home::{Home, expand_tilde};
 /// Which embedder fills the vector leg.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EmbedderChoice {
-    /// The local model folder when it is there, else the bundled model when
-    /// this build has it, else none (said plainly everywhere).
+    /// The local model folder when it is there, else none (said plainly
+    /// everywhere).
     Auto,
     Local,
     Openai,
-    Bundled,
     None,
 }
 
@@ -33,7 +32,6 @@ impl EmbedderChoice {
             Self::Auto => "auto",
             Self::Local => "local",
             Self::Openai => "openai",
-            Self::Bundled => "bundled",
             Self::None => "none",
         }
     }
@@ -67,9 +65,6 @@ pub struct MemorySettings {
     pub watch: WatchSettings,
 }
 
-/// Whether this build has the bundled embedder compiled in.
-pub const BUNDLED_EMBEDDER: bool = cfg!(feature = "bundled-embedder");
-
 /// The default local model folder, relative to `PINCER_HOME/models/`.
 pub const DEFAULT_LOCAL_MODEL: &str = "all-MiniLM-L6-v2";
 
@@ -80,27 +75,18 @@ pub(super) fn settings(
 ) -> Result<MemorySettings, ConfigError> {
     let embedder = match &m.embedder {
         None => EmbedderChoice::Auto,
-        Some(e) => {
-            match e.get_ref().as_str() {
-                "auto" => EmbedderChoice::Auto,
-                "local" => EmbedderChoice::Local,
-                "openai" => EmbedderChoice::Openai,
-                "none" => EmbedderChoice::None,
-                "bundled" if BUNDLED_EMBEDDER => EmbedderChoice::Bundled,
-                "bundled" => {
-                    return Err(loc.at(
+        Some(e) => match e.get_ref().as_str() {
+            "auto" => EmbedderChoice::Auto,
+            "local" => EmbedderChoice::Local,
+            "openai" => EmbedderChoice::Openai,
+            "none" => EmbedderChoice::None,
+            other => {
+                return Err(loc.at(
                     e.span(),
-                    "this pincerd was built without the bundled embedder (cargo feature `bundled-embedder`); use `local`, `openai` or `none`",
+                    format!("unknown embedder `{other}`; expected auto, local, openai or none"),
                 ));
-                }
-                other => {
-                    return Err(loc.at(
-                    e.span(),
-                    format!("unknown embedder `{other}`; expected auto, local, openai, bundled or none"),
-                ));
-                }
             }
-        }
+        },
     };
     let model_dir = match &m.model_dir {
         Some(dir) => {

@@ -1,7 +1,8 @@
 //! Embedders (SPEC §10) behind one trait: [`local`] runs a sentence-embedding
-//! BERT model in-process with candle, [`bundled`] the small model compiled
-//! into the binary, [`openai`] any OpenAI-compatible `/v1/embeddings`
-//! endpoint. "No embedder" is `None` where an embedder is expected, never a
+//! BERT model in-process with candle, [`openai`] any OpenAI-compatible
+//! `/v1/embeddings` endpoint, and `bundled` (feature `bundled-embedder`) a
+//! small model compiled into the binary, for comparison in the retrieval
+//! evaluation only. "No embedder" is `None` where an embedder is expected, never a
 //! fake one: the index then says plainly that the vector leg is off.
 
 #[cfg(feature = "bundled-embedder")]
