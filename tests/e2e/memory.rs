@@ -2,14 +2,15 @@
 //! all-MiniLM-L6-v2 weights found with zero configuration in
 //! `PINCER_HOME/models/`, the watcher (edit, new file, rename, delete), the
 //! reconcile scan after changes made while the daemon was down, the
-//! memory tools and auto-recall through the scripted model, and the plain
-//! "vector leg is off" everywhere when there is no embedder.
+//! memory tools and auto-recall through the scripted model, the `openai`
+//! embedder against llmock's `/v1/embeddings`, and the plain "vector leg is
+//! off" everywhere when there is no embedder.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use pincer_testkit::harness::{TestHome, provider_config};
-use pincer_testkit::peers::minilm_dir;
+use pincer_testkit::peers::{PyServer, admin, minilm_dir};
 use pincer_testkit::requests::tool_results;
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::{Value, json};
@@ -221,6 +222,93 @@ async fn the_index_follows_the_files_live_and_after_downtime() {
         lines.iter().any(|l| l["phase"] == "files"),
         "{}",
         out.stdout
+    );
+}
+
+/// llmock (PyPI) answers `/v1/embeddings` like OpenAI, with 1,536
+/// pseudo-random dimensions seeded by the text: the same text always gets
+/// the same vector, so a query equal to a chunk meets it at cosine 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_openai_compatible_endpoint_fills_the_vector_leg() {
+    let mock = PyServer::start("llmock", &["serve", "--port", "0"]);
+    // The endpoint is busy once (as llama.cpp is while it loads a model):
+    // the embedder tries again instead of leaving the vector leg off.
+    let queued = admin(
+        "POST",
+        &format!("{}/_llmock/scenario", mock.url()),
+        Some(json!({"behaviors": [
+            {"type": "fail", "status": 503, "message": "loading model", "match": {"path": "/v1/embeddings"}}
+        ]})),
+    )
+    .await;
+    assert!(queued.get("queued").is_some(), "{queued}");
+    let home = TestHome::new();
+    home.write_config(&format!(
+        "[memory]\nembedder = \"openai\"\n[memory.openai]\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\n",
+        mock.url()
+    ));
+    let ws = home.workspace();
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "My cat is called Miso and she likes tuna.\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("memory/trips.md"), "We sailed to Hydra in June.\n").unwrap();
+    let _daemon = home.start();
+
+    let s = indexed(&home).await;
+    assert_eq!(s["vector_leg"]["on"], true, "{s:#}");
+    assert_eq!(s["vector_leg"]["detail"], "openai/mock-embed");
+    assert_eq!(s["dimensions"], 1536, "learnt from the endpoint: {s:#}");
+    assert_eq!(s["chunks"], 2, "{s:#}");
+    assert_eq!(s["embedded_chunks"], 2, "{s:#}");
+
+    let calls = |requests: &Value| -> Vec<Value> {
+        requests["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["path"] == "/v1/embeddings")
+            .cloned()
+            .collect()
+    };
+    let journal = admin("GET", &format!("{}/_llmock/requests", mock.url()), None).await;
+    let calls_before = calls(&journal);
+    assert_eq!(
+        calls_before[0]["status"], 503,
+        "the scripted failure came first: {journal:#}"
+    );
+    assert_eq!(
+        calls_before[1]["status"], 200,
+        "and was tried again: {journal:#}"
+    );
+    assert!(
+        calls_before.iter().all(|c| c["model"] == "mock-embed"),
+        "{journal:#}"
+    );
+    let batch = calls_before
+        .iter()
+        .find(|c| c["body"]["input"].as_array().is_some_and(|i| i.len() == 2))
+        .unwrap_or_else(|| panic!("both chunks were embedded in one batch: {journal:#}"));
+    assert_eq!(batch["status"], 200);
+
+    // The vector leg ranks by the endpoint's vectors: a query equal to a
+    // chunk's text meets that chunk's vector exactly.
+    let first = search(&home, "tuna").await;
+    let snippet = first["hits"][0]["snippet"].as_str().unwrap().to_string();
+    assert!(snippet.contains("Miso"), "{first:#}");
+    let exact = search(&home, &snippet).await;
+    assert_eq!(exact["vector_leg"]["on"], true, "{exact:#}");
+    assert_eq!(exact["hits"][0]["path"], "MEMORY.md", "{exact:#}");
+    let cosine = exact["hits"][0]["vector_score"].as_f64().unwrap();
+    assert!(cosine > 0.999, "cosine {cosine}: {exact:#}");
+    let journal = admin("GET", &format!("{}/_llmock/requests", mock.url()), None).await;
+    assert!(
+        calls(&journal)
+            .iter()
+            .any(|c| c["body"]["input"] == json!([snippet])),
+        "the query was embedded by the endpoint: {journal:#}"
     );
 }
 

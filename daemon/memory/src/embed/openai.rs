@@ -2,6 +2,7 @@
 //! endpoint (OpenAI, Ollama, llama.cpp, vLLM…).
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
@@ -18,6 +19,16 @@ pub struct OpenAiEmbedder {
     /// Configured, or learnt from the first answer.
     dimensions: OnceLock<usize>,
 }
+
+/// Tries per request. A server that is busy (429) or still loading its
+/// model (llama.cpp answers 503 meanwhile) gets two more chances; one that
+/// cannot be reached fails at once, so a search with the endpoint down is
+/// not held up (the next sync embeds what was missed).
+const ATTEMPTS: u32 = 3;
+/// The first wait between tries, doubled each time, unless the server
+/// names one with `Retry-After` (honoured up to [`MAX_RETRY_AFTER`]).
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 #[derive(Deserialize)]
 struct Response {
@@ -60,20 +71,32 @@ impl OpenAiEmbedder {
             url: self.url.clone(),
             reason,
         };
-        let mut request = self.http.post(&self.url).json(&serde_json::json!({
-            "model": self.id.model,
-            "input": texts,
-        }));
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request.send().await.map_err(|e| fail(e.to_string()))?;
-        let status = response.status();
-        if !status.is_success() {
+        let mut attempt = 1;
+        let response = loop {
+            let mut request = self.http.post(&self.url).json(&serde_json::json!({
+                "model": self.id.model,
+                "input": texts,
+            }));
+            if let Some(key) = &self.api_key {
+                request = request.bearer_auth(key);
+            }
+            let response = request.send().await.map_err(|e| fail(e.to_string()))?;
+            let status = response.status();
+            if status.is_success() {
+                break response;
+            }
+            let retry_after = retry_after(&response);
             let body = response.text().await.unwrap_or_default();
             let body: String = body.chars().take(300).collect();
-            return Err(fail(format!("HTTP {status}: {body}")));
-        }
+            let transient = status.as_u16() == 429 || status.is_server_error();
+            let wait = retry_after.unwrap_or(FIRST_BACKOFF * 2u32.pow(attempt - 1));
+            if !transient || attempt == ATTEMPTS || wait > MAX_RETRY_AFTER {
+                return Err(fail(format!("HTTP {status}: {body}")));
+            }
+            tracing::debug!(url = %self.url, %status, ?wait, attempt, "embedding endpoint busy; trying again");
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        };
         let mut parsed: Response = response
             .json()
             .await
@@ -105,6 +128,13 @@ impl OpenAiEmbedder {
         }
         Ok(vectors)
     }
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is not used by these APIs).
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let value = response.headers().get(reqwest::header::RETRY_AFTER)?;
+    let seconds: f64 = value.to_str().ok()?.trim().parse().ok()?;
+    Duration::try_from_secs_f64(seconds).ok()
 }
 
 impl Embedder for OpenAiEmbedder {
