@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs="${1:-10}"
 cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-e2e --bins
-bin=target/release
+bin="${CARGO_TARGET_DIR:-target}/release"
 work=$(mktemp -d)
 llm_out="$work/llm.url"
 "$bin/pincer-scripted-llm" "pong" > "$llm_out" &
