@@ -2,8 +2,8 @@
 //! BERT model in-process with candle, [`openai`] any OpenAI-compatible
 //! `/v1/embeddings` endpoint, and `bundled` (feature `bundled-embedder`) a
 //! small model compiled into the binary, for comparison in the retrieval
-//! evaluation only. "No embedder" is `None` where an embedder is expected, never a
-//! fake one: the index then says plainly that the vector leg is off.
+//! evaluation only. "No embedder" is `None` where an embedder is expected,
+//! never a fake one: the index then says plainly that the vector leg is off.
 
 #[cfg(feature = "bundled-embedder")]
 pub mod bundled;
