@@ -736,3 +736,54 @@ async fn the_global_limit_holds_other_sessions_back() {
     assert_eq!((a.trim(), b.trim()), ("a done", "b done"));
     assert_eq!(llm.journal().len(), 3);
 }
+
+/// Transcripts the daemon holds open, from `/proc/<pid>/fd`.
+fn open_transcripts(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.extension().is_some_and(|e| e == "jsonl"))
+        .count()
+}
+
+/// A daemon serving many chats must not keep every transcript it ever
+/// opened: idle sessions beyond the 32 most recent are closed (each held a
+/// file descriptor and its history in memory), and a closed one is read
+/// again, history and all, when its next message comes.
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_sessions_close_their_transcripts_and_reopen_with_history() {
+    let (home, llm) = setup("").await;
+    llm.script_cycle("[idle]", vec![Step::text("noted")]);
+    let daemon = home.start();
+    for i in 0..40 {
+        let session = format!("s{i}");
+        home.cli(&[
+            "send",
+            "--session",
+            &session,
+            &format!("[idle] remember token-{i}"),
+        ])
+        .await
+        .ok();
+    }
+    let open = open_transcripts(daemon.pid());
+    assert!(
+        (1..=32).contains(&open),
+        "{open} transcripts open after 40 sessions went idle"
+    );
+    home.cli(&[
+        "send",
+        "--session",
+        "s0",
+        "[idle] what did I ask you to remember?",
+    ])
+    .await
+    .ok();
+    let last = llm.journal().pop().unwrap();
+    let sent = last.to_string();
+    assert!(
+        sent.contains("remember token-0") && sent.contains("what did I ask you to remember?"),
+        "the reopened session lost its history: {last}"
+    );
+    assert!(open_transcripts(daemon.pid()) <= 32);
+}

@@ -16,17 +16,17 @@ IFS=',' read -ra sizes <<< "${PINCER_BENCH_SIZES:-10000,100000}"
 for size in "${sizes[@]}"; do
   budget=-; [ "$size" = 10000 ] && budget=5; [ "$size" = 100000 ] && budget=30
   for leg in hybrid vector_only text_only; do
-    f="target/criterion/memory_search/$leg/$size/new/estimates.json"
+    f="${CARGO_TARGET_DIR:-target}/criterion/memory_search/$leg/$size/new/estimates.json"
     [ -f "$f" ] || continue
     b=-; [ "$leg" = hybrid ] && b=$budget
     printf '%-46s %7s ms %7s ms\n' "$leg search, $size chunks × 384-d" "$(median "$f")" "$b"
   done
 done
-f=target/criterion/query_embedding_all-MiniLM-L6-v2/new/estimates.json
+f=${CARGO_TARGET_DIR:-target}/criterion/query_embedding_all-MiniLM-L6-v2/new/estimates.json
 [ -f "$f" ] && printf '%-46s %7s ms %7s\n' "embedding the query (all-MiniLM-L6-v2)" "$(median "$f")" "-"
-f=target/criterion/indexing/all-MiniLM-L6-v2/new/estimates.json
+f=${CARGO_TARGET_DIR:-target}/criterion/indexing/all-MiniLM-L6-v2/new/estimates.json
 [ -f "$f" ] && printf '%-46s %7s /s %7s\n' "indexing with all-MiniLM-L6-v2 (chunks)" \
   "$(python3 -c 'import json, sys; print("%.0f" % (64 / (json.load(open(sys.argv[1]))["median"]["point_estimate"] / 1e9)))' "$f")" "-"
-f=target/criterion/save_to_searchable/MEMORY.md/new/estimates.json
+f=${CARGO_TARGET_DIR:-target}/criterion/save_to_searchable/MEMORY.md/new/estimates.json
 [ -f "$f" ] && printf '%-46s %7s ms %7s ms\n' "MEMORY.md saved → found by search" "$(median "$f")" 1000
 exit 0

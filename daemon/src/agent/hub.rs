@@ -4,9 +4,12 @@
 //!
 //! A session's transcript is owned by the task that drives its turns; the
 //! hub's lock is held only to queue, subscribe or abort, never across a turn.
+//! Between turns the most recently used sessions keep their transcript open
+//! and loaded; the rest are closed and read again when a message comes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -19,6 +22,12 @@ use crate::session::transcript::Transcript;
 use crate::tools::policy::ChatOrigin;
 
 pub type Subscriber = mpsc::UnboundedSender<Event>;
+
+/// Idle sessions that keep their transcript open and loaded for the next
+/// turn. Each costs a file descriptor and its history in memory, so a
+/// daemon that serves many chats for weeks closes the least recently used
+/// beyond this; reopening one reads its transcript again (a few ms).
+const IDLE_SESSIONS_KEPT: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
@@ -59,6 +68,9 @@ struct Slot {
     pending: Vec<Pending>,
     /// Loaded transcript kept between turns (taken by the driver).
     log: Option<SessionLog>,
+    /// When the slot last went idle: the oldest idle slots are dropped
+    /// first.
+    idle_since: Option<Instant>,
 }
 
 /// Cloneable handle to every session's turn state.
@@ -393,6 +405,8 @@ impl Hub {
             refuse_pending(slot);
             slot.running = None;
             slot.log = log.take();
+            slot.idle_since = Some(Instant::now());
+            close_oldest_idle(&mut slots, IDLE_SESSIONS_KEPT);
             return None;
         }
         let (text, origin, subscribers) = next_turn(slot);
@@ -494,6 +508,27 @@ fn next_turn(slot: &mut Slot) -> (String, ChatOrigin, Arc<Mutex<Vec<Subscriber>>
         pending.into_iter().map(|p| p.subscriber).collect(),
     ));
     (text, origin, subscribers)
+}
+
+/// Drops the slots (and so closes the transcripts) of the least recently
+/// used idle sessions until at most `keep` are left. An idle slot holds
+/// nothing else: its queue is empty and no turn runs.
+fn close_oldest_idle(slots: &mut HashMap<String, Slot>, keep: usize) {
+    loop {
+        let idle = slots.values().filter(|s| s.running.is_none()).count();
+        if idle <= keep {
+            return;
+        }
+        let oldest = slots
+            .iter()
+            .filter(|(_, s)| s.running.is_none())
+            .min_by_key(|(_, s)| s.idle_since)
+            .map(|(key, _)| key.clone());
+        match oldest {
+            Some(key) => slots.remove(&key),
+            None => return,
+        };
+    }
 }
 
 /// Tells everyone still queued that their message was not delivered

@@ -82,8 +82,9 @@ impl Sent {
     }
 }
 
-/// The last request of every session that made a call since pincerd
-/// started, by session id.
+/// The last request of each session with a turn running, by session id;
+/// when the turn ends it is written beside the transcript and let go, so
+/// memory does not grow with every session ever served.
 #[derive(Clone, Default)]
 pub struct PromptStore {
     sent: Arc<Mutex<HashMap<String, Arc<Sent>>>>,
@@ -108,15 +109,24 @@ impl PromptStore {
     }
 
     /// Writes the session's last prompt beside its transcript, in the
-    /// background; a failure is logged.
+    /// background, then forgets it unless a newer call replaced it
+    /// meanwhile (until then [`PromptStore::get`] answers from memory, so
+    /// no reader sees the file half-written); a failure is logged.
     pub fn persist(&self, session_id: &str, transcript: &Path) {
         let Some(sent) = self.lock().get(session_id).cloned() else {
             return;
         };
         let file = path(transcript);
+        let store = self.clone();
+        let id = session_id.to_string();
         tokio::task::spawn_blocking(move || {
             if let Err(e) = sent.to_prompt().write(&file) {
                 tracing::warn!(path = %file.display(), error = %e, "cannot keep the last prompt");
+                return;
+            }
+            let mut map = store.lock();
+            if map.get(&id).is_some_and(|now| Arc::ptr_eq(now, &sent)) {
+                map.remove(&id);
             }
         });
     }
@@ -229,7 +239,7 @@ mod tests {
     use super::*;
     use crate::llm::{Message, ToolCall};
 
-    fn sent(text: &str, format: ToolFormat) -> LastPrompt {
+    fn raw(text: &str, format: ToolFormat) -> Sent {
         Sent {
             ts: "2026-11-23T10:00:00Z".into(),
             model: "p/m".into(),
@@ -237,7 +247,10 @@ mod tests {
             estimated_tokens: 1,
             request: request(text),
         }
-        .to_prompt()
+    }
+
+    fn sent(text: &str, format: ToolFormat) -> LastPrompt {
+        raw(text, format).to_prompt()
     }
 
     fn request(text: &str) -> Request {
@@ -256,6 +269,24 @@ mod tests {
             ],
             tools: Vec::new(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_persisted_prompt_leaves_memory_and_is_read_from_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let transcript = dir.path().join("s.jsonl");
+        let store = PromptStore::default();
+        store.record("s", raw("first turn", ToolFormat::Native));
+        store.persist("s", &transcript);
+        for _ in 0..500 {
+            if store.lock().is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        assert!(store.lock().is_empty(), "the prompt stayed in memory");
+        let read = store.get("s", &transcript).unwrap().unwrap();
+        assert_eq!(read, sent("first turn", ToolFormat::Native));
     }
 
     #[test]
