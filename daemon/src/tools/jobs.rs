@@ -2,8 +2,9 @@
 //! outlives the call, and `process` lists, polls, reads and kills them
 //! (SPEC §8.2). A job belongs to the session that started it; other
 //! sessions do not see it. Output is kept in memory (the newest
-//! `MAX_OUTPUT` bytes); the daemon kills every job's process group when it
-//! stops.
+//! `MAX_OUTPUT` bytes); the newest `FINISHED_KEPT` finished jobs stay
+//! readable, older ones are forgotten; the daemon kills every job's process
+//! group when it stops.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,6 +19,10 @@ use crate::util::cap_head_tail;
 
 /// Output bytes kept per job (the oldest are dropped first).
 const MAX_OUTPUT: usize = 1024 * 1024;
+/// Finished jobs kept for `poll` and `log`; when a job starts, older
+/// finished ones are forgotten, so a daemon running for weeks does not
+/// keep every job's output.
+const FINISHED_KEPT: usize = 16;
 
 struct Output {
     text: String,
@@ -99,7 +104,9 @@ impl Jobs {
                 exit: None,
             }),
         });
-        self.lock().insert(id, job.clone());
+        let mut jobs = self.lock();
+        forget_old_finished(&mut jobs);
+        jobs.insert(id, job.clone());
         job
     }
 
@@ -125,6 +132,20 @@ impl Jobs {
                 job.kill();
             }
         }
+    }
+}
+
+/// Drops finished jobs beyond the newest [`FINISHED_KEPT`] (ids grow, so
+/// the map's order is the age); running jobs are never dropped.
+fn forget_old_finished(jobs: &mut BTreeMap<u32, Arc<Job>>) {
+    let finished: Vec<u32> = jobs
+        .iter()
+        .filter(|(_, job)| job.lock().exit.is_some())
+        .map(|(id, _)| *id)
+        .collect();
+    let excess = finished.len().saturating_sub(FINISHED_KEPT);
+    for id in &finished[..excess] {
+        jobs.remove(id);
     }
 }
 
@@ -177,7 +198,11 @@ async fn process(args: ProcessArgs, ctx: ToolContext) -> ToolOutput {
         }
         (_, Some(id)) => match jobs.get(&ctx.session_key, id) {
             Some(job) => job,
-            None => return ToolOutput::error(format!("no background job {id} in this session")),
+            None => {
+                return ToolOutput::error(format!(
+                    "no background job {id} in this session (finished jobs are forgotten once {FINISHED_KEPT} newer ones have finished)"
+                ));
+            }
         },
     };
     let cap = ctx.settings.exec_max_output_chars;
@@ -236,4 +261,33 @@ fn list(jobs: &Jobs, session_key: &str) -> ToolOutput {
             .collect::<Vec<_>>()
             .join("\n"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_newest_finished_jobs_are_kept() {
+        let jobs = Jobs::default();
+        let running = jobs.add("s", "sleep 1000", None);
+        let finished: Vec<Arc<Job>> = (0..FINISHED_KEPT + 4)
+            .map(|i| {
+                let job = jobs.add("s", &format!("echo {i}"), None);
+                job.finish("exit 0".into());
+                job
+            })
+            .collect();
+        let next = jobs.add("s", "echo next", None);
+        let ids: Vec<u32> = jobs.of_session("s").iter().map(|j| j.id).collect();
+        assert_eq!(ids.len(), 1 + FINISHED_KEPT + 1, "{ids:?}");
+        assert!(ids.contains(&running.id), "a running job is never dropped");
+        assert!(ids.contains(&next.id));
+        for old in &finished[..4] {
+            assert!(!ids.contains(&old.id), "{} kept: {ids:?}", old.id);
+        }
+        for kept in &finished[4..] {
+            assert!(ids.contains(&kept.id), "{} dropped: {ids:?}", kept.id);
+        }
+    }
 }
