@@ -112,6 +112,15 @@ pub fn open(path: &Path) -> Result<Connection, MemoryError> {
     Ok(conn)
 }
 
+/// A second connection to an index [`open`] has set up, for reads only.
+pub fn open_reader(path: &Path) -> Result<Connection, MemoryError> {
+    let conn = Connection::open(path)?;
+    conn.execute_batch(
+        "PRAGMA busy_timeout = 5000; PRAGMA cache_size = -2000; PRAGMA mmap_size = 1073741824;",
+    )?;
+    Ok(conn)
+}
+
 fn drop_all(conn: &Connection) -> Result<(), MemoryError> {
     conn.execute_batch(
         "DROP TABLE IF EXISTS chunks_vec; DROP TABLE IF EXISTS chunks_fts_vocab; DROP TABLE IF EXISTS chunks_fts;

@@ -186,6 +186,9 @@ struct Inner {
     agent: String,
     db_path: PathBuf,
     conn: Mutex<Connection>,
+    /// A second connection for the full-text leg, so a hybrid search runs
+    /// both legs at once (WAL: it reads the last committed state).
+    reader: Mutex<Connection>,
     sources: Sources,
     settings: IndexSettings,
     embedder: Option<Arc<dyn Embedder>>,
@@ -221,11 +224,13 @@ impl MemoryIndex {
         if embedder.is_none() {
             db::drop_vector_table(&conn)?;
         }
+        let reader = db::open_reader(&db_path)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 agent: agent.to_string(),
                 db_path,
                 conn: Mutex::new(conn),
+                reader: Mutex::new(reader),
                 sources,
                 settings,
                 embedder,
@@ -519,8 +524,21 @@ impl MemoryIndex {
         }
         let use_text = query.legs != Legs::VectorOnly;
         let min_score = query.min_score.unwrap_or(settings.min_score);
-        let text = query.text.clone();
         let embedder_id = self.inner.embedder.as_ref().map(|e| e.id().clone());
+        // The full-text leg runs on the reader connection while the vector
+        // leg runs on the main one. A sync committing in between can leave
+        // a text hit whose chunk is gone: `rank` skips it.
+        let (text_tx, text_rx) = std::sync::mpsc::channel();
+        if use_text {
+            let inner = self.inner.clone();
+            let text = query.text.clone();
+            tokio::task::spawn_blocking(move || {
+                let reader = inner.reader.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = text_tx.send(text_leg(&reader, &text, candidates));
+            });
+        } else {
+            drop(text_tx);
+        }
         let hits = self
             .with_conn(move |conn, _| {
                 let now_day = OffsetDateTime::now_utc().unix_timestamp() / 86_400;
@@ -528,16 +546,10 @@ impl MemoryIndex {
                     (Some(v), Some(id)) => Some(vector_candidates(conn, id, v, candidates)?),
                     _ => None,
                 };
-                let text_hits = if use_text {
-                    let terms = informative_terms(conn, fts::keywords(&text))?;
-                    match fts::terms_expression(&terms) {
-                        Some(expr) => {
-                            fuse::normalise_bm25(&text_candidates(conn, &expr, candidates)?)
-                        }
-                        None => Vec::new(),
-                    }
-                } else {
-                    Vec::new()
+                let text_hits = match text_rx.recv() {
+                    Ok(hits) => hits?,
+                    Err(_) if !use_text => Vec::new(),
+                    Err(_) => return Err(MemoryError::Task("the full-text leg stopped".into())),
                 };
                 let merged = fuse::merge(
                     vector_hits.as_deref(),
@@ -926,6 +938,15 @@ fn text_candidates(
         .query_map(params![expr, k as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+/// The full-text leg: bm25 over the informative query terms, normalised.
+fn text_leg(conn: &Connection, text: &str, k: usize) -> Result<Vec<(i64, f64)>, MemoryError> {
+    let terms = informative_terms(conn, fts::keywords(text))?;
+    Ok(match fts::terms_expression(&terms) {
+        Some(expr) => fuse::normalise_bm25(&text_candidates(conn, &expr, k)?),
+        None => Vec::new(),
+    })
 }
 
 struct ChunkRow {
