@@ -80,36 +80,17 @@ fn bench(c: &mut Criterion) {
     let (hub, _llm, _dir) = setup(&rt);
     let counter = AtomicU64::new(0);
     let mut group = c.benchmark_group("agent_turn");
-    group.bench_function("1_model_call_text", |b| {
-        b.to_async(&rt).iter(|| {
-            turn(
-                &hub,
-                "main",
-                counter.fetch_add(1, Ordering::Relaxed),
-                "[text]",
-            )
-        })
-    });
-    group.bench_function("2_model_calls_with_ls_tool", |b| {
-        b.to_async(&rt).iter(|| {
-            turn(
-                &hub,
-                "main",
-                counter.fetch_add(1, Ordering::Relaxed),
-                "[tool]",
-            )
-        })
-    });
-    group.bench_function("1_model_call_text_bootstrap_and_skills", |b| {
-        b.to_async(&rt).iter(|| {
-            turn(
-                &hub,
-                "notes",
-                counter.fetch_add(1, Ordering::Relaxed),
-                "[text]",
-            )
-        })
-    });
+    // (benchmark, agent, script marker)
+    for (name, agent, marker) in [
+        ("1_model_call_text", "main", "[text]"),
+        ("2_model_calls_with_ls_tool", "main", "[tool]"),
+        ("1_model_call_text_bootstrap_and_skills", "notes", "[text]"),
+    ] {
+        group.bench_function(name, |b| {
+            b.to_async(&rt)
+                .iter(|| turn(&hub, agent, counter.fetch_add(1, Ordering::Relaxed), marker))
+        });
+    }
     group.finish();
 }
 
