@@ -74,6 +74,11 @@ pub fn register_sqlite_vec() {
     });
 }
 
+/// Per-connection settings, for the writer and the reader alike: wait for
+/// a lock instead of failing, a small page cache, reads through mmap.
+const CONNECTION_PRAGMAS: &str =
+    "PRAGMA busy_timeout = 5000; PRAGMA cache_size = -2000; PRAGMA mmap_size = 1073741824;";
+
 /// Opens (creating when missing) the index at `path` with its tables.
 pub fn open(path: &Path) -> Result<Connection, MemoryError> {
     register_sqlite_vec();
@@ -85,9 +90,9 @@ pub fn open(path: &Path) -> Result<Connection, MemoryError> {
     }
     let conn = Connection::open(path)?;
     conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;
-         PRAGMA busy_timeout = 5000; PRAGMA cache_size = -2000; PRAGMA mmap_size = 1073741824;",
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
     )?;
+    conn.execute_batch(CONNECTION_PRAGMAS)?;
     let version: Option<i64> = conn
         .query_row(
             "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -115,9 +120,7 @@ pub fn open(path: &Path) -> Result<Connection, MemoryError> {
 /// A second connection to an index [`open`] has set up, for reads only.
 pub fn open_reader(path: &Path) -> Result<Connection, MemoryError> {
     let conn = Connection::open(path)?;
-    conn.execute_batch(
-        "PRAGMA busy_timeout = 5000; PRAGMA cache_size = -2000; PRAGMA mmap_size = 1073741824;",
-    )?;
+    conn.execute_batch(CONNECTION_PRAGMAS)?;
     Ok(conn)
 }
 
