@@ -101,7 +101,13 @@ async fn a_stranger_in_a_group_never_reaches_exec() {
     assert!(results[0].2.contains("profile `messaging`"), "{results:?}");
     assert_eq!(statuses[1], ("web_fetch", "denied"), "{results:?}");
 
-    let rows = registry.audit_rows(None, 100).await.unwrap();
+    let rows: Vec<_> = registry
+        .audit_rows(None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
     let group_rows: Vec<_> = rows
         .iter()
         .filter(|r| r.session_key == key.to_string())

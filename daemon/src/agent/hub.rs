@@ -439,6 +439,12 @@ impl Hub {
         Ok(())
     }
 
+    /// Whether shutdown has begun (no new turns; running ones finish or
+    /// are aborted at the end of the grace).
+    pub fn is_stopping(&self) -> bool {
+        self.is_closing()
+    }
+
     fn is_closing(&self) -> bool {
         self.closing.load(std::sync::atomic::Ordering::SeqCst)
     }

@@ -50,6 +50,32 @@ impl pb::daemon_server::Daemon for DaemonService {
                     .map(|m| m.provider.clone())
                     .unwrap_or_default(),
                 workspace: a.workspace.display().to_string(),
+                context_window: a.context_window(),
+            })
+            .collect();
+        let providers = config
+            .providers
+            .values()
+            .map(|p| pb::ProviderInfo {
+                id: p.name.clone(),
+                kind: match p.kind {
+                    crate::config::ProviderKind::Openai => "openai",
+                    crate::config::ProviderKind::Anthropic => "anthropic",
+                }
+                .into(),
+                base_url: p.base_url.clone(),
+                api_key_env: match &p.api_key {
+                    crate::config::ApiKey::Found { origin, .. } => {
+                        origin.strip_prefix('$').unwrap_or_default().to_string()
+                    }
+                    _ => String::new(),
+                },
+                tool_format: match p.tool_format {
+                    crate::config::ToolFormat::Native => "native",
+                    crate::config::ToolFormat::Hermes => "hermes",
+                    crate::config::ToolFormat::Xml => "xml",
+                }
+                .into(),
             })
             .collect();
         Ok(Response::new(pb::StatusResponse {
@@ -66,6 +92,13 @@ impl pb::daemon_server::Daemon for DaemonService {
                 |p| p.display().to_string(),
             ),
             provider_problem: config.provider_problem.clone().unwrap_or_default(),
+            state: if self.state.hub.is_stopping() {
+                "stopping"
+            } else {
+                "running"
+            }
+            .into(),
+            providers,
         }))
     }
 
@@ -75,7 +108,11 @@ impl pb::daemon_server::Daemon for DaemonService {
     ) -> Result<Response<pb::ShutdownResponse>, Status> {
         tracing::info!("shutdown requested over gRPC");
         self.state.stop.cancel();
-        Ok(Response::new(pb::ShutdownResponse {}))
+        let grace = self.state.hub.runtime().config().daemon.shutdown_grace;
+        Ok(Response::new(pb::ShutdownResponse {
+            running_turns: self.state.hub.running_turns() as u32,
+            grace_s: grace.as_secs() as u32,
+        }))
     }
 
     async fn reload(

@@ -172,7 +172,8 @@ impl pb::tools_server::Tools for ToolsService {
         Ok(Response::new(pb::AuditResponse {
             rows: rows
                 .into_iter()
-                .map(|r| pb::AuditRow {
+                .map(|(ts, r)| pb::AuditRow {
+                    ts,
                     session_key: r.session_key,
                     agent: r.agent,
                     sender: r.sender,

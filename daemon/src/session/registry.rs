@@ -324,19 +324,19 @@ impl Registry {
     }
 
     /// The newest `limit` audit rows of a session (all sessions if empty),
-    /// oldest first.
+    /// oldest first, each with the time of the call (RFC 3339).
     pub async fn audit_rows(
         &self,
         session_key: Option<String>,
         limit: u32,
-    ) -> Result<Vec<AuditRecord>, RegistryError> {
+    ) -> Result<Vec<(String, AuditRecord)>, RegistryError> {
         self.call(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail
+                "SELECT session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail, at
                  FROM tool_audit WHERE (?1 IS NULL OR session_key = ?1) ORDER BY seq DESC LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![session_key, limit as i64], |r| {
-                Ok(AuditRecord {
+                Ok((r.get::<_, String>(10)?, AuditRecord {
                     session_key: r.get(0)?,
                     agent: r.get(1)?,
                     sender: r.get(2)?,
@@ -347,9 +347,9 @@ impl Registry {
                     duration_ms: r.get::<_, i64>(7)? as u64,
                     decided_by: r.get(8)?,
                     detail: r.get(9)?,
-                })
+                }))
             })?;
-            let mut out: Vec<AuditRecord> = rows.collect::<Result<_, _>>()?;
+            let mut out: Vec<(String, AuditRecord)> = rows.collect::<Result<_, _>>()?;
             out.reverse();
             Ok(out)
         })
