@@ -85,7 +85,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     // instead of the default action killing it.
     let signals = Signals::install();
     let listener = socket::bind(&home.socket_path())?;
-    hub.runtime().memory.start(&config);
+    hub.runtime().memory().start(&config);
 
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
@@ -109,9 +109,9 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let served = server::serve(listener, state).await;
     tracing::info!("stopping: letting running turns finish (up to {grace:?})");
     hub.shutdown(grace).await;
-    hub.runtime().jobs.kill_all();
+    hub.runtime().jobs().kill_all();
     hub.runtime().mcp().stop();
-    hub.runtime().memory.stop();
+    hub.runtime().memory().stop();
     tracing::info!("pincerd stopped");
     served.map_err(StartError::from)
 }

@@ -101,26 +101,58 @@ pub struct Live {
     pub mcp: Arc<McpManager>,
 }
 
-/// Shared state every turn uses; clone freely.
+/// Shared state every turn uses; clone freely. Its parts are reached
+/// through methods, so what may be swapped on reload (config, models, MCP)
+/// is only ever read as a snapshot.
 #[derive(Clone)]
 pub struct Runtime {
-    pub home: Home,
-    pub registry: Registry,
-    pub tools: Arc<ToolRegistry>,
+    home: Home,
+    registry: Registry,
+    tools: Arc<ToolRegistry>,
     /// Calls waiting for the owner's approval.
-    pub approvals: Approvals,
+    approvals: Approvals,
     /// Background jobs of `exec`; killed when the daemon stops.
-    pub jobs: Jobs,
+    jobs: Jobs,
     /// Every agent's long-term memory index.
-    pub memory: crate::memory::Memory,
+    memory: crate::memory::Memory,
     /// The last request of each session (`pincer sessions prompt`).
-    pub prompts: last_prompt::PromptStore,
+    prompts: last_prompt::PromptStore,
     /// Sub-agent sessions started since the daemon started.
     subagents: Arc<std::sync::Mutex<std::collections::HashMap<String, SubAgent>>>,
     live: Arc<RwLock<Live>>,
 }
 
 impl Runtime {
+    /// Every path inside `PINCER_HOME`.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// The session registry and audit table (`state/pincer.db`).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Calls waiting for the owner's approval.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
+    /// Background jobs of `exec`.
+    pub fn jobs(&self) -> &Jobs {
+        &self.jobs
+    }
+
+    /// Every agent's long-term memory index.
+    pub fn memory(&self) -> &crate::memory::Memory {
+        &self.memory
+    }
+
+    /// The last request of each session.
+    pub fn prompts(&self) -> &last_prompt::PromptStore {
+        &self.prompts
+    }
+
     pub fn subagent(&self, key: &str) -> Option<SubAgent> {
         self.subagents
             .lock()

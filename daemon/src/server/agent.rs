@@ -6,9 +6,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::{MAX_MESSAGE_BYTES, State, status_of};
+use super::{MAX_MESSAGE_BYTES, State};
 use crate::agent::Event;
-use crate::session::SessionKey;
 
 pub struct AgentService {
     state: State,
@@ -18,22 +17,6 @@ impl AgentService {
     pub fn new(state: State) -> Self {
         Self { state }
     }
-}
-
-/// Resolves the agent and session key a client named.
-pub fn resolve_key(state: &State, agent: &str, session: &str) -> Result<SessionKey, Status> {
-    let agent = if session.starts_with("agent:") && agent.is_empty() {
-        match SessionKey::parse(session) {
-            Ok(k) => k.agent().to_string(),
-            Err(e) => return Err(Status::invalid_argument(e.to_string())),
-        }
-    } else {
-        state.hub.agent_id(agent).map_err(|e| status_of(&e))?
-    };
-    let key = SessionKey::from_client(&agent, session)
-        .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    state.hub.agent_id(key.agent()).map_err(|e| status_of(&e))?;
-    Ok(key)
 }
 
 type EventStream =
@@ -59,13 +42,9 @@ impl pb::agent_server::Agent for AgentService {
                 req.message.len()
             )));
         }
-        let key = resolve_key(&self.state, &req.agent, &req.session)?;
+        let key = self.state.hub.resolve_key(&req.agent, &req.session)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        self.state
-            .hub
-            .chat(key, req.message, tx)
-            .await
-            .map_err(|e| status_of(&e))?;
+        self.state.hub.chat(key, req.message, tx).await?;
         let stream =
             tokio_stream::StreamExt::map(UnboundedReceiverStream::new(rx), |e| Ok(to_proto(e)));
         // End the stream after the turn's last event.
@@ -81,9 +60,8 @@ impl pb::agent_server::Agent for AgentService {
         request: Request<pb::AbortRequest>,
     ) -> Result<Response<pb::AbortResponse>, Status> {
         let req = request.into_inner();
-        let key = resolve_key(&self.state, &req.agent, &req.session)?;
         Ok(Response::new(pb::AbortResponse {
-            aborted: self.state.hub.abort(&key.to_string()),
+            aborted: self.state.hub.abort_named(&req.agent, &req.session)?,
         }))
     }
 }

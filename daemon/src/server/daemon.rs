@@ -82,11 +82,11 @@ impl pb::daemon_server::Daemon for DaemonService {
             version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
             uptime_ms: self.state.started.elapsed().as_millis() as u64,
-            home: rt.home.root().display().to_string(),
+            home: rt.home().root().display().to_string(),
             agents,
             running_turns: self.state.hub.running_turns() as u32,
             max_concurrent_turns: self.state.hub.max_concurrent_turns() as u32,
-            sessions: rt.registry.count().await.unwrap_or(0),
+            sessions: rt.registry().count().await.unwrap_or(0),
             config_path: config.source.as_ref().map_or_else(
                 || "(none: zero-config defaults)".into(),
                 |p| p.display().to_string(),
@@ -144,7 +144,7 @@ impl pb::daemon_server::Daemon for DaemonService {
         request: Request<pb::LogsRequest>,
     ) -> Result<Response<Self::LogsStream>, Status> {
         let req = request.into_inner();
-        let path = self.state.hub.runtime().home.log_file();
+        let path = self.state.hub.runtime().home().log_file();
         let lines = if req.lines == 0 && !req.follow {
             50
         } else {
@@ -161,7 +161,8 @@ impl pb::daemon_server::Daemon for DaemonService {
         _: Request<pb::DoctorRequest>,
     ) -> Result<Response<pb::DoctorResponse>, Status> {
         let rt = self.state.hub.runtime();
-        let findings = crate::doctor::check_running(&rt.home, &rt.config(), Some(&rt.memory)).await;
+        let findings =
+            crate::doctor::check_running(&rt.home(), &rt.config(), Some(&rt.memory())).await;
         Ok(Response::new(pb::DoctorResponse {
             findings: findings
                 .into_iter()

@@ -9,7 +9,7 @@ use pincer_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::{State, status_of};
+use super::State;
 
 pub struct MemoryService {
     state: State,
@@ -23,13 +23,13 @@ impl MemoryService {
     /// The index of `agent` (empty: the default agent).
     fn index(&self, agent: &str) -> Result<MemoryIndex, Status> {
         let hub = &self.state.hub;
-        let id = hub.agent_id(agent).map_err(|e| status_of(&e))?;
+        let id = hub.agent_id(agent)?;
         let rt = hub.runtime();
         let config = rt.config();
         let settings = config
             .agent(&id)
             .ok_or_else(|| Status::not_found(format!("no agent `{id}`")))?;
-        rt.memory
+        rt.memory()
             .index(settings)
             .map_err(|e| Status::failed_precondition(e.to_string()))
     }
@@ -46,7 +46,7 @@ impl MemoryService {
         let mut out = Vec::new();
         for settings in config.agents.values() {
             let index = rt
-                .memory
+                .memory()
                 .index(settings)
                 .map_err(|e| Status::failed_precondition(e.to_string()))?;
             out.push((index, settings.workspace.display().to_string()));
@@ -176,7 +176,7 @@ impl pb::memory_server::Memory for MemoryService {
         request: Request<pb::MemoryStatusRequest>,
     ) -> Result<Response<pb::MemoryStatusResponse>, Status> {
         let req = request.into_inner();
-        if !self.state.hub.runtime().memory.settings().enabled {
+        if !self.state.hub.runtime().memory().settings().enabled {
             return Ok(Response::new(pb::MemoryStatusResponse {
                 enabled: false,
                 indexes: Vec::new(),

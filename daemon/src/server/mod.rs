@@ -10,6 +10,7 @@ pub mod memory;
 pub mod sessions;
 pub mod skills;
 pub mod socket;
+mod status;
 pub mod tools;
 
 use std::time::Instant;
@@ -96,16 +97,4 @@ pub async fn serve(
     router
         .serve_with_incoming_shutdown(socket::incoming(listener), stop.cancelled_owned())
         .await
-}
-
-/// Maps hub errors to gRPC statuses with a sentence a person can act on.
-pub fn status_of(e: &crate::agent::hub::HubError) -> tonic::Status {
-    use crate::agent::hub::HubError;
-    match e {
-        HubError::UnknownAgent { .. } => tonic::Status::not_found(e.to_string()),
-        HubError::Busy(_) => tonic::Status::failed_precondition(e.to_string()),
-        HubError::ShuttingDown => tonic::Status::unavailable(e.to_string()),
-        HubError::Registry(_) | HubError::Transcript(_) => tonic::Status::internal(e.to_string()),
-        HubError::Compaction(_) => tonic::Status::unavailable(e.to_string()),
-    }
 }

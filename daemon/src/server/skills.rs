@@ -4,7 +4,7 @@
 use pincer_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use super::{State, status_of};
+use super::State;
 use crate::config::PromptMode;
 use crate::context::skills;
 
@@ -24,11 +24,7 @@ impl pb::skills_server::Skills for SkillsService {
         &self,
         request: Request<pb::ListSkillsRequest>,
     ) -> Result<Response<pb::ListSkillsResponse>, Status> {
-        let id = self
-            .state
-            .hub
-            .agent_id(&request.into_inner().agent)
-            .map_err(|e| status_of(&e))?;
+        let id = self.state.hub.agent_id(&request.into_inner().agent)?;
         let config = self.state.hub.runtime().config();
         let Some(agent) = config.agent(&id).cloned() else {
             return Err(Status::not_found(format!("no agent `{id}`")));

@@ -5,7 +5,7 @@
 use pincer_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use super::{State, status_of};
+use super::State;
 use crate::tools::ToolSource;
 use crate::tools::policy::{self, PolicyInput};
 
@@ -36,7 +36,7 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let req = request.into_inner();
         let hub = &self.state.hub;
-        let agent_id = hub.agent_id(&req.agent).map_err(|e| status_of(&e))?;
+        let agent_id = hub.agent_id(&req.agent)?;
         let rt = hub.runtime();
         let config = rt.config();
         let Some(agent) = config.agent(&agent_id) else {
@@ -113,7 +113,7 @@ impl pb::tools_server::Tools for ToolsService {
             .state
             .hub
             .runtime()
-            .approvals
+            .approvals()
             .pending()
             .into_iter()
             .map(|p| pb::PendingApproval {
@@ -138,7 +138,7 @@ impl pb::tools_server::Tools for ToolsService {
             .state
             .hub
             .runtime()
-            .approvals
+            .approvals()
             .decide(&req.id, req.allow)
         {
             Ok(Response::new(pb::DecideResponse {}))
@@ -155,20 +155,7 @@ impl pb::tools_server::Tools for ToolsService {
         request: Request<pb::AuditRequest>,
     ) -> Result<Response<pb::AuditResponse>, Status> {
         let req = request.into_inner();
-        let session = (!req.session.trim().is_empty()).then(|| req.session.trim().to_string());
-        let limit = if req.limit == 0 {
-            50
-        } else {
-            req.limit.min(10_000)
-        };
-        let rows = self
-            .state
-            .hub
-            .runtime()
-            .registry
-            .audit_rows(session, limit)
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?;
+        let rows = self.state.hub.audit(&req.session, req.limit).await?;
         Ok(Response::new(pb::AuditResponse {
             rows: rows
                 .into_iter()

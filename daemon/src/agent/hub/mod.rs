@@ -6,6 +6,12 @@
 //! hub's lock is held only to queue, subscribe or abort, never across a turn.
 //! Between turns the most recently used sessions keep their transcript open
 //! and loaded; the rest are closed and read again when a message comes.
+//!
+//! [`sessions`] holds the session verbs (find, list, history, reset,
+//! delete, compact, abort, last prompt, audit) that the gRPC layer and the
+//! chat commands call.
+
+pub mod sessions;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,19 +35,28 @@ pub type Subscriber = mpsc::UnboundedSender<Event>;
 /// beyond this; reopening one reads its transcript again (a few ms).
 const IDLE_SESSIONS_KEPT: usize = 32;
 
+/// What a hub operation can fail with; the server maps each to one gRPC
+/// status (`server::status`), the message is the sentence the user reads.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
     #[error("no agent `{agent}` is configured (agents: {known})")]
     UnknownAgent { agent: String, known: String },
+    #[error("no session `{name}` (looked for {key}); `pincer sessions list` shows them")]
+    UnknownSession { name: String, key: String },
     #[error("{0}")]
+    BadSessionName(String),
+    #[error("session {0} has made no model call since it was created or reset")]
+    NoPrompt(String),
+    #[error("the session registry failed: {0}")]
     Registry(#[from] crate::session::registry::RegistryError),
-    #[error("cannot open the transcript: {0}")]
+    #[error("cannot read or write the transcript: {0}")]
     Transcript(std::io::Error),
     #[error("a turn is running in session {0}; abort it first (pincer abort --session {0})")]
     Busy(String),
     #[error("pincerd is shutting down")]
     ShuttingDown,
-    #[error("{0}")]
+    /// The compaction ran and did not complete (the history was kept whole).
+    #[error("the compaction did not complete: {0}; the history was kept whole")]
     Compaction(String),
 }
 
@@ -316,7 +331,8 @@ impl Hub {
         if self.is_closing() {
             return Err(HubError::ShuttingDown);
         }
-        let key = SessionKey::parse(&row.key).map_err(|e| HubError::Compaction(e.to_string()))?;
+        let key =
+            SessionKey::parse(&row.key).map_err(|e| HubError::BadSessionName(e.to_string()))?;
         let cancel = self.shutdown.child_token();
         let mut log = {
             let mut slots = self.lock();
@@ -341,9 +357,9 @@ impl Hub {
     ) -> Result<super::compaction::Compacted, HubError> {
         self.open_log(key, row, log).await?;
         let Some(session_log) = log.as_mut() else {
-            return Err(HubError::Compaction(
-                "the transcript could not be opened".into(),
-            ));
+            return Err(HubError::Transcript(std::io::Error::other(
+                "the transcript could not be opened",
+            )));
         };
         let config = self.rt.config();
         let agent = config

@@ -1,0 +1,65 @@
+//! The one mapping from the hub's errors to gRPC statuses. Each status says
+//! what happened, so a client can act on the code alone: only a daemon that
+//! is going away answers UNAVAILABLE (which clients read as "try later"),
+//! a failed operation is never mistaken for an unreachable daemon.
+
+use tonic::Status;
+
+use crate::agent::hub::HubError;
+
+impl From<HubError> for Status {
+    fn from(e: HubError) -> Self {
+        let message = e.to_string();
+        match e {
+            HubError::UnknownAgent { .. }
+            | HubError::UnknownSession { .. }
+            | HubError::NoPrompt(_) => Status::not_found(message),
+            HubError::BadSessionName(_) => Status::invalid_argument(message),
+            HubError::Busy(_) => Status::failed_precondition(message),
+            HubError::ShuttingDown => Status::unavailable(message),
+            // Attempted and abandoned, nothing changed: the operation, not
+            // the daemon, failed.
+            HubError::Compaction(_) => Status::aborted(message),
+            HubError::Registry(_) | HubError::Transcript(_) => Status::internal(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_compaction_is_not_an_unreachable_daemon() {
+        let status = Status::from(HubError::Compaction("the model call failed".into()));
+        assert_eq!(status.code(), tonic::Code::Aborted);
+        assert!(status.message().contains("the model call failed"));
+        assert!(status.message().contains("kept whole"));
+    }
+
+    #[test]
+    fn only_shutting_down_is_unavailable() {
+        let errors = [
+            HubError::UnknownAgent {
+                agent: "x".into(),
+                known: "main".into(),
+            },
+            HubError::UnknownSession {
+                name: "s".into(),
+                key: "agent:main:s".into(),
+            },
+            HubError::BadSessionName("bad".into()),
+            HubError::NoPrompt("agent:main:main".into()),
+            HubError::Transcript(std::io::Error::other("disk full")),
+            HubError::Busy("agent:main:main".into()),
+            HubError::Compaction("why".into()),
+        ];
+        for e in errors {
+            assert_ne!(Status::from(e).code(), tonic::Code::Unavailable);
+        }
+        assert_eq!(
+            Status::from(HubError::ShuttingDown).code(),
+            tonic::Code::Unavailable
+        );
+    }
+}
