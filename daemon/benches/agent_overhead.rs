@@ -60,7 +60,8 @@ fn setup(rt: &tokio::runtime::Runtime) -> (Hub, ScriptedLlm, tempfile::TempDir) 
 async fn turn(hub: &Hub, agent: &str, n: u64, marker: &str) {
     let key = SessionKey::parse(&format!("agent:{agent}:bench-{n}")).expect("key");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    hub.chat(key, format!("{marker} go"), tx)
+    let origin = pincer_daemon::routing::owner(&key);
+    hub.chat(key, format!("{marker} go"), origin, tx)
         .await
         .expect("chat");
     while let Some(ev) = rx.recv().await {

@@ -166,8 +166,10 @@ fn policy(c: &mut Criterion) {
     let sender = layer(&[], &["p4*"]);
     let spawn = layer(&["group:fs", "group:plugins"], &[]);
     let mut input = PolicyInput::owner(agent);
-    input.channel = Some(&channel);
-    input.sender = Some(&sender);
+    let channel = [channel];
+    let sender = [sender];
+    input.channel = &channel;
+    input.sender = &sender;
     input.subagent = Some(&spawn);
     input.owner = false;
     let offered = resolve(&registry, &settings, &input).offered().len();

@@ -14,6 +14,7 @@ pub mod home;
 pub mod llm;
 pub mod logging;
 pub mod memory;
+pub mod routing;
 pub mod server;
 pub mod session;
 pub mod tools;

@@ -7,12 +7,11 @@
 
 use pincer_daemon::agent::hub::Hub;
 use pincer_daemon::agent::{Event, Runtime};
-use pincer_daemon::config::{self, ToolLayer};
+use pincer_daemon::config;
 use pincer_daemon::home::Home;
 use pincer_daemon::llm::client::ModelClient;
-use pincer_daemon::session::SessionKey;
+use pincer_daemon::routing::{self, Chat, Inbound, Sender};
 use pincer_daemon::session::registry::Registry;
-use pincer_daemon::tools::policy::ChatOrigin;
 use pincer_testkit::peers::PyServer;
 
 const RULES: &str = r#"version: 1
@@ -58,19 +57,22 @@ async fn a_stranger_in_a_group_never_reaches_exec() {
         8,
     );
 
-    let stranger = ChatOrigin {
-        sender: "telegram:4242".into(),
-        owner: false,
-        channel: Some(ToolLayer {
-            profile: None,
-            allow: Vec::new(),
-            deny: vec!["web_fetch".into()],
-        }),
-        sender_layer: None,
+    // The origin comes from the routing layer, as a bridge's would.
+    let inbound = Inbound {
+        channel: "telegram".into(),
+        account: None,
+        chat: Chat::Group("-100123".into()),
+        thread: None,
+        sender: Sender {
+            id: "4242".into(),
+            name: "Mallory".into(),
+        },
     };
-    let key = SessionKey::group("main", "telegram", "-100123").unwrap();
+    let route = routing::route(&hub.runtime().config(), &inbound).unwrap();
+    let key = route.key.clone();
+    assert_eq!(key.to_string(), "agent:main:telegram:group:-100123");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    hub.chat_from(key.clone(), "hello bot".into(), stranger, tx)
+    hub.chat(route.key, "hello bot".into(), route.origin, tx)
         .await
         .unwrap();
     let mut finished = None;

@@ -628,20 +628,12 @@ impl Turn<'_> {
         let key = self.key.to_string();
         // A sub-agent session the daemon forgot (a restart) still gets the
         // [tools.subagents] layer.
-        let sub_layer = self
-            .rt
-            .subagent(&key)
-            .map(|s| s.layer)
-            .or_else(|| (self.key.channel() == "sub").then(crate::config::ToolLayer::default));
-        let mut input = PolicyInput::owner(self.agent);
-        input.main_session = self.key.channel() == "cli" && key.ends_with(":main");
-        input.subagent = sub_layer.as_ref();
-        input.owner = self.origin.owner;
-        input.channel = self.origin.channel.as_ref();
-        input.sender = self.origin.sender_layer.as_ref();
-        if self.origin.channel.is_some() {
-            input.default_profile = "messaging";
-        }
+        let sub_layer = self.rt.subagent(&key).map(|s| s.layer).or_else(|| {
+            self.key
+                .is_subagent()
+                .then(crate::config::ToolLayer::default)
+        });
+        let input = PolicyInput::for_origin(self.agent, &self.origin, sub_layer.as_ref());
         let resolution = policy::resolve(registry, &self.config.policy, &input);
         let secret_env = secret_env(&self.config);
         let settings = Arc::new(self.config.tools.clone());

@@ -343,6 +343,8 @@ fn resolve(
         plugins: plugins.plugins,
         plugin_problems: plugins.problems,
         provider_problem,
+        // `[[bindings]]` are parsed with the channels (the bridges).
+        bindings: Vec::new(),
     })
 }
 

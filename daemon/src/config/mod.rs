@@ -5,6 +5,7 @@
 //! Everything else in the daemon reads the validated [`Config`], never the
 //! raw file.
 
+pub mod bindings;
 pub mod context;
 pub mod env;
 pub mod file;
@@ -18,6 +19,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use bindings::Binding;
 pub use context::{ContextSettings, PromptMode};
 pub use file::{ProviderKind, ToolFormat};
 pub use memory::{EmbedderChoice, MemorySettings};
@@ -47,6 +49,8 @@ pub struct Config {
     pub memory: MemorySettings,
     /// `[context]`: bootstrap caps, history guard, compaction.
     pub context: ContextSettings,
+    /// Which agent answers which chat (most specific wins).
+    pub bindings: Vec<Binding>,
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,

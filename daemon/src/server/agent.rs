@@ -44,7 +44,8 @@ impl pb::agent_server::Agent for AgentService {
         }
         let key = self.state.hub.resolve_key(&req.agent, &req.session)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        self.state.hub.chat(key, req.message, tx).await?;
+        let origin = crate::routing::owner(&key);
+        self.state.hub.chat(key, req.message, origin, tx).await?;
         let stream =
             tokio_stream::StreamExt::map(UnboundedReceiverStream::new(rx), |e| Ok(to_proto(e)));
         // End the stream after the turn's last event.

@@ -42,14 +42,27 @@ impl pb::tools_server::Tools for ToolsService {
         let Some(agent) = config.agent(&agent_id) else {
             return Err(Status::not_found(format!("no agent `{agent_id}`")));
         };
-        let mut input = PolicyInput::owner(agent);
-        // Owners per channel arrive with the bridges; until then every
-        // named peer is a stranger.
-        input.owner = req.peer.trim().is_empty();
-        if !req.channel.trim().is_empty() {
-            input.default_profile = "messaging";
-            input.main_session = false;
-        }
+        // Exactly what such a chat is offered: the origin comes from the
+        // routing layer, as a bridge's message's would.
+        let origin = if req.channel.trim().is_empty() {
+            crate::routing::owner(&hub.resolve_key(&agent_id, "")?)
+        } else {
+            let peer = req.peer.trim();
+            let inbound = crate::routing::Inbound {
+                channel: req.channel.trim().to_string(),
+                account: None,
+                chat: crate::routing::Chat::Direct,
+                thread: None,
+                sender: crate::routing::Sender {
+                    id: if peer.is_empty() { "anyone" } else { peer }.to_string(),
+                    name: peer.to_string(),
+                },
+            };
+            crate::routing::route(&config, &inbound)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?
+                .origin
+        };
+        let input = PolicyInput::for_origin(agent, &origin, None);
         let registry = rt.tool_registry().await;
         let resolution = policy::resolve(&registry, &config.policy, &input);
         let tools = resolution

@@ -121,6 +121,16 @@ impl SessionKey {
         &self.agent
     }
 
+    /// The agent's own CLI session, `agent:<agent>:main`.
+    pub fn is_main(&self) -> bool {
+        self.rest.len() == 1 && self.rest[0] == "main"
+    }
+
+    /// A sub-agent's child session, `agent:<agent>:sub:<id>`.
+    pub fn is_subagent(&self) -> bool {
+        self.rest.first().is_some_and(|p| p == "sub")
+    }
+
     /// The channel a key belongs to: `cli` for `main` and short names,
     /// `sub` for sub-agents, else the platform part.
     /// `dm`, `group`, `sub`, or `cli` for the agent's own sessions.
@@ -185,6 +195,10 @@ mod tests {
         assert_eq!(SessionKey::main("x").unwrap().channel(), "cli");
         let sub = SessionKey::sub("a", uuid::Uuid::nil()).unwrap();
         assert_eq!(sub.channel(), "sub");
+        assert!(sub.is_subagent() && !sub.is_main());
+        assert!(SessionKey::main("x").unwrap().is_main());
+        assert!(!SessionKey::from_client("x", "main2").unwrap().is_main());
+        assert!(!dm.is_main() && !dm.is_subagent());
         assert_eq!(sub.kind(), "sub");
         assert_eq!(dm.kind(), "dm");
         assert_eq!(g.kind(), "group");

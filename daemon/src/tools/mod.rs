@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod loops;
 pub mod mcp;
 pub mod memory;
+pub mod origin;
 pub mod patch;
 pub mod paths;
 pub mod pipeline;

@@ -222,43 +222,7 @@ pub fn matches_any(patterns: &[String], tool: &ToolDef) -> bool {
         .any(|p| p.matches(&facts))
 }
 
-/// Where a message comes from: the owner at the CLI, or a sender in a
-/// channel chat (bridges). It decides the channel and sender layers and
-/// owner-only tools, and it follows the message into any session its turn
-/// reaches (`sessions_send`, `sessions_spawn`), so nobody gains tools by
-/// going through another session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatOrigin {
-    /// Shown in the audit table: `owner`, or `<channel>:<user id>`.
-    pub sender: String,
-    pub owner: bool,
-    /// The channel or group layer of the chat; `Some` also makes
-    /// `messaging` the default profile.
-    pub channel: Option<ToolLayer>,
-    pub sender_layer: Option<ToolLayer>,
-}
-
-impl ChatOrigin {
-    /// The owner at the CLI.
-    pub fn owner() -> Self {
-        Self {
-            sender: "owner".into(),
-            owner: true,
-            channel: None,
-            sender_layer: None,
-        }
-    }
-
-    /// Several messages answered in one turn: it runs with the least
-    /// privileged of their origins.
-    pub fn least_privileged(origins: &[ChatOrigin]) -> ChatOrigin {
-        let mut pick = origins.first().cloned().unwrap_or_else(Self::owner);
-        if let Some(stranger) = origins.iter().find(|o| !o.owner) {
-            pick = stranger.clone();
-        }
-        pick
-    }
-}
+pub use super::origin::ChatOrigin;
 
 /// Who is asking, in what chat: the inputs beyond the config.
 #[derive(Debug, Clone)]
@@ -266,10 +230,12 @@ pub struct PolicyInput<'a> {
     pub agent: &'a AgentSettings,
     /// The model the turn calls first (per-provider layers).
     pub model: Option<&'a ModelTarget>,
-    /// The channel or group layer of the chat, from the bridge config.
-    pub channel: Option<&'a ToolLayer>,
-    /// The layer for this sender in that chat.
-    pub sender: Option<&'a ToolLayer>,
+    /// The channel or group layers of the chat, from the bridge config
+    /// (several when one turn answers messages from several chats).
+    pub channel: &'a [ToolLayer],
+    /// The layers of the senders in that chat: a turn that answers several
+    /// senders runs under all of them, so the most restrictive wins.
+    pub sender: &'a [ToolLayer],
     pub owner: bool,
     /// The agent's main (CLI) session: not sandboxed in `non-main` mode.
     pub main_session: bool,
@@ -286,12 +252,37 @@ impl<'a> PolicyInput<'a> {
         Self {
             agent,
             model: agent.models.first(),
-            channel: None,
-            sender: None,
+            channel: &[],
+            sender: &[],
             owner: true,
             main_session: true,
             subagent: None,
             default_profile: "full",
+        }
+    }
+}
+
+impl<'a> PolicyInput<'a> {
+    /// A turn of `agent` answering `origin`; `subagent` for a child
+    /// session's spawn layer.
+    pub fn for_origin(
+        agent: &'a AgentSettings,
+        origin: &'a ChatOrigin,
+        subagent: Option<&'a ToolLayer>,
+    ) -> Self {
+        Self {
+            agent,
+            model: agent.models.first(),
+            channel: &origin.channel,
+            sender: &origin.sender_layers,
+            owner: origin.owner,
+            main_session: origin.main_session,
+            subagent,
+            default_profile: if origin.in_channel {
+                "messaging"
+            } else {
+                "full"
+            },
         }
     }
 }
@@ -395,10 +386,10 @@ pub fn resolve<'r>(
         format!("agent `{}`", input.agent.id),
         &without_profile(agent_layer, agent_has_profile),
     ));
-    if let Some(layer) = input.channel {
+    for layer in input.channel {
         layers.push(Compiled::new("channel/group".into(), layer));
     }
-    if let Some(layer) = input.sender {
+    for layer in input.sender {
         layers.push(Compiled::new("sender".into(), layer));
     }
     let sandboxed = match policy.sandbox_mode {

@@ -344,8 +344,8 @@ fn every_layer_as_a_table() {
             .unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let agent = config.agent("main").unwrap();
         let mut input = PolicyInput::owner(agent);
-        input.channel = case.ctx.channel.as_ref();
-        input.sender = case.ctx.sender.as_ref();
+        input.channel = case.ctx.channel.as_slice();
+        input.sender = case.ctx.sender.as_slice();
         input.owner = !case.ctx.stranger;
         input.main_session = !case.ctx.not_main;
         input.subagent = case.ctx.subagent.as_ref();

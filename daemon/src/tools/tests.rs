@@ -18,7 +18,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
         jobs: Default::default(),
         sessions: None,
         turn_spawns: Default::default(),
-        origin: Arc::new(super::policy::ChatOrigin::owner()),
+        origin: Arc::new(super::policy::ChatOrigin::owner(true)),
         memory: Err(Arc::from("memory is not set up in this test")),
         settings: Arc::new(ToolSettings {
             exec_timeout: Duration::from_secs(10),

@@ -156,20 +156,10 @@ impl Hub {
     }
 
     /// Delivers a message to a session: starts a turn, or queues it behind
-    /// the running one. Events go to `subscriber`.
+    /// the running one. `origin` (built by `crate::routing`: the owner at
+    /// the CLI, a sender in a channel chat) decides the policy layers and
+    /// owner-only tools. Events go to `subscriber`.
     pub async fn chat(
-        &self,
-        key: SessionKey,
-        text: String,
-        subscriber: Subscriber,
-    ) -> Result<(), HubError> {
-        self.deliver(key, text, ChatOrigin::owner(), subscriber, false)
-            .await
-    }
-
-    /// A message from a sender in a channel chat (bridges): its origin
-    /// decides the channel and sender policy layers and owner-only tools.
-    pub async fn chat_from(
         &self,
         key: SessionKey,
         text: String,
@@ -197,10 +187,13 @@ impl Hub {
         &self,
         key: SessionKey,
         text: String,
-        origin: ChatOrigin,
+        mut origin: ChatOrigin,
         subscriber: Subscriber,
         nested: bool,
     ) -> Result<(), HubError> {
+        // An origin that travels into another session (sessions_send, a
+        // sub-agent) does not carry the main session's exemption with it.
+        origin.main_session &= key.is_main();
         if self.is_closing() {
             return Err(HubError::ShuttingDown);
         }
@@ -229,6 +222,11 @@ impl Hub {
         slot.running = Some(cancel.clone());
         let log = slot.log.take();
         drop(slots);
+        let text = if origin.owner {
+            text
+        } else {
+            origin.attributed(&text)
+        };
         let hub = self.clone();
         self.tasks.spawn(async move {
             hub.drive(
@@ -516,20 +514,33 @@ type NextTurn = (
 );
 
 /// Everything that queued up, as the next turn: the messages joined, the
-/// least privileged origin among them, and all their subscribers.
+/// turn run under all of their origins at once, and all their subscribers.
 fn next_turn(slot: &mut Slot) -> (String, ChatOrigin, Arc<Mutex<Vec<Subscriber>>>) {
     let pending: Vec<Pending> = slot.pending.drain(..).collect();
-    let text = pending
-        .iter()
-        .map(|p| p.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    let origin =
-        ChatOrigin::least_privileged(&pending.iter().map(|p| p.origin.clone()).collect::<Vec<_>>());
+    let origins: Vec<ChatOrigin> = pending.iter().map(|p| p.origin.clone()).collect();
+    let text = join_messages(&pending);
     let subscribers = Arc::new(Mutex::new(
         pending.into_iter().map(|p| p.subscriber).collect(),
     ));
-    (text, origin, subscribers)
+    (text, ChatOrigin::merge(&origins), subscribers)
+}
+
+/// The queued messages as one user message. When anyone but the owner
+/// wrote one of them, each keeps its sender's name, so the model knows who
+/// asked what.
+fn join_messages(pending: &[Pending]) -> String {
+    let attribute = pending.iter().any(|p| !p.origin.owner);
+    pending
+        .iter()
+        .map(|p| {
+            if attribute {
+                p.origin.attributed(&p.text)
+            } else {
+                p.text.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// Drops the slots (and so closes the transcripts) of the least recently
@@ -561,5 +572,88 @@ fn refuse_pending(slot: &mut Slot) {
             code: "aborted",
             message: "pincerd is shutting down; the message was not delivered".into(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ToolLayer;
+    use crate::tools::ToolRegistry;
+    use crate::tools::policy::{PolicyInput, resolve};
+
+    /// A stranger in a Telegram group whose sender layer denies `deny`.
+    fn stranger(id: &str, deny: &str) -> ChatOrigin {
+        ChatOrigin {
+            sender: format!("telegram:{id}"),
+            name: format!("user{id}"),
+            owner: false,
+            in_channel: true,
+            channel: vec![ToolLayer::default()],
+            sender_layers: vec![ToolLayer {
+                deny: vec![deny.into()],
+                ..Default::default()
+            }],
+            main_session: false,
+        }
+    }
+
+    fn pending(origin: ChatOrigin, text: &str) -> Pending {
+        Pending {
+            text: text.into(),
+            origin,
+            subscriber: mpsc::unbounded_channel().0,
+        }
+    }
+
+    #[test]
+    fn a_turn_from_several_senders_runs_under_all_their_layers() {
+        let mut slot = Slot::default();
+        slot.pending
+            .push(pending(stranger("1", "memory_get"), "what's up?"));
+        slot.pending
+            .push(pending(stranger("2", "sessions_list"), "list them"));
+        let (text, origin, _) = next_turn(&mut slot);
+
+        // Each message keeps its sender's name.
+        assert!(text.contains("user1 (telegram:1)]\nwhat's up?"), "{text}");
+        assert!(text.contains("user2 (telegram:2)]\nlist them"), "{text}");
+
+        // The second sender's layer applies too, not only the first's.
+        let config = crate::config::load::parse(
+            &crate::home::Home::at("/tmp/pincer-hub-test"),
+            std::path::Path::new("/h/config.toml"),
+            "[agents.main]\n",
+            &|| None,
+        )
+        .unwrap();
+        let agent = config.agent("main").unwrap();
+        let registry = ToolRegistry::core();
+        let input = PolicyInput::for_origin(agent, &origin, None);
+        let offered: Vec<String> = resolve(&registry, &config.policy, &input)
+            .offered()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        assert!(
+            offered.contains(&"memory_search".to_string()),
+            "{offered:?}"
+        );
+        assert!(!offered.contains(&"memory_get".to_string()), "{offered:?}");
+        assert!(
+            !offered.contains(&"sessions_list".to_string()),
+            "{offered:?}"
+        );
+        assert_eq!(origin.sender, "telegram:1,telegram:2");
+    }
+
+    #[test]
+    fn the_owners_queued_messages_are_joined_as_they_are() {
+        let mut slot = Slot::default();
+        slot.pending.push(pending(ChatOrigin::owner(true), "one"));
+        slot.pending.push(pending(ChatOrigin::owner(true), "two"));
+        let (text, origin, _) = next_turn(&mut slot);
+        assert_eq!(text, "one\n\ntwo");
+        assert!(origin.owner && origin.main_session);
     }
 }

@@ -1,0 +1,126 @@
+//! Where a message comes from ([`ChatOrigin`]): the owner at the CLI, or a
+//! sender in a channel chat. Built only by the routing layer
+//! (`crate::routing`); it decides the channel and sender policy layers and
+//! owner-only tools, names the sender in the audit table, and follows the
+//! message into any session its turn reaches (`sessions_send`,
+//! `sessions_spawn`), so nobody gains tools by going through another
+//! session.
+
+use crate::config::ToolLayer;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatOrigin {
+    /// Shown in the audit table: `owner`, or `<channel>:<user id>` (several
+    /// joined by `,` when one turn answers several senders).
+    pub sender: String,
+    /// How the model is told who wrote: a display name, or the sender id.
+    pub name: String,
+    pub owner: bool,
+    /// A chat on a channel (not the CLI): its default profile is
+    /// `messaging`.
+    pub in_channel: bool,
+    /// The channel or group layers of the chat.
+    pub channel: Vec<ToolLayer>,
+    /// The per-sender layers in that chat.
+    pub sender_layers: Vec<ToolLayer>,
+    /// The agent's main CLI session (not sandboxed in `non-main` mode).
+    pub main_session: bool,
+}
+
+impl ChatOrigin {
+    /// The owner at the CLI; `main_session` for the agent's `main` session.
+    pub fn owner(main_session: bool) -> Self {
+        Self {
+            sender: "owner".into(),
+            name: "owner".into(),
+            owner: true,
+            in_channel: false,
+            channel: Vec::new(),
+            sender_layers: Vec::new(),
+            main_session,
+        }
+    }
+
+    /// Several messages answered in one turn: it runs under every one of
+    /// their layers (the most restrictive wins), as the owner only if all
+    /// came from the owner, and sandboxed unless all came from the main
+    /// session.
+    pub fn merge(origins: &[ChatOrigin]) -> ChatOrigin {
+        let Some(first) = origins.first() else {
+            return Self::owner(false);
+        };
+        let mut merged = first.clone();
+        for o in &origins[1..] {
+            merged.owner &= o.owner;
+            merged.main_session &= o.main_session;
+            merged.in_channel |= o.in_channel;
+            for layer in &o.channel {
+                if !merged.channel.contains(layer) {
+                    merged.channel.push(layer.clone());
+                }
+            }
+            for layer in &o.sender_layers {
+                if !merged.sender_layers.contains(layer) {
+                    merged.sender_layers.push(layer.clone());
+                }
+            }
+            if !merged.sender.split(',').any(|s| s == o.sender) {
+                merged.sender = format!("{},{}", merged.sender, o.sender);
+            }
+            if !merged.name.split(", ").any(|n| n == o.name) {
+                merged.name = format!("{}, {}", merged.name, o.name);
+            }
+        }
+        merged
+    }
+
+    /// The text the model sees for a message of this origin when a turn
+    /// answers messages from people other than the owner: who wrote it
+    /// stays attached to what they wrote.
+    pub fn attributed(&self, text: &str) -> String {
+        format!("[message from {} ({})]\n{text}", self.name, self.sender)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stranger(id: &str, deny: &[&str]) -> ChatOrigin {
+        ChatOrigin {
+            sender: format!("telegram:{id}"),
+            name: format!("user{id}"),
+            owner: false,
+            in_channel: true,
+            channel: vec![ToolLayer::default()],
+            sender_layers: vec![ToolLayer {
+                deny: deny.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            }],
+            main_session: false,
+        }
+    }
+
+    #[test]
+    fn a_merged_turn_keeps_every_senders_layer() {
+        let a = stranger("1", &["web_fetch"]);
+        let b = stranger("2", &["memory_search"]);
+        let merged = ChatOrigin::merge(&[a.clone(), b.clone()]);
+        assert_eq!(merged.sender_layers.len(), 2);
+        assert!(merged.sender_layers.contains(&a.sender_layers[0]));
+        assert!(merged.sender_layers.contains(&b.sender_layers[0]));
+        assert_eq!(merged.channel.len(), 1, "the same chat layer once");
+        assert_eq!(merged.sender, "telegram:1,telegram:2");
+        assert!(!merged.owner);
+    }
+
+    #[test]
+    fn the_owner_only_when_every_message_is_the_owners() {
+        let merged = ChatOrigin::merge(&[ChatOrigin::owner(true), stranger("1", &[])]);
+        assert!(!merged.owner);
+        assert!(!merged.main_session);
+        assert!(merged.in_channel);
+        let merged = ChatOrigin::merge(&[ChatOrigin::owner(true), ChatOrigin::owner(true)]);
+        assert_eq!(merged, ChatOrigin::owner(true));
+    }
+}
