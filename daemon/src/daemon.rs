@@ -106,8 +106,9 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         stop: stop.clone(),
         reload: reload_tx,
     };
+    // The server drains the hub (the grace, then aborts) before it closes;
+    // this second call only covers a server that failed.
     let served = server::serve(listener, state).await;
-    tracing::info!("stopping: letting running turns finish (up to {grace:?})");
     hub.shutdown(grace).await;
     hub.runtime().jobs().kill_all();
     hub.runtime().mcp().stop();

@@ -13,4 +13,5 @@ mod plugins;
 mod policy;
 mod scripted;
 mod sessions_tools;
+mod shutdown;
 mod textformat;

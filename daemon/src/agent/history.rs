@@ -4,7 +4,10 @@
 //! or a crash; this makes them valid for providers: every tool call gets a
 //! result (a synthetic "interrupted" error where none was written). After a
 //! compaction the model sees its summary in place of the entries it
-//! replaced ([`active`]).
+//! replaced ([`active`]). A turn that was aborted, failed or interrupted
+//! before the model said anything leaves its message in the transcript
+//! only: the model never sees it again, so it is not answered merged with
+//! the next message.
 
 use crate::llm::{Message, Part, Role, ToolCall};
 use crate::session::transcript::{Body, Entry};
@@ -50,8 +53,34 @@ pub fn messages(entries: &[Entry]) -> Vec<Message> {
     out
 }
 
+/// Meta events that end a turn without an answer.
+const UNANSWERED: &[&str] = &["turn_aborted", "turn_error", "turn_interrupted"];
+
+/// Turns that ended without an answer and produced nothing the model said
+/// (no text, no tool call): their user messages are left out.
+fn void_turns(entries: &[Entry]) -> std::collections::HashSet<&str> {
+    let ended: std::collections::HashSet<&str> = entries
+        .iter()
+        .filter(
+            |e| matches!(&e.body, Body::Meta { event, .. } if UNANSWERED.contains(&event.as_str())),
+        )
+        .filter_map(|e| e.turn.as_deref())
+        .collect();
+    let spoke: std::collections::HashSet<&str> = entries
+        .iter()
+        .filter(|e| match &e.body {
+            Body::Assistant { text, .. } => !text.is_empty(),
+            Body::ToolCall { .. } => true,
+            _ => false,
+        })
+        .filter_map(|e| e.turn.as_deref())
+        .collect();
+    ended.difference(&spoke).copied().collect()
+}
+
 /// Entries as messages, with interrupted calls closed.
 fn verbatim(entries: &[Entry]) -> Vec<Message> {
+    let void = void_turns(entries);
     let mut out: Vec<Message> = Vec::new();
     // Calls of the last assistant message still waiting for their results.
     let mut open_calls: Vec<(String, String)> = Vec::new();
@@ -74,6 +103,7 @@ fn verbatim(entries: &[Entry]) -> Vec<Message> {
 
     for entry in entries {
         match &entry.body {
+            Body::User { .. } if entry.turn.as_deref().is_some_and(|t| void.contains(t)) => {}
             Body::User { text } => {
                 close_open(&mut out, &mut open_calls);
                 out.push(Message::user(text.clone()));
@@ -262,5 +292,64 @@ mod tests {
             }),
         ]);
         assert_eq!(m.len(), 1);
+    }
+
+    fn in_turn(turn: &str, body: Body) -> Entry {
+        Entry {
+            turn: Some(turn.into()),
+            ..e(body)
+        }
+    }
+
+    fn meta(event: &str) -> Body {
+        Body::Meta {
+            event: event.into(),
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_unanswered_turns_message_is_not_sent_again_with_the_next() {
+        for ended in ["turn_aborted", "turn_error", "turn_interrupted"] {
+            let m = messages(&[
+                in_turn(
+                    "t1",
+                    Body::User {
+                        text: "first, then aborted".into(),
+                    },
+                ),
+                in_turn("t1", meta(ended)),
+                in_turn(
+                    "t2",
+                    Body::User {
+                        text: "second".into(),
+                    },
+                ),
+            ]);
+            assert_eq!(m.len(), 1, "{ended}: {m:?}");
+            assert_eq!(m[0].parts, vec![Part::Text("second".into())], "{ended}");
+        }
+    }
+
+    #[test]
+    fn an_aborted_turn_that_got_somewhere_stays_in_the_history() {
+        let m = messages(&[
+            in_turn(
+                "t1",
+                Body::User {
+                    text: "look it up".into(),
+                },
+            ),
+            in_turn("t1", call("a")),
+            in_turn("t1", meta("turn_aborted")),
+            in_turn(
+                "t2",
+                Body::User {
+                    text: "and now?".into(),
+                },
+            ),
+        ]);
+        assert_eq!(m.len(), 4, "{m:?}");
+        assert_eq!(m[0].parts, vec![Part::Text("look it up".into())]);
     }
 }

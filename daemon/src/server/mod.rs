@@ -74,7 +74,20 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha();
 
-    let stop = state.stop.clone();
+    // On stop the socket keeps answering (Status says `stopping`, new
+    // turns are refused) while running turns get the shutdown grace and are
+    // then aborted; only then does the server close. Closing first would
+    // wait for every streaming Chat call, i.e. for whole turns, whatever
+    // the grace.
+    let drained = {
+        let (stop, hub) = (state.stop.clone(), state.hub.clone());
+        async move {
+            stop.cancelled().await;
+            let grace = hub.runtime().config().daemon.shutdown_grace;
+            tracing::info!("stopping: letting running turns finish (up to {grace:?})");
+            hub.shutdown(grace).await;
+        }
+    };
     let mut builder =
         tonic::transport::Server::builder().layer(InterceptorLayer::new(socket::check_peer));
     let mut router = builder
@@ -95,6 +108,6 @@ pub async fn serve(
         (Err(e), _) | (_, Err(e)) => tracing::error!(error = %e, "gRPC reflection is unavailable"),
     }
     router
-        .serve_with_incoming_shutdown(socket::incoming(listener), stop.cancelled_owned())
+        .serve_with_incoming_shutdown(socket::incoming(listener), drained)
         .await
 }
