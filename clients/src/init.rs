@@ -1,9 +1,19 @@
 //! `pincer init`: a commented starter `config.toml` and the bootstrap files
-//! of the default workspace. Existing files are never overwritten.
+//! of the default workspace. Existing files are never overwritten. The
+//! config names the provider and model pincerd uses now: the running
+//! daemon's (from `Daemon.Status`), else what its zero-config would pick
+//! from this environment (`zeroconf.rs`), so `init` + `config reload` never
+//! turns a working setup into a different one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::rpc::CliError;
+use pincer_proto::v1 as pb;
+
+use crate::Ctx;
+use crate::error::CliError;
+use crate::out::outln;
+use crate::rpc;
+use crate::zeroconf::{self, Found};
 
 const CONFIG: &str = r#"# pincer configuration. Reference: README.md ("Configuration").
 # Secrets are never written here: name an environment variable
@@ -14,12 +24,7 @@ const CONFIG: &str = r#"# pincer configuration. Reference: README.md ("Configura
 max_concurrent_turns = 8          # turns running at once, across sessions
 # log_level = "info"              # or an EnvFilter such as "pincer_daemon=debug"
 
-# An OpenAI-compatible provider: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM, LM Studio.
-[providers.openai]
-kind = "openai"
-base_url = "https://api.openai.com/v1"
-api_key_env = "OPENAI_API_KEY"
-
+{provider}
 # [providers.anthropic]
 # kind = "anthropic"
 # api_key_env = "ANTHROPIC_API_KEY"
@@ -28,11 +33,7 @@ api_key_env = "OPENAI_API_KEY"
 # kind = "openai"
 # base_url = "http://127.0.0.1:11434/v1"
 
-[models.default]
-provider = "openai"
-model = "gpt-4.1-mini"
-# context_window = 128000
-# fallbacks = ["anthropic/claude-sonnet-4-5"]
+{model}# fallbacks = ["anthropic/claude-sonnet-4-5"]
 
 [agents.main]                     # the CLI's default agent
 model = "default"
@@ -115,7 +116,113 @@ file when a task matches.
 3. Check it with `pincer skills list`.
 ";
 
-pub fn run(home: &Path) -> Result<u8, CliError> {
+/// The provider lines: what pincerd uses, or OpenAI's defaults with a note.
+fn provider_section(found: Option<&Found>) -> String {
+    let Some(f) = found else {
+        return "# No provider was found in this environment: set OPENAI_API_KEY, or edit this.\n\
+                # An OpenAI-compatible provider: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM, LM Studio.\n\
+                [providers.openai]\nkind = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n\
+                api_key_env = \"OPENAI_API_KEY\"\n"
+            .to_string();
+    };
+    let mut s = format!(
+        "# The provider pincerd was using when `pincer init` ran.\n[providers.{}]\nkind = {}\nbase_url = {}\n",
+        f.id,
+        toml_string(&f.kind),
+        toml_string(&f.base_url)
+    );
+    if f.api_key_env.is_empty() {
+        s.push_str("# no api_key_env: a local server without a key\n");
+    } else {
+        s.push_str(&format!("api_key_env = {}\n", toml_string(&f.api_key_env)));
+    }
+    if !f.tool_format.is_empty() && f.tool_format != "native" {
+        s.push_str(&format!("tool_format = {}\n", toml_string(&f.tool_format)));
+    }
+    s
+}
+
+fn model_section(found: Option<&Found>) -> String {
+    let (provider, model) = found.map_or(("openai", "gpt-4.1-mini"), |f| (&f.id, &f.model));
+    let window = match found.map_or(0, |f| f.context_window) {
+        0 => "# context_window = 128000\n".to_string(),
+        w => format!("context_window = {w}\n"),
+    };
+    format!(
+        "[models.default]\nprovider = {}\nmodel = {}\n{window}",
+        toml_string(provider),
+        toml_string(model)
+    )
+}
+
+/// A TOML basic string (JSON's escapes are valid TOML).
+fn toml_string(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+/// The provider of the running daemon's default agent (`main`, else the first).
+fn from_status(s: &pb::StatusResponse) -> Option<Found> {
+    let agent = s
+        .agents
+        .iter()
+        .find(|a| a.id == "main")
+        .or_else(|| s.agents.first())?;
+    let p = s.providers.iter().find(|p| p.id == agent.provider)?;
+    if agent.model.is_empty() {
+        return None;
+    }
+    Some(Found {
+        id: p.id.clone(),
+        kind: p.kind.clone(),
+        base_url: p.base_url.clone(),
+        api_key_env: p.api_key_env.clone(),
+        tool_format: p.tool_format.clone(),
+        model: agent.model.clone(),
+        context_window: agent.context_window,
+    })
+}
+
+pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
+    let status = match rpc::connect(&ctx.home, ctx.explicit_home).await {
+        Ok(mut c) => c
+            .daemon
+            .status(pb::StatusRequest {})
+            .await
+            .ok()
+            .map(|r| r.into_inner()),
+        Err(_) => None,
+    };
+    let found = status
+        .as_ref()
+        .and_then(from_status)
+        .or_else(zeroconf::detect);
+    let config = CONFIG
+        .replace("{provider}", &provider_section(found.as_ref()))
+        .replace("{model}", &model_section(found.as_ref()));
+    let wrote_config = write_files(&ctx.home, &config)?;
+    let config_path = ctx.home.join("config.toml");
+    if status.is_some() && wrote_config {
+        outln!(
+            "next: pincerd is running with these settings already; run `pincer config reload` so it reads {} from now on",
+            config_path.display()
+        );
+    } else if status.is_some() {
+        outln!(
+            "next: after editing {}, run `pincer config reload`",
+            config_path.display()
+        );
+    } else {
+        outln!(
+            "next: edit {} if needed, then `{}` and `pincer chat`",
+            config_path.display(),
+            rpc::start_command(&ctx.home, ctx.explicit_home)
+        );
+    }
+    Ok(0)
+}
+
+/// Writes every starter file that does not exist yet; whether config.toml was written.
+fn write_files(home: &Path, config: &str) -> Result<bool, CliError> {
     let workspace = home.join("workspace");
     for dir in [
         workspace.join("memory"),
@@ -124,8 +231,8 @@ pub fn run(home: &Path) -> Result<u8, CliError> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| CliError::failed(format!("cannot create {}: {e}", dir.display())))?;
     }
-    let files: [(std::path::PathBuf, &str); 8] = [
-        (home.join("config.toml"), CONFIG),
+    let files: [(PathBuf, &str); 8] = [
+        (home.join("config.toml"), config),
         (workspace.join("AGENTS.md"), AGENTS_MD),
         (workspace.join("SOUL.md"), SOUL_MD),
         (workspace.join("IDENTITY.md"), IDENTITY_MD),
@@ -134,7 +241,8 @@ pub fn run(home: &Path) -> Result<u8, CliError> {
         (workspace.join("MEMORY.md"), MEMORY_MD),
         (workspace.join("skills/write-skill/SKILL.md"), SKILL_MD),
     ];
-    for (path, content) in files {
+    let mut wrote_config = false;
+    for (i, (path, content)) in files.into_iter().enumerate() {
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -144,10 +252,11 @@ pub fn run(home: &Path) -> Result<u8, CliError> {
                 std::io::Write::write_all(&mut f, content.as_bytes()).map_err(|e| {
                     CliError::failed(format!("cannot write {}: {e}", path.display()))
                 })?;
-                println!("wrote {}", path.display());
+                outln!("wrote {}", path.display());
+                wrote_config |= i == 0;
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                println!("kept  {} (already exists)", path.display());
+                outln!("kept  {} (already exists)", path.display());
             }
             Err(e) => {
                 return Err(CliError::failed(format!(
@@ -157,9 +266,5 @@ pub fn run(home: &Path) -> Result<u8, CliError> {
             }
         }
     }
-    println!(
-        "next: edit {} (or export OPENAI_API_KEY), then `pincerd --background` and `pincer chat`",
-        home.join("config.toml").display()
-    );
-    Ok(0)
+    Ok(wrote_config)
 }
