@@ -4,8 +4,6 @@
 //! be reached, `chat` keeps the typed line and sends it again on an empty
 //! line once pincerd answers.
 
-use std::io::Write;
-
 use pincer_proto::v1 as pb;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -223,7 +221,6 @@ pub async fn interactive(ctx: &Ctx, target: Target) -> Result<u8, CliError> {
             }
             Err(f) => errln!("error: {}", f.error.message),
         }
-        let _ = std::io::stderr().flush();
     }
 }
 

@@ -49,3 +49,30 @@ impl From<tonic::Status> for CliError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_from_the_server_is_exit_1_with_its_words() {
+        for status in [
+            tonic::Status::unavailable("pincerd is shutting down"),
+            tonic::Status::not_found("no session `x`"),
+            tonic::Status::internal("registry failed"),
+        ] {
+            let e = CliError::from(status.clone());
+            assert_eq!(e.code, FAILED);
+            assert_eq!(e.message, status.message());
+            assert!(!e.lost_connection);
+        }
+    }
+
+    #[test]
+    fn a_status_tonic_made_from_a_transport_error_is_a_lost_connection() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = CliError::from(tonic::Status::from_error(Box::new(io)));
+        assert!(e.lost_connection);
+        assert_eq!(e.code, FAILED);
+    }
+}
