@@ -221,6 +221,58 @@ async fn stop_waits_until_pincerd_has_exited() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn stop_during_a_turn_says_what_runs_and_status_says_stopping() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let home = TestHome::new();
+    home.write_config(&format!(
+        "[daemon]\nshutdown_grace_s = 1\n\n{}",
+        provider_config("openai", &format!("{}/v1", llm.base_url()), "")
+    ));
+    llm.script(
+        "[slow]",
+        vec![Step {
+            text: "thinking".into(),
+            hang: true,
+            ..Default::default()
+        }],
+    );
+    let d = home.start();
+    let _send = home.cli_spawn(&["send", "[slow] take your time"]);
+    until("the turn to be running", async || {
+        home.cli(&["--json", "status"]).await.json()["running_turns"] == 1
+    })
+    .await;
+    let stop_out = home.path().join("stop.stdout");
+    let mut stop = home
+        .pincer(&["stop"])
+        .stdout(std::fs::File::create(&stop_out).unwrap())
+        .spawn()
+        .unwrap();
+    until("stop to say what is running", async || {
+        read(&stop_out).contains("stopping pincerd (1 turn running; it gets up to 1 s)")
+    })
+    .await;
+    // While it stops, status says so: from the daemon (state stopping) or,
+    // once the socket is closed, from the lock it still holds (exit 3).
+    let status = home.cli(&["status"]).await;
+    let said = format!("{}{}", status.stdout, status.stderr);
+    assert!(said.contains("stopping"), "{status:?}");
+    assert!(status.code == 0 || status.code == 3, "{status:?}");
+    // However it ends, `stop` returns once the process is gone.
+    d.kill9();
+    let code = tokio::time::timeout(Duration::from_secs(20), stop.wait())
+        .await
+        .expect("stop did not return after pincerd exited")
+        .unwrap();
+    assert_eq!(code.code(), Some(0));
+    assert!(
+        read(&stop_out).contains("pincerd stopped"),
+        "{}",
+        read(&stop_out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_held_lock_without_a_socket_reads_as_stopping() {
     let home = TestHome::new();
     let run = home.path().join("run");
@@ -308,6 +360,11 @@ async fn not_running_errors_help_and_json_errors() {
             .contains("pincerd is not running"),
         "{v}"
     );
+
+    // A usage error under --json is JSON too, with clap's exit code 2.
+    let out = home.cli(&["--json", "sessions", "shw", "x"]).await;
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.json()["exit_code"], 2, "{}", out.stdout);
 
     // Every --agent and --session says what it is; no `-n` shows a default
     // it does not have.
