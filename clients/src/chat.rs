@@ -177,6 +177,10 @@ pub async fn interactive(ctx: &Ctx, target: Target) -> Result<u8, CliError> {
                     clients = c;
                     reconnect = false;
                 }
+                Err(e) if text.starts_with('/') => {
+                    errln!("error: {}", e.message);
+                    continue;
+                }
                 Err(e) => {
                     keep(&mut kept, text, &e.message);
                     continue;
@@ -193,8 +197,9 @@ pub async fn interactive(ctx: &Ctx, target: Target) -> Result<u8, CliError> {
                 Ok(_) => errln!("  session reset; the old transcript is kept on disk"),
                 Err(s) if s.code() == tonic::Code::NotFound => errln!("  nothing to reset yet"),
                 Err(s) => {
-                    let e = rpc::explain(s.into(), &ctx.home, ctx.explicit_home, During::Command);
-                    reconnect |= e.code == rpc::NOT_RUNNING;
+                    let e = CliError::from(s);
+                    reconnect |= e.lost_connection;
+                    let e = rpc::explain(e, &ctx.home, ctx.explicit_home, During::Command);
                     errln!("error: {}", e.message);
                 }
             }
