@@ -11,110 +11,12 @@ use pincer_proto::v1 as pb;
 
 use crate::Ctx;
 use crate::error::CliError;
-use crate::out::outln;
+use crate::out::{self, outln};
 use crate::rpc;
+use crate::starter::{
+    AGENTS_MD, CONFIG, IDENTITY_MD, MEMORY_MD, SKILL_MD, SOUL_MD, TOOLS_MD, USER_MD,
+};
 use crate::zeroconf::{self, Found};
-
-const CONFIG: &str = r#"# pincer configuration. Reference: README.md ("Configuration").
-# Secrets are never written here: name an environment variable
-# (api_key_env) or a file in PINCER_HOME/secrets/ (api_key_file).
-# After editing: `pincer config check`, then `pincer config reload`.
-
-[daemon]
-max_concurrent_turns = 8          # turns running at once, across sessions
-# log_level = "info"              # or an EnvFilter such as "pincer_daemon=debug"
-
-{provider}
-# [providers.anthropic]
-# kind = "anthropic"
-# api_key_env = "ANTHROPIC_API_KEY"
-
-# [providers.local]               # e.g. `ollama serve` or `llama-server --port 8080`
-# kind = "openai"
-# base_url = "http://127.0.0.1:11434/v1"
-
-{model}# fallbacks = ["anthropic/claude-sonnet-4-5"]
-
-[agents.main]                     # the CLI's default agent
-model = "default"
-# max_model_calls = 40            # per turn; then one last call without tools
-# max_turn_seconds = 1800
-# prompt_mode = "auto"            # full | minimal | none; auto = minimal for windows <= 16k
-# tools = { allow = [], deny = ["exec"] }
-
-# [context]                       # prompt caps and compaction (README "Context")
-# keep_tool_results = 5
-# reserve_tokens = 20000          # compact when the prompt nears the window
-# compaction_model = "default"
-
-[tools.exec]
-timeout_s = 120
-max_output_chars = 30000
-"#;
-
-const AGENTS_MD: &str = "# AGENTS.md
-
-How the agent works with you. pincer puts this file into every session's
-prompt (sub-agents and small models get it too), so keep it short and true.
-
-## Working here
-- Answer in the language I write in. Be brief; lead with the answer.
-- Before changing a file, read it. After changing code, run its tests.
-- Ask before deleting anything or running something that cannot be undone.
-
-## Memory
-- When you learn something lasting about me or my work, add it to MEMORY.md.
-- Day-to-day notes go to memory/YYYY-MM-DD.md.
-";
-
-const SOUL_MD: &str = "# SOUL.md
-
-Who the agent is: its voice and values, in a few lines.
-
-- Calm, direct and honest; says \"I don't know\" when it doesn't.
-- Prefers doing the work to describing it.
-";
-
-const IDENTITY_MD: &str = "# IDENTITY.md
-
-Name: pincer
-What I am: your personal agent, running on your own machine.
-";
-
-const TOOLS_MD: &str = "# TOOLS.md
-
-Notes on the tools and machines the agent may use: hosts, paths, commands
-that work here, things to avoid. Example:
-
-- Projects live in ~/src; run tests with `make test`.
-";
-
-const USER_MD: &str = "# USER.md
-
-About you: name, time zone, what you work on, how you like answers.
-";
-
-const MEMORY_MD: &str = "# MEMORY.md
-
-Long-term notes the agent keeps about you and your work. Only your own
-sessions see this file, never group chats.
-";
-
-const SKILL_MD: &str = "---
-name: write-skill
-description: How to add a new skill to this workspace; read it when asked to teach the agent a repeatable task.
----
-# Writing a skill
-
-A skill is a folder `skills/<name>/` holding `SKILL.md`. The file starts with
-a front matter block giving `name` and a one-line `description` that says
-when to use it; the prompt lists only these, and the agent reads the whole
-file when a task matches.
-
-1. Pick a short name and create `skills/<name>/SKILL.md`.
-2. Write the front matter, then the steps, as plainly as for a colleague.
-3. Check it with `pincer skills list`.
-";
 
 /// The provider lines: what pincerd uses, or OpenAI's defaults with a note.
 fn provider_section(found: Option<&Found>) -> String {
@@ -199,30 +101,52 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
     let config = CONFIG
         .replace("{provider}", &provider_section(found.as_ref()))
         .replace("{model}", &model_section(found.as_ref()));
-    let wrote_config = write_files(&ctx.home, &config)?;
+    let files = write_files(&ctx.home, &config)?;
     let config_path = ctx.home.join("config.toml");
-    if status.is_some() && wrote_config {
-        outln!(
-            "next: pincerd is running with these settings already; run `pincer config reload` so it reads {} from now on",
+    let wrote_config = files.wrote.contains(&config_path);
+    let next = if status.is_some() && wrote_config {
+        format!(
+            "pincerd is running with these settings already; run `pincer config reload` so it reads {} from now on",
             config_path.display()
-        );
+        )
     } else if status.is_some() {
-        outln!(
-            "next: after editing {}, run `pincer config reload`",
+        format!(
+            "after editing {}, run `pincer config reload`",
             config_path.display()
-        );
+        )
     } else {
-        outln!(
-            "next: edit {} if needed, then `{}` and `pincer chat`",
+        format!(
+            "edit {} if needed, then `{}` and `pincer chat`",
             config_path.display(),
             rpc::start_command(&ctx.home, ctx.explicit_home)
-        );
+        )
+    };
+    if ctx.json {
+        out::json(&serde_json::json!({
+            "wrote": files.wrote, "kept": files.kept,
+            "provider": found.as_ref().map(|f| &f.id), "model": found.as_ref().map(|f| &f.model),
+            "daemon_running": status.is_some(), "next": next,
+        }));
+        return Ok(0);
     }
+    for path in &files.wrote {
+        outln!("wrote {}", path.display());
+    }
+    for path in &files.kept {
+        outln!("kept  {} (already exists)", path.display());
+    }
+    outln!("next: {next}");
     Ok(0)
 }
 
-/// Writes every starter file that does not exist yet; whether config.toml was written.
-fn write_files(home: &Path, config: &str) -> Result<bool, CliError> {
+/// What `write_files` did.
+struct Written {
+    wrote: Vec<PathBuf>,
+    kept: Vec<PathBuf>,
+}
+
+/// Writes every starter file that does not exist yet.
+fn write_files(home: &Path, config: &str) -> Result<Written, CliError> {
     let workspace = home.join("workspace");
     for dir in [
         workspace.join("memory"),
@@ -241,8 +165,11 @@ fn write_files(home: &Path, config: &str) -> Result<bool, CliError> {
         (workspace.join("MEMORY.md"), MEMORY_MD),
         (workspace.join("skills/write-skill/SKILL.md"), SKILL_MD),
     ];
-    let mut wrote_config = false;
-    for (i, (path, content)) in files.into_iter().enumerate() {
+    let mut written = Written {
+        wrote: Vec::new(),
+        kept: Vec::new(),
+    };
+    for (path, content) in files {
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -252,11 +179,10 @@ fn write_files(home: &Path, config: &str) -> Result<bool, CliError> {
                 std::io::Write::write_all(&mut f, content.as_bytes()).map_err(|e| {
                     CliError::failed(format!("cannot write {}: {e}", path.display()))
                 })?;
-                outln!("wrote {}", path.display());
-                wrote_config |= i == 0;
+                written.wrote.push(path);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                outln!("kept  {} (already exists)", path.display());
+                written.kept.push(path);
             }
             Err(e) => {
                 return Err(CliError::failed(format!(
@@ -266,5 +192,5 @@ fn write_files(home: &Path, config: &str) -> Result<bool, CliError> {
             }
         }
     }
-    Ok(wrote_config)
+    Ok(written)
 }

@@ -22,6 +22,7 @@ mod render;
 mod rpc;
 mod sessions;
 mod skills;
+mod starter;
 mod status;
 mod stop;
 mod tools;

@@ -488,7 +488,7 @@ async fn init_after_a_zero_config_start_keeps_the_provider_in_use() {
 async fn init_without_a_daemon_follows_the_zero_config_environment() {
     let home = TestHome::new();
     let out = home
-        .pincer(&["init"])
+        .pincer(&["--json", "init"])
         .env_remove("OPENAI_API_KEY")
         .env("ANTHROPIC_API_KEY", "sk-ant")
         .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")
@@ -497,6 +497,14 @@ async fn init_without_a_daemon_follows_the_zero_config_environment() {
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["provider"], "anthropic", "{report}");
+    assert_eq!(
+        report["wrote"].as_array().map(Vec::len),
+        Some(8),
+        "{report}"
+    );
+    assert_eq!(report["daemon_running"], false, "{report}");
     let config = read(&home.path().join("config.toml"));
     assert!(config.contains("kind = \"anthropic\""), "{config}");
     assert!(
