@@ -94,19 +94,18 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
             .map(|r| r.into_inner()),
         Err(_) => None,
     };
-    let found = status
-        .as_ref()
-        .and_then(from_status)
-        .or_else(zeroconf::detect);
+    let in_use = status.as_ref().and_then(from_status);
+    let from_daemon = in_use.is_some();
+    let found = in_use.or_else(zeroconf::detect);
     let config = CONFIG
         .replace("{provider}", &provider_section(found.as_ref()))
         .replace("{model}", &model_section(found.as_ref()));
     let files = write_files(&ctx.home, &config)?;
     let config_path = ctx.home.join("config.toml");
     let wrote_config = files.wrote.contains(&config_path);
-    let next = if status.is_some() && wrote_config {
+    let next = if from_daemon && wrote_config {
         format!(
-            "pincerd is running with these settings already; run `pincer config reload` so it reads {} from now on",
+            "pincerd is running with this provider and model already; run `pincer config reload` so it reads {} from now on",
             config_path.display()
         )
     } else if status.is_some() {
