@@ -8,8 +8,11 @@ use pincer_proto::v1 as pb;
 use serde_json::json;
 use tokio_stream::StreamExt;
 
-use crate::rpc::{self, CliError};
-use crate::{Ctx, MemoryCommand};
+use crate::Ctx;
+use crate::cli::MemoryCommand;
+use crate::error::CliError;
+use crate::out::{self, errln, outln};
+use crate::rpc;
 
 pub async fn run(ctx: &Ctx, command: MemoryCommand) -> Result<u8, CliError> {
     match command {
@@ -19,15 +22,18 @@ pub async fn run(ctx: &Ctx, command: MemoryCommand) -> Result<u8, CliError> {
             limit,
             legs,
             min_score,
-        } => search(ctx, query.join(" "), agent, limit, legs, min_score).await,
+        } => {
+            let limit = limit.unwrap_or(0);
+            search(ctx, query.join(" "), agent.agent, limit, legs, min_score).await
+        }
         MemoryCommand::Get {
             path,
             agent,
             from,
             lines,
-        } => get(ctx, path, agent, from, lines).await,
-        MemoryCommand::Status { agent } => status(ctx, agent).await,
-        MemoryCommand::Reindex { agent, full } => reindex(ctx, agent, full).await,
+        } => get(ctx, path, agent.agent, from, lines.unwrap_or(0)).await,
+        MemoryCommand::Status { agent } => status(ctx, agent.agent).await,
+        MemoryCommand::Reindex { agent, full } => reindex(ctx, agent.agent, full).await,
     }
 }
 
@@ -138,16 +144,15 @@ async fn search(
                        "snippet": h.snippet})
             })
             .collect();
-        println!(
-            "{}",
-            json!({"agent": r.agent, "query": query, "vector_leg": leg_json(&r.vector_leg),
-                   "hits": hits, "elapsed_us": r.elapsed_us})
+        out::json(
+            &json!({"agent": r.agent, "query": query, "vector_leg": leg_json(&r.vector_leg),
+                   "hits": hits, "elapsed_us": r.elapsed_us}),
         );
         return Ok(0);
     }
-    println!("{}", leg_line(&r.vector_leg));
+    outln!("{}", leg_line(&r.vector_leg));
     if r.hits.is_empty() {
-        println!("no memory matches {query:?} (agent {})", r.agent);
+        outln!("no memory matches {query:?} (agent {})", r.agent);
         return Ok(0);
     }
     for (i, h) in r.hits.iter().enumerate() {
@@ -156,9 +161,9 @@ async fn search(
         } else {
             format!("{}-{}", h.start_line, h.end_line)
         };
-        println!("\n{}. {}:{}  (score {:.2})", i + 1, h.path, lines, h.score);
+        outln!("\n{}. {}:{}  (score {:.2})", i + 1, h.path, lines, h.score);
         for line in h.snippet.trim_end().lines() {
-            println!("   {line}");
+            outln!("   {line}");
         }
     }
     Ok(0)
@@ -183,12 +188,11 @@ async fn get(
         .await?
         .into_inner();
     if ctx.json {
-        println!(
-            "{}",
-            json!({"path": path, "start_line": r.start_line, "end_line": r.end_line, "text": r.text})
+        out::json(
+            &json!({"path": path, "start_line": r.start_line, "end_line": r.end_line, "text": r.text}),
         );
     } else {
-        println!("{}", r.text);
+        outln!("{}", r.text);
     }
     Ok(0)
 }
@@ -204,33 +208,35 @@ async fn status(ctx: &Ctx, agent: Option<String>) -> Result<u8, CliError> {
         .into_inner();
     if ctx.json {
         let indexes: Vec<_> = r.indexes.iter().map(index_json).collect();
-        println!("{}", json!({"enabled": r.enabled, "indexes": indexes}));
+        out::json(&json!({"enabled": r.enabled, "indexes": indexes}));
         return Ok(0);
     }
     if !r.enabled {
-        println!("memory is turned off ([memory] enabled = false in config.toml)");
+        outln!("memory is turned off ([memory] enabled = false in config.toml)");
         return Ok(0);
     }
     let now = unix_now();
     for s in &r.indexes {
-        println!("agent {}  ({})", s.agent, s.workspace);
-        println!("  index:    {}", s.db_path);
+        outln!("agent {}  ({})", s.agent, s.workspace);
+        outln!("  index:    {}", s.db_path);
         let dims = if s.dimensions > 0 {
             format!(", {}-d", s.dimensions)
         } else {
             String::new()
         };
-        println!(
+        outln!(
             "  content:  {} files, {} chunks, {} with vectors{dims}",
-            s.files, s.chunks, s.embedded_chunks
+            s.files,
+            s.chunks,
+            s.embedded_chunks
         );
-        println!("  search:   {}", leg_line(&s.vector_leg));
-        println!("  indexed:  {}; {}", last_sync(s, now), watching(s));
+        outln!("  search:   {}", leg_line(&s.vector_leg));
+        outln!("  indexed:  {}; {}", last_sync(s, now), watching(s));
         if !s.last_error.is_empty() {
-            println!("  error:    {}", s.last_error);
+            outln!("  error:    {}", s.last_error);
         }
         for skip in &s.skipped {
-            println!("  skipped:  {skip}");
+            outln!("  skipped:  {skip}");
         }
     }
     Ok(0)
@@ -270,16 +276,15 @@ async fn reindex(ctx: &Ctx, agent: Option<String>, full: bool) -> Result<u8, Cli
                        "embed_error": (!s.embed_error.is_empty()).then_some(&s.embed_error),
                        "elapsed_ms": s.elapsed_ms})
             });
-            println!(
-                "{}",
-                json!({"agent": p.agent, "phase": p.phase, "done": p.done, "total": p.total, "summary": summary})
+            out::json(
+                &json!({"agent": p.agent, "phase": p.phase, "done": p.done, "total": p.total, "summary": summary}),
             );
             continue;
         }
         match (&p.phase[..], &p.summary) {
             ("done", Some(s)) => {
                 bar.finish_and_clear();
-                println!(
+                outln!(
                     "{}: {} files ({} changed, {} removed), {} new chunks, {} embedded ({} from cache) in {} ms{}",
                     p.agent,
                     s.files_seen,
@@ -296,9 +301,10 @@ async fn reindex(ctx: &Ctx, agent: Option<String>, full: bool) -> Result<u8, Cli
                     }
                 );
                 if !s.embed_error.is_empty() {
-                    eprintln!(
+                    errln!(
                         "pincer: {}: embedding failed, search is full-text only until it works: {}",
-                        p.agent, s.embed_error
+                        p.agent,
+                        s.embed_error
                     );
                     code = 1;
                 }

@@ -26,9 +26,8 @@ const SMALL_LOOPS: &str =
     "[tools.loop_detection]\nwindow = 10\nwarning = 3\ncritical = 5\nbreaker = 8\n";
 
 async fn audit(home: &TestHome) -> Vec<Value> {
-    home.cli(&["--json", "tools", "audit", "-n", "1000"])
-        .await
-        .json_lines()
+    let rows = home.cli(&["--json", "tools", "audit", "-n", "1000"]).await;
+    rows.json().as_array().cloned().unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -301,7 +300,10 @@ async fn pending_approval(home: &TestHome) -> Value {
         let list = home
             .cli(&["--json", "approvals", "list"])
             .await
-            .json_lines();
+            .json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if let Some(p) = list.into_iter().next() {
             return p;
         }

@@ -276,6 +276,9 @@ async fn logs_doctor_and_session_management() {
         provider_config("openai", &format!("{}/v1", llm.base_url()), "")
     ));
     let _d = home.start();
+    // `logs` reads the file: once the API answers, "ready" has been logged
+    // (the socket is bound a moment before).
+    home.cli(&["status"]).await.ok();
     let logs = home.cli(&["logs", "-n", "20"]).await;
     assert!(logs.ok().contains("pincerd is ready"), "{}", logs.stdout);
 

@@ -1,0 +1,259 @@
+//! The command line as clap sees it: every command, flag and help text.
+//! Nothing here runs anything; `main.rs` dispatches.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "pincer",
+    version,
+    about = "Talk to pincerd, your personal AI agent daemon."
+)]
+pub struct Cli {
+    /// PINCER_HOME (default: $PINCER_HOME, then ~/.pincer).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub home: Option<PathBuf>,
+    /// Print JSON on stdout: one document per command (streams: one object
+    /// per line); an error is {"error": ..., "exit_code": N}.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `--agent A`: which agent.
+#[derive(Args, Clone)]
+pub struct AgentArg {
+    /// The agent (an id from [agents] in config.toml; default: the default agent).
+    #[arg(long)]
+    pub agent: Option<String>,
+}
+
+/// `--agent A --session S`: which conversation.
+#[derive(Args, Clone)]
+pub struct Target {
+    /// The agent (an id from [agents] in config.toml; default: the default agent).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// The session: a key (agent:main:work), a short name (work) or an id
+    /// (default: the agent's main session).
+    #[arg(long)]
+    pub session: Option<String>,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Write a starter config.toml (with the provider pincerd uses now) and
+    /// workspace files; never overwrites.
+    Init,
+    /// Version, uptime, state, agents, sessions.
+    Status,
+    /// Ask pincerd to stop and wait until it has exited.
+    Stop,
+    /// Interactive chat; Ctrl-C aborts the running turn, Ctrl-D leaves.
+    Chat {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Send one message and print the reply.
+    Send {
+        #[command(flatten)]
+        target: Target,
+        /// The message ("-" reads it from stdin); at most 1 MiB.
+        text: String,
+    },
+    /// Abort the running turn of a session.
+    Abort {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// List, show, reset, delete or compact sessions; show a session's last prompt.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// The tools an agent is offered, and which policy layer removed the others.
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
+    /// The skills of an agent's workspace (skills/<name>/SKILL.md).
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
+    /// Search an agent's long-term memory, see its index, or rebuild it.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+    /// Calls waiting for your approval (tools set to `ask`).
+    Approvals {
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
+    /// Check or reload the configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Show the daemon's log (read from PINCER_HOME/logs, so it works while
+    /// pincerd is down).
+    Logs {
+        /// Keep printing new lines (follows rotation).
+        #[arg(short, long)]
+        follow: bool,
+        /// Lines from the end to show first.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        lines: usize,
+    },
+    /// Check config, socket and providers; one sentence per finding.
+    Doctor,
+}
+
+/// A session named on the command line, as the user typed it (the daemon
+/// resolves short names).
+#[derive(Args, Clone)]
+pub struct SessionArg {
+    /// The session: a key (agent:main:work), a short name (work) or an id.
+    pub session: String,
+    /// The agent a short name belongs to (default: the default agent).
+    #[arg(long)]
+    pub agent: Option<String>,
+}
+
+#[derive(Subcommand)]
+pub enum SessionsCommand {
+    /// All sessions, most recent first.
+    List {
+        #[command(flatten)]
+        agent: AgentArg,
+    },
+    /// A session's details and transcript.
+    Show {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Only the last N entries (default: all).
+        #[arg(short = 'n', long)]
+        limit: Option<u32>,
+    },
+    /// Start the session afresh (the old transcript is kept on disk).
+    Reset {
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Delete a session and its transcript.
+    Delete {
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Summarise the session's older history now (as when it nears the window).
+    Compact {
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// The exact prompt the model received on the session's last call.
+    Prompt {
+        #[command(flatten)]
+        session: SessionArg,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SkillsCommand {
+    /// Every skill with its description, and whether the prompt lists them.
+    List {
+        #[command(flatten)]
+        agent: AgentArg,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ToolsCommand {
+    /// Every tool with its source and whether it is offered (and if not, why).
+    List {
+        #[command(flatten)]
+        agent: AgentArg,
+        /// As in a chat on this channel (telegram, discord): default profile `messaging`.
+        #[arg(long)]
+        channel: Option<String>,
+        /// As this sender in that chat (not an owner: owner-only tools removed).
+        #[arg(long)]
+        peer: Option<String>,
+    },
+    /// The audit table: recent tool calls, their outcome and what decided it.
+    Audit {
+        /// Only this session: a key (agent:main:work), a short name or an id.
+        #[arg(long)]
+        session: Option<String>,
+        /// The newest N calls.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        limit: u32,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum MemoryCommand {
+    /// Hybrid search (vectors + full text) of MEMORY.md, memory/*.md and notes.
+    Search {
+        /// What to look for (several words are one query).
+        #[arg(required = true)]
+        query: Vec<String>,
+        #[command(flatten)]
+        agent: AgentArg,
+        /// Results wanted (default: [memory] max_results, 6).
+        #[arg(short = 'n', long)]
+        limit: Option<u32>,
+        /// Which legs run: hybrid, text or vector.
+        #[arg(long, default_value = "hybrid")]
+        legs: String,
+        /// Lowest score shown (default: [memory] min_score, 0.35).
+        #[arg(long)]
+        min_score: Option<f64>,
+    },
+    /// Print lines of a memory file (a path from a search result).
+    Get {
+        path: String,
+        #[command(flatten)]
+        agent: AgentArg,
+        /// First line, 1-based.
+        #[arg(long, default_value_t = 1)]
+        from: u32,
+        /// How many lines (default: 200).
+        #[arg(short = 'n', long)]
+        lines: Option<u32>,
+    },
+    /// Each index: files, chunks, vectors, last update, watcher, errors.
+    Status {
+        #[command(flatten)]
+        agent: AgentArg,
+    },
+    /// Bring the index up to date now, with a progress bar.
+    Reindex {
+        #[command(flatten)]
+        agent: AgentArg,
+        /// Forget everything and index every file again.
+        #[arg(long)]
+        full: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ApprovalsCommand {
+    /// Calls waiting for an answer.
+    List,
+    /// Let the call run.
+    Allow { id: String },
+    /// Refuse the call (the model is told).
+    Deny { id: String },
+}
+
+#[derive(Subcommand)]
+pub enum ConfigCommand {
+    /// Validate config.toml (exit 78 when invalid).
+    Check,
+    /// Apply config changes to the running daemon.
+    Reload,
+}
