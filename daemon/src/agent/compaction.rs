@@ -9,10 +9,11 @@ use std::io::Write;
 use tokio_util::sync::CancellationToken;
 
 use super::turn::{Emit, SessionLog};
-use super::{Event, Runtime, history};
+use super::{Event, Runtime};
 use crate::config::{AgentSettings, Config};
 use crate::context::compact::{self, Plan};
 use crate::context::guard::without_thinking;
+use crate::context::history;
 use crate::context::tokens::estimate_text;
 use crate::llm::{Message, Request};
 use crate::session::SessionKey;

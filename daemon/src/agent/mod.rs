@@ -1,7 +1,6 @@
 //! The agent (SPEC §7): [`hub::Hub`] serialises turns per session and
 //! bounds them globally; [`turn`] runs one turn (model calls and tool calls
-//! until a final answer); [`history`] rebuilds the conversation from the
-//! transcript; [`compaction`] runs a compaction for a session;
+//! until a final answer); [`compaction`] runs a compaction for a session;
 //! [`last_prompt`] keeps what the model received last. The prompt itself
 //! comes from the context engine ([`crate::context`]).
 //!
@@ -10,7 +9,6 @@
 
 pub mod compaction;
 mod failure;
-pub mod history;
 pub mod hub;
 pub mod last_prompt;
 pub mod rollback;

@@ -20,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::compaction::{Compacted, Compactor};
 use super::last_prompt::Sent;
-use super::{Event, Runtime, history, rollback};
+use super::{Event, Runtime, rollback};
 use crate::config::{AgentSettings, Config, PromptMode};
 use crate::context::SessionPrompt;
 use crate::context::guard::{self, Guard};
+use crate::context::history;
 use crate::context::prompt::{recall_section, turn_context};
 use crate::context::tokens::{self, Anchor};
 use crate::llm::client::Note;

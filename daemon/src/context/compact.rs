@@ -8,15 +8,15 @@
 //! [`summarise`] asks the compaction model for the summary, in pieces when
 //! the old history is larger than that model's window, each piece folded
 //! into the summary so far. The turn writes the result as a `compaction`
-//! transcript entry; [`crate::agent::history::active`] reads it back.
+//! transcript entry; [`super::history::active`] reads it back.
 
 use std::ops::Range;
 
 use tokio_util::sync::CancellationToken;
 
 use super::guard::without_thinking;
+use super::history;
 use super::tokens::estimate_text;
-use crate::agent::history;
 use crate::config::ModelTarget;
 use crate::llm::client::ModelClient;
 use crate::llm::{LlmError, Message, Request};
