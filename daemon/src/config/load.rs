@@ -17,6 +17,7 @@ use super::{
     ModelTarget, PolicySettings, ProviderSettings, RetrySettings, SandboxMode, Secret,
     SubagentLimits, ToolFormat, ToolLayer, ToolSettings, WebFetchSettings,
 };
+use super::mcp::{McpServerConfig, Transport};
 use crate::home::{Home, expand_tilde};
 use toml::Spanned;
 
@@ -445,8 +446,7 @@ fn mcp_servers(
     loc: &Locator<'_>,
     home: &Home,
     file: &ConfigFile,
-) -> Result<Vec<crate::tools::mcp::McpServerConfig>, ConfigError> {
-    use crate::tools::mcp::{McpServerConfig, Transport};
+) -> Result<Vec<McpServerConfig>, ConfigError> {
     let mut out = Vec::new();
     for (name, section) in &file.mcp {
         let span = section.span();

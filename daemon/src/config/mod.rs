@@ -9,6 +9,7 @@ pub mod context;
 pub mod env;
 pub mod file;
 pub mod load;
+pub mod mcp;
 pub mod memory;
 
 pub use load::{ConfigError, load};
@@ -38,7 +39,7 @@ pub struct Config {
     pub tools: ToolSettings,
     pub policy: PolicySettings,
     /// MCP servers from `[mcp.<name>]` and plugins.
-    pub mcp: Vec<crate::tools::mcp::McpServerConfig>,
+    pub mcp: Vec<mcp::McpServerConfig>,
     /// Plugins found in `PINCER_HOME/plugins/`.
     pub plugins: Vec<crate::tools::plugins::Plugin>,
     /// Plugin folders that were refused, as sentences.

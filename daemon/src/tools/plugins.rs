@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::mcp::{McpServerConfig, Transport};
+use crate::config::mcp::{McpServerConfig, Transport};
 use crate::config::{HookEvent, HookSettings};
 
 pub const MANIFEST: &str = "pincer-plugin.toml";
