@@ -320,7 +320,7 @@ fn resolve(
 
     let mut tools = tool_settings(&loc, &file)?;
     let mcp_servers = mcp_servers(&loc, home, &file)?;
-    let plugins = crate::tools::plugins::discover(
+    let plugins = super::plugins::discover(
         &home.plugins_dir(),
         crate::tools::registry::core_tool_names(),
     );

@@ -10,6 +10,7 @@ pub mod env;
 pub mod file;
 pub mod load;
 pub mod mcp;
+pub mod plugins;
 pub mod memory;
 
 pub use load::{ConfigError, load};
@@ -41,7 +42,7 @@ pub struct Config {
     /// MCP servers from `[mcp.<name>]` and plugins.
     pub mcp: Vec<mcp::McpServerConfig>,
     /// Plugins found in `PINCER_HOME/plugins/`.
-    pub plugins: Vec<crate::tools::plugins::Plugin>,
+    pub plugins: Vec<plugins::Plugin>,
     /// Plugin folders that were refused, as sentences.
     pub plugin_problems: Vec<String>,
     /// `[memory]`: embedder, sources, search and watcher settings.

@@ -15,7 +15,6 @@ pub mod memory;
 pub mod patch;
 pub mod paths;
 pub mod pipeline;
-pub mod plugins;
 pub mod policy;
 #[cfg(test)]
 mod policy_tests;

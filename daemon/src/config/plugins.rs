@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::mcp::{McpServerConfig, Transport};
-use crate::config::{HookEvent, HookSettings};
+use super::mcp::{McpServerConfig, Transport};
+use super::{HookEvent, HookSettings};
 
 pub const MANIFEST: &str = "pincer-plugin.toml";
 
@@ -143,7 +143,7 @@ fn load(folder: &Path) -> Result<Plugin, String> {
         let msg = e.message().to_string();
         match e.span() {
             Some(span) => {
-                let (line, col) = crate::config::load::line_col(&text, span.start);
+                let (line, col) = super::load::line_col(&text, span.start);
                 format!("plugin {shown}:{line}:{col}: {msg}")
             }
             None => format!("plugin {shown}: {msg}"),
