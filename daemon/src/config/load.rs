@@ -12,12 +12,12 @@ use super::env::{self, Detected};
 use super::file::{
     AgentSection, ConfigFile, LayerSection, ModelSection, ProviderKind, ProviderSection,
 };
+use super::mcp::{McpServerConfig, Transport};
 use super::{
     AgentSettings, ApiKey, Config, DaemonSettings, HookEvent, HookSettings, LoopSettings,
     ModelTarget, PolicySettings, ProviderSettings, RetrySettings, SandboxMode, Secret,
     SubagentLimits, ToolFormat, ToolLayer, ToolSettings, WebFetchSettings,
 };
-use super::mcp::{McpServerConfig, Transport};
 use crate::home::{Home, expand_tilde};
 use toml::Spanned;
 
@@ -320,10 +320,7 @@ fn resolve(
 
     let mut tools = tool_settings(&loc, &file)?;
     let mcp_servers = mcp_servers(&loc, home, &file)?;
-    let plugins = super::plugins::discover(
-        &home.plugins_dir(),
-        crate::tools::registry::core_tool_names(),
-    );
+    let plugins = super::plugins::discover(&home.plugins_dir(), super::tools::CORE_TOOL_NAMES);
     tools
         .hooks
         .extend(plugins.plugins.iter().flat_map(|p| p.hooks.clone()));
@@ -538,7 +535,7 @@ fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSetting
             ));
         }
         for pattern in &h.tools {
-            if let Err(why) = crate::tools::policy::check_pattern(pattern) {
+            if let Err(why) = super::tools::check_pattern(pattern) {
                 return Err(loc.at(h.command.span(), format!("hook `tools`: {why}")));
             }
         }
@@ -815,7 +812,7 @@ fn agent_settings(
         &section.tools.deny,
     )?;
     for pattern in &section.tools.ask {
-        if let Err(why) = crate::tools::policy::check_pattern(pattern.get_ref()) {
+        if let Err(why) = super::tools::check_pattern(pattern.get_ref()) {
             return Err(loc.at(pattern.span(), why));
         }
     }
@@ -892,7 +889,7 @@ fn patterns_and_profile(
         ));
     }
     for pattern in allow.iter().chain(deny) {
-        if let Err(why) = crate::tools::policy::check_pattern(pattern.get_ref()) {
+        if let Err(why) = super::tools::check_pattern(pattern.get_ref()) {
             return Err(loc.at(pattern.span(), why));
         }
     }

@@ -10,8 +10,9 @@ pub mod env;
 pub mod file;
 pub mod load;
 pub mod mcp;
-pub mod plugins;
 pub mod memory;
+pub mod plugins;
+pub mod tools;
 
 pub use load::{ConfigError, load};
 

@@ -96,7 +96,7 @@ pub struct Discovered {
 
 /// Reads `dir/*/pincer-plugin.toml` in folder-name order. `core_tools` are
 /// the names a plugin id may not take.
-pub fn discover(dir: &Path, core_tools: &[String]) -> Discovered {
+pub fn discover(dir: &Path, core_tools: &[&str]) -> Discovered {
     let mut out = Discovered::default();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn discovery_and_its_refusals() {
         let root = tempfile::tempdir().unwrap();
-        let core = vec!["read".to_string(), "exec".to_string()];
+        let core = ["read", "exec"];
         plugin(
             root.path(),
             "a-weather",
