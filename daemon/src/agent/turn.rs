@@ -28,6 +28,7 @@ use crate::context::history;
 use crate::context::prompt::{recall_section, turn_context};
 use crate::context::tokens::{self, Anchor};
 use crate::llm::client::Note;
+use crate::llm::windows::ContextWindow;
 use crate::llm::{FinishReason, LlmError, Message, Request, ToolSpec};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;

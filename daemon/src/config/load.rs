@@ -697,8 +697,8 @@ impl ModelResolver<'_> {
                         ),
                     ));
                 }
-                Some(w) => *w.get_ref(),
-                None => default_context_window(&section.model),
+                Some(w) => Some(*w.get_ref()),
+                None => None,
             },
             max_output_tokens: section.max_output_tokens.unwrap_or(4096),
             temperature: section.temperature,
@@ -713,7 +713,7 @@ impl ModelResolver<'_> {
             return Ok(ModelTarget {
                 provider: provider.to_string(),
                 model: model.to_string(),
-                context_window: default_context_window(model),
+                context_window: None,
                 max_output_tokens: 4096,
                 temperature: None,
             });
@@ -731,50 +731,6 @@ impl ModelResolver<'_> {
 
 /// The smallest context window accepted in the config (tokens).
 pub const MIN_CONTEXT_WINDOW: u64 = 1_024;
-
-/// The window assumed for a model no family table knows.
-pub const UNKNOWN_MODEL_WINDOW: u64 = 32_768;
-
-/// Context windows of well-known model families (tokens); anything else
-/// gets a conservative 32k until `context_window` is configured.
-pub fn default_context_window(model: &str) -> u64 {
-    let m = model.to_ascii_lowercase();
-    // Most specific first: "gpt-4.1" before "gpt-4", "llama-3.1" before "llama3".
-    const KNOWN: &[(&str, u64)] = &[
-        ("gpt-4.1", 1_047_576),
-        ("gpt-5", 400_000),
-        ("gpt-4o", 128_000),
-        ("gpt-4-turbo", 128_000),
-        ("gpt-4", 8_192),
-        ("gpt-3.5", 16_385),
-        ("o1", 200_000),
-        ("o3", 200_000),
-        ("o4", 200_000),
-        ("claude", 200_000),
-        ("gemini", 1_048_576),
-        ("deepseek", 128_000),
-        ("qwen3", 40_960),
-        ("qwen2.5", 32_768),
-        ("llama-3.1", 131_072),
-        ("llama3.1", 131_072),
-        ("llama-3.2", 131_072),
-        ("llama3.2", 131_072),
-        ("llama-3.3", 131_072),
-        ("llama3.3", 131_072),
-        ("llama3", 8_192),
-        ("llama-3", 8_192),
-        ("mistral-large", 131_072),
-        ("mistral", 32_768),
-        ("gemma", 8_192),
-        ("phi-3", 4_096),
-        ("smollm", 8_192),
-    ];
-    let base = m.rsplit('/').next().unwrap_or(&m);
-    KNOWN
-        .iter()
-        .find(|(prefix, _)| base.starts_with(prefix) || base.contains(&format!("-{prefix}")))
-        .map_or(UNKNOWN_MODEL_WINDOW, |(_, window)| *window)
-}
 
 fn agent_settings(
     home: &Home,
@@ -947,25 +903,6 @@ fn policy_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<PolicySetting
 }
 
 #[cfg(test)]
-mod window_tests {
-    use super::default_context_window as w;
-
-    #[test]
-    fn known_model_families_get_their_windows() {
-        assert_eq!(w("gpt-4.1-mini"), 1_047_576);
-        assert_eq!(w("gpt-4o-mini"), 128_000);
-        assert_eq!(w("gpt-4-0613"), 8_192);
-        assert_eq!(w("claude-sonnet-4-5"), 200_000);
-        assert_eq!(w("anthropic/claude-3-haiku"), 200_000);
-        assert_eq!(w("meta-llama/Meta-Llama-3.1-8B-Instruct"), 131_072);
-        assert_eq!(w("llama3:8b"), 8_192);
-        assert_eq!(w("qwen2.5-coder:7b"), 32_768);
-        assert_eq!(w("SmolLM2-135M-Instruct"), 8_192);
-        assert_eq!(w("some-new-model"), 32_768);
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -1092,7 +1029,7 @@ mod tests {
             main.models.iter().map(|m| m.label()).collect::<Vec<_>>(),
             ["p/gpt-4.1-mini", "a/claude-x"]
         );
-        assert_eq!(main.models[0].context_window, 1_047_576);
+        assert_eq!(main.models[0].context_window, None);
         assert_eq!(main.max_model_calls, 7);
         assert_eq!(
             main.workspace,

@@ -120,7 +120,9 @@ pub struct ProviderSettings {
 pub struct ModelTarget {
     pub provider: String,
     pub model: String,
-    pub context_window: u64,
+    /// The window the config sets; `None`: the model family's
+    /// (`llm::windows`).
+    pub context_window: Option<u64>,
     pub max_output_tokens: u32,
     pub temperature: Option<f32>,
 }
@@ -148,22 +150,6 @@ pub struct AgentSettings {
     pub tools: ToolLayer,
     /// Tool patterns whose calls wait for the owner's approval.
     pub ask: Vec<String>,
-}
-
-impl AgentSettings {
-    /// The context window of the model called first (the default for an
-    /// unknown model when none is configured).
-    pub fn context_window(&self) -> u64 {
-        window_of(&self.models)
-    }
-}
-
-/// The context window of the first of `targets`, or that of an unknown
-/// model when there is none.
-pub fn window_of(targets: &[ModelTarget]) -> u64 {
-    targets
-        .first()
-        .map_or(load::UNKNOWN_MODEL_WINDOW, |t| t.context_window)
 }
 
 /// One layer of the tool policy (SPEC §8.3): a profile, an allowlist and a

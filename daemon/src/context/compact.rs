@@ -178,7 +178,7 @@ pub async fn summarise(
     text: &str,
     cancel: &CancellationToken,
 ) -> Result<String, LlmError> {
-    let window = crate::config::window_of(targets);
+    let window = crate::llm::windows::window_of(targets);
     // Room for the instructions, the summary so far and the answer.
     let budget = window.saturating_sub(2 * SUMMARY_TOKENS + 500).max(1_000);
     let piece_chars = usize::try_from(budget * 3).unwrap_or(usize::MAX);

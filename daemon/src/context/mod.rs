@@ -28,6 +28,7 @@ mod prompt_tests;
 
 use crate::config::{AgentSettings, ContextSettings, PromptMode};
 use crate::llm::ToolSpec;
+use crate::llm::windows::ContextWindow;
 use crate::session::SessionKey;
 use prompt::{ChatKind, PromptInputs, RuntimeInfo};
 
