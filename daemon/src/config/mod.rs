@@ -1,20 +1,29 @@
-//! Configuration (SPEC §5): the TOML file's shape ([`file`]), loading with
-//! errors that name file, line and key ([`load`]), and the zero-config
+//! Configuration (SPEC §5): the TOML file's shape ([`file`]), loading
+//! ([`load`]) with errors that name file, line and key ([`locate`]), one
+//! file per noun for resolving it (providers and models, agents, [`tools`],
+//! [`mcp`], [`plugins`], [`memory`], [`context`]), and the zero-config
 //! defaults taken from the environment ([`env`]).
 //!
 //! Everything else in the daemon reads the validated [`Config`], never the
-//! raw file.
+//! raw file. The config owns the types it parses and depends only on `home`
+//! and `util`: the modules that use a setting depend on the config, never
+//! the reverse.
 
+mod agents;
 pub mod context;
 pub mod env;
 pub mod file;
 pub mod load;
+pub mod locate;
 pub mod mcp;
 pub mod memory;
+mod models;
 pub mod plugins;
 pub mod tools;
+mod url;
 
-pub use load::{ConfigError, load};
+pub use load::load;
+pub use locate::{ConfigError, Problem};
 
 use std::collections::BTreeMap;
 use std::fmt;

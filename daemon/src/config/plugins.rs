@@ -31,6 +31,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::mcp::{McpServerConfig, Transport};
+use super::url::check_http_url;
 use super::{HookEvent, HookSettings};
 
 pub const MANIFEST: &str = "pincer-plugin.toml";
@@ -143,7 +144,7 @@ fn load(folder: &Path) -> Result<Plugin, String> {
         let msg = e.message().to_string();
         match e.span() {
             Some(span) => {
-                let (line, col) = super::load::line_col(&text, span.start);
+                let (line, col) = super::locate::line_col(&text, span.start);
                 format!("plugin {shown}:{line}:{col}: {msg}")
             }
             None => format!("plugin {shown}: {msg}"),
@@ -183,12 +184,10 @@ fn load(folder: &Path) -> Result<Plugin, String> {
                 cwd: Some(folder.to_path_buf()),
             }
         }
-        (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
-            Transport::Http {
-                url: url.clone(),
-                headers: manifest.server.headers.clone(),
-            }
-        }
+        (None, Some(url)) if check_http_url(url).is_ok() => Transport::Http {
+            url: url.clone(),
+            headers: manifest.server.headers.clone(),
+        },
         _ => {
             return Err(format!(
                 "plugin {shown}: [server] needs `command = [\"program\", …]` or an http(s) `url`, not both"
