@@ -232,6 +232,29 @@ mod tests {
         assert!(p.reason.contains("valid keys here"), "{}", p.reason);
     }
 
+    /// `[channels.discord]` used to be reported under `channels.channels`:
+    /// the unknown name was put in place of the header's last segment.
+    #[test]
+    fn unknown_top_level_table_is_reported_under_its_own_key() {
+        let p = problem("[daemon]\nlog_level = \"info\"\n\n[channels.discord]\ntoken = \"x\"\n");
+        assert_eq!(p.key.as_deref(), Some("channels"), "{p}");
+        assert_eq!(p.line, 4, "{p}");
+        assert!(p.reason.contains("unknown key `channels`"), "{}", p.reason);
+        assert!(
+            p.to_string()
+                .starts_with("/h/config.toml:4:2: key `channels`: unknown key `channels`"),
+            "{p}"
+        );
+        // A near miss still gets its suggestion, under its own key.
+        let p = problem("[agent.main]\nmodel = \"m\"\n");
+        assert_eq!(p.key.as_deref(), Some("agent"), "{p}");
+        assert!(p.reason.contains("did you mean `agents`?"), "{}", p.reason);
+        // An unknown table below a known one keeps its whole path.
+        let p = problem("[tools.exek]\ntimeout_s = 3\n");
+        assert_eq!(p.key.as_deref(), Some("tools.exek"), "{p}");
+        assert!(p.reason.contains("did you mean `exec`?"), "{}", p.reason);
+    }
+
     #[test]
     fn wrong_type_and_bad_enum_are_located() {
         let p = problem("[daemon]\nmax_concurrent_turns = \"eight\"\n");

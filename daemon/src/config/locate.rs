@@ -61,7 +61,13 @@ pub(super) fn problem_from_toml(
     let mut reason = message.trim().to_string();
     if let Some(field) = between(message, "unknown field `", "`") {
         let expected = expected_names(message);
-        key = Some(replace_last_segment(key, field));
+        // On a header line the unknown name is the segment under the
+        // offset, which need not be the header's last one
+        // (`[channels.discord]` is an unknown `channels`).
+        key = Some(match header_key_upto(text, span.start) {
+            Some(k) if k.rsplit('.').next() == Some(field) => k,
+            _ => replace_last_segment(key, field),
+        });
         reason = format!("unknown key `{field}`");
         match nearest(field, &expected) {
             Some(best) => reason.push_str(&format!(" (did you mean `{best}`?)")),
@@ -145,6 +151,29 @@ fn key_path_at_header(text: &str, offset: usize) -> Option<String> {
             .or_else(|| l.strip_prefix('[').and_then(|r| r.split(']').next()))?;
         Some(inner.trim().replace(['"', '\''], ""))
     })
+}
+
+/// On a table header line, the header's dotted key up to the end of the
+/// segment holding `offset` (`[a.b.c]` with `offset` on `b`: `a.b`).
+fn header_key_upto(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let open = line.find('[')?;
+    if !line[..open].trim().is_empty() {
+        return None;
+    }
+    let inner = open + line[open..].find(|c| c != '[')?;
+    let at = offset - line_start;
+    if at < inner {
+        return None;
+    }
+    let end = line[at..].find(['.', ']']).map_or(line.len(), |i| at + i);
+    let key: Vec<String> = line[inner..end]
+        .split('.')
+        .map(|s| s.trim().replace(['"', '\''], ""))
+        .collect();
+    Some(key.join("."))
 }
 
 /// The dotted key at `offset`: the governing header plus the key written on
