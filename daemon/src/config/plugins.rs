@@ -31,6 +31,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::mcp::{McpServerConfig, Transport};
+use super::tools::check_pattern;
 use super::url::check_http_url;
 use super::{HookEvent, HookSettings};
 
@@ -208,6 +209,13 @@ fn load(folder: &Path) -> Result<Plugin, String> {
         let Some(program) = h.command.first() else {
             return Err(format!("plugin {shown}: hooks[{n}] has no command"));
         };
+        // The same check config hooks get: a typo would otherwise make a
+        // hook that silently matches nothing.
+        for pattern in &h.tools {
+            if let Err(why) = check_pattern(pattern) {
+                return Err(format!("plugin {shown}: hooks[{n}] `tools`: {why}"));
+            }
+        }
         let mut command = h.command.clone();
         command[0] = resolve(program);
         hooks.push(HookSettings {
@@ -306,6 +314,45 @@ mod tests {
         assert!(problems.contains("needs `command"), "{problems}");
         assert!(
             discover(&root.path().join("missing"), &core)
+                .plugins
+                .is_empty()
+        );
+    }
+
+    /// Plugin hooks' tool patterns used to skip the check config hooks get,
+    /// so a typo silently made a hook that matched nothing.
+    #[test]
+    fn a_plugin_hook_with_a_bad_tool_pattern_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        for (folder, pattern) in [("a-group", "group:nope"), ("b-glob", "fore[cast")] {
+            plugin(
+                root.path(),
+                folder,
+                &format!(
+                    "id = \"{}\"\n[server]\nurl = \"http://127.0.0.1:1/mcp\"\n[[hooks]]\nevent = \"before_tool_call\"\ncommand = [\"./check.sh\"]\ntools = [\"forecast\", \"{pattern}\"]\n",
+                    folder.replace('-', "_")
+                ),
+            );
+        }
+        let found = discover(root.path(), &["read"]);
+        assert!(found.plugins.is_empty(), "{found:?}");
+        let [group, glob] = &found.problems[..] else {
+            panic!("{found:?}")
+        };
+        let manifest = |folder: &str| root.path().join(folder).join(MANIFEST);
+        assert!(
+            group.contains(&manifest("a-group").display().to_string())
+                && group.contains("hooks[0]")
+                && group.contains("unknown tool group `group:nope`"),
+            "{group}"
+        );
+        assert!(
+            glob.contains(&manifest("b-glob").display().to_string())
+                && glob.contains("`fore[cast` is not a valid glob"),
+            "{glob}"
+        );
+        assert!(
+            discover(&root.path().join("missing"), &["read"])
                 .plugins
                 .is_empty()
         );
