@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::config::{ApiKey, Config, ProviderKind, ProviderSettings};
 use crate::home::Home;
+use crate::llm::windows::ContextWindow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {

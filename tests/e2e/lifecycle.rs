@@ -54,6 +54,23 @@ async fn invalid_config_names_file_line_key_and_exits_78() {
         check.stderr
     );
 
+    // An unknown top-level table is named once, not as `channels.channels`.
+    home.write_config("[channels.discord]\ntoken = \"x\"\n");
+    let out = std::process::Command::new(&bins().pincerd)
+        .arg("--home")
+        .arg(home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:1:2: key `channels`: unknown key `channels`",
+            file.display()
+        )),
+        "{err}"
+    );
+
     home.write_config(&provider_config("openai", "http://127.0.0.1:9/v1", ""));
     assert_eq!(home.cli(&["config", "check"]).await.code, 0);
 }

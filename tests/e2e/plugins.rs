@@ -29,6 +29,13 @@ fn install_plugins(home: &TestHome) {
         "id = \"exec\"\n[server]\nurl = \"http://127.0.0.1:9/mcp\"\n",
     )
     .unwrap();
+    let bad_hook = home.path().join("plugins/zz-hook");
+    std::fs::create_dir_all(&bad_hook).unwrap();
+    std::fs::write(
+        bad_hook.join("pincer-plugin.toml"),
+        "id = \"badhook\"\n[server]\nurl = \"http://127.0.0.1:9/mcp\"\n[[hooks]]\nevent = \"before_tool_call\"\ntools = [\"group:nope\"]\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
 }
 
 fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
@@ -77,6 +84,13 @@ async fn plugin_tools_follow_the_rules_of_spec_8_1() {
     let doctor = home.cli(&["doctor"]).await;
     assert!(
         doctor.stdout.contains("`exec` is the name of a core tool"),
+        "{}",
+        doctor.stdout
+    );
+    // A plugin hook's patterns pass the same check as config hooks'.
+    assert!(
+        doctor.stdout.contains("zz-hook/pincer-plugin.toml")
+            && doctor.stdout.contains("unknown tool group `group:nope`"),
         "{}",
         doctor.stdout
     );

@@ -8,12 +8,14 @@ use std::io::Write;
 
 use tokio_util::sync::CancellationToken;
 
-use super::turn::{Emit, SessionLog};
-use super::{Event, Runtime, history};
+use super::session_log::{Emit, SessionLog};
+use super::{Event, Runtime};
 use crate::config::{AgentSettings, Config};
 use crate::context::compact::{self, Plan};
 use crate::context::guard::without_thinking;
+use crate::context::history;
 use crate::context::tokens::estimate_text;
+use crate::llm::windows::ContextWindow;
 use crate::llm::{Message, Request};
 use crate::session::SessionKey;
 use crate::session::transcript::Body;
@@ -162,7 +164,7 @@ impl Compactor<'_> {
     /// is appended to today's `memory/YYYY-MM-DD.md`. Failures are logged
     /// and written to the transcript; they do not stop the compaction.
     async fn flush_memory(&self, log: &mut SessionLog, text: &str, turn: &str) {
-        let window = crate::config::window_of(self.targets());
+        let window = crate::llm::windows::window_of(self.targets());
         let max_chars = usize::try_from(window.saturating_sub(2_000) * 3).unwrap_or(usize::MAX);
         let piece: String = {
             let chars = text.chars().count();

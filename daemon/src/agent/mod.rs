@@ -1,20 +1,21 @@
 //! The agent (SPEC §7): [`hub::Hub`] serialises turns per session and
 //! bounds them globally; [`turn`] runs one turn (model calls and tool calls
-//! until a final answer); [`history`] rebuilds the conversation from the
-//! transcript; [`compaction`] runs a compaction for a session;
+//! until a final answer); [`compaction`] runs a compaction for a session;
 //! [`last_prompt`] keeps what the model received last. The prompt itself
 //! comes from the context engine ([`crate::context`]).
 //!
 //! [`Runtime`] is the cloneable handle to what turns need: the live config,
 //! the model client, the tools and the registry.
 
+pub mod call_env;
 pub mod compaction;
 mod failure;
-pub mod history;
 pub mod hub;
 pub mod last_prompt;
 pub mod rollback;
+pub mod session_log;
 pub mod sessions_access;
+pub mod tool_step;
 pub mod turn;
 
 use std::sync::{Arc, RwLock};

@@ -20,72 +20,30 @@ use tokio_util::sync::CancellationToken;
 
 use super::compaction::{Compacted, Compactor};
 use super::last_prompt::Sent;
-use super::{Event, Runtime, history, rollback};
+use super::session_log::{Emit, SessionLog};
+use super::{Event, Runtime, rollback};
 use crate::config::{AgentSettings, Config, PromptMode};
 use crate::context::SessionPrompt;
 use crate::context::guard::{self, Guard};
+use crate::context::history;
 use crate::context::prompt::{recall_section, turn_context};
 use crate::context::tokens::{self, Anchor};
 use crate::llm::client::Note;
+use crate::llm::windows::ContextWindow;
 use crate::llm::{FinishReason, LlmError, Message, Request, ToolSpec};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
-use crate::session::transcript::{Body, Entry, Transcript, Usage};
-use crate::tools::approvals::PendingApproval;
-use crate::tools::loops::LoopDetector;
+use crate::session::transcript::{Body, Usage};
 use crate::tools::pipeline::CallEnv;
 use crate::tools::policy::ChatOrigin;
-use crate::tools::policy::{self, PolicyInput};
-use crate::tools::redact::Redactor;
 use crate::tools::sessions::SessionAccess;
-use crate::tools::{ToolContext, ToolDef, ToolRegistry};
+use crate::tools::{ToolDef, ToolRegistry};
 use crate::util::preview;
 
 /// How many times a reply cut by `finish_reason = length` is continued.
 const MAX_CONTINUATIONS: u32 = 2;
-/// Characters of a tool result shown to clients (the model gets more).
-const RESULT_PREVIEW: usize = 2000;
 /// Compactions after provider overflow errors in one turn (SPEC §9).
 const MAX_OVERFLOW_RETRIES: u32 = 3;
-/// Environment variables that always count as secrets.
-const WELL_KNOWN_SECRETS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
-
-pub type Emit = Arc<dyn Fn(Event) + Send + Sync>;
-
-/// A session's transcript and its entries in memory.
-pub struct SessionLog {
-    /// The registry id the transcript belongs to (it changes on reset).
-    pub session_id: String,
-    pub transcript: Transcript,
-    pub entries: Vec<Entry>,
-    /// The session's loop-detection window (SPEC §8.4).
-    pub loops: LoopDetector,
-    /// The provider's token count of the last call, for estimates.
-    pub anchor: Option<Anchor>,
-}
-
-impl SessionLog {
-    pub fn new(session_id: String, transcript: Transcript, entries: Vec<Entry>) -> Self {
-        Self {
-            session_id,
-            transcript,
-            entries,
-            loops: LoopDetector::default(),
-            anchor: None,
-        }
-    }
-
-    pub fn append(&mut self, turn: &str, body: Body) -> Result<(), String> {
-        let entry = self.transcript.append(Some(turn), body).map_err(|e| {
-            format!(
-                "cannot write the transcript {}: {e}",
-                self.transcript.path().display()
-            )
-        })?;
-        self.entries.push(entry);
-        Ok(())
-    }
-}
 
 /// Everything one turn needs.
 pub struct Turn<'a> {
@@ -457,57 +415,28 @@ impl Turn<'_> {
                 {
                     dedupe_done.insert(rollback::dedupe_key(tool, &call.arguments));
                 }
-                if let Err(e) = log.append(
+                let call = super::tool_step::ToolCall {
+                    id: &call.id,
+                    name: &call.name,
+                    arguments: &call.arguments,
+                };
+                match super::tool_step::run_recorded(
+                    &tool_env,
+                    log,
                     &self.turn_id,
-                    Body::ToolCall {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        arguments: call.arguments.clone(),
-                    },
-                ) {
-                    return self.fail(log, "internal", e);
+                    call,
+                    deadline,
+                    &self.emit,
+                )
+                .await
+                {
+                    Ok(result) => {
+                        if let Some(reason) = result.end_turn {
+                            loop_stop = Some(reason);
+                        }
+                    }
+                    Err(e) => return self.fail(log, "internal", e),
                 }
-                (self.emit)(Event::ToolStarted {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                });
-                let started = Instant::now();
-                let result = tool_env
-                    .run(
-                        &mut log.loops,
-                        &call.id,
-                        &call.name,
-                        &call.arguments,
-                        deadline,
-                    )
-                    .await;
-                let duration_ms = started.elapsed().as_millis() as u64;
-                let output = result.output;
-                let content = output.content.clone();
-                let status = result.status;
-                if let Some(reason) = result.end_turn {
-                    loop_stop = Some(reason);
-                }
-                if let Err(e) = log.append(
-                    &self.turn_id,
-                    Body::ToolResult {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        content: content.clone(),
-                        is_error: output.is_error,
-                        duration_ms,
-                    },
-                ) {
-                    return self.fail(log, "internal", e);
-                }
-                (self.emit)(Event::ToolFinished {
-                    call_id: call.id,
-                    name: call.name,
-                    status,
-                    result: preview(&content, RESULT_PREVIEW),
-                    duration_ms,
-                });
             }
         }
     }
@@ -605,79 +534,21 @@ impl Turn<'_> {
         );
     }
 
-    /// min(configured chars, 30 % of the context window at ~4 chars/token)
-    fn result_cap(&self) -> usize {
-        let window = self.agent.context_window();
-        let window_chars = (window as usize).saturating_mul(4) * 3 / 10;
-        self.config
-            .tools
-            .max_result_chars
-            .min(window_chars.max(1000))
-    }
-
     /// What every tool call of this turn shares, built once per turn.
     fn tool_env<'r>(&self, registry: &'r ToolRegistry) -> CallEnv<'r> {
-        let workspace_error = std::fs::create_dir_all(&self.agent.workspace)
-            .err()
-            .map(|e| {
-                format!(
-                    "the workspace {} cannot be created: {e}",
-                    self.agent.workspace.display()
-                )
-            });
-        let key = self.key.to_string();
-        // A sub-agent session the daemon forgot (a restart) still gets the
-        // [tools.subagents] layer.
-        let sub_layer = self.rt.subagent(&key).map(|s| s.layer).or_else(|| {
-            self.key
-                .is_subagent()
-                .then(crate::config::ToolLayer::default)
-        });
-        let input = PolicyInput::for_origin(self.agent, &self.origin, sub_layer.as_ref());
-        let resolution = policy::resolve(registry, &self.config.policy, &input);
-        let secret_env = secret_env(&self.config);
-        let settings = Arc::new(self.config.tools.clone());
-        CallEnv {
-            offered: resolution.offered(),
-            resolution,
-            redactor: Redactor::from_env(&secret_env, provider_keys(&self.config)),
-            result_cap: self.result_cap(),
-            workspace_error,
-            base: ToolContext {
-                agent: self.agent.id.clone(),
-                session_key: self.key.to_string(),
-                workspace: self.agent.workspace.clone(),
-                cancel: self.cancel.clone(),
-                settings: settings.clone(),
-                secret_env: Arc::new(secret_env),
-                jobs: self.rt.jobs.clone(),
+        super::call_env::build(
+            &super::call_env::CallScope {
+                rt: self.rt,
+                config: &self.config,
+                agent: self.agent,
+                key: self.key,
+                origin: &self.origin,
+                cancel: &self.cancel,
+                emit: &self.emit,
                 sessions: Some(self.sessions.clone()),
-                turn_spawns: Arc::default(),
-                origin: Arc::new(self.origin.clone()),
-                memory: self
-                    .rt
-                    .memory
-                    .index(self.agent)
-                    .map_err(|e| Arc::from(e.to_string())),
             },
-            settings,
-            sender: self.origin.sender.clone(),
-            audit: self.rt.registry.clone(),
-            ask: self.agent.ask.clone(),
-            approvals: self.rt.approvals.clone(),
-            announce: {
-                let emit = self.emit.clone();
-                let timeout = self.config.tools.approval_timeout;
-                Arc::new(move |p: &PendingApproval| {
-                    emit(Event::ApprovalRequested {
-                        id: p.id.clone(),
-                        tool: p.tool.clone(),
-                        arguments: p.arguments.clone(),
-                        expires_in_s: timeout.as_secs(),
-                    })
-                })
-            },
-        }
+            registry,
+        )
     }
 
     /// Auto-recall (SPEC §9): the top memory hits for the new message, for
@@ -778,32 +649,4 @@ fn provider_sentence(e: &LlmError) -> String {
         }
         other => format!("the model call failed after retries and fallbacks: {other}"),
     }
-}
-
-/// Environment variables that hold API keys: the well-known ones and every
-/// variable a provider reads its key from.
-fn secret_env(config: &Config) -> Vec<String> {
-    let mut vars: Vec<String> = WELL_KNOWN_SECRETS.iter().map(|s| s.to_string()).collect();
-    for p in config.providers.values() {
-        if let crate::config::ApiKey::Found { origin, .. } = &p.api_key
-            && let Some(var) = origin.strip_prefix('$')
-        {
-            vars.push(var.to_string());
-        }
-    }
-    vars.sort();
-    vars.dedup();
-    vars
-}
-
-/// The values of provider keys (also those read from secret files).
-fn provider_keys(config: &Config) -> Vec<String> {
-    config
-        .providers
-        .values()
-        .filter_map(|p| match &p.api_key {
-            crate::config::ApiKey::Found { value, .. } => Some(value.0.clone()),
-            _ => None,
-        })
-        .collect()
 }

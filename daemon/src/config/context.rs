@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use super::ConfigError;
 use super::file::ContextSection;
-use super::load::Locator;
+use super::locate::Locator;
 use super::memory::within;
 
 /// How much of the system prompt an agent gets.

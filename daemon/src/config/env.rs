@@ -9,7 +9,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use super::load::default_context_window;
 use super::{
     ApiKey, ModelTarget, ProviderKind, ProviderSettings, RetrySettings, Secret, ToolFormat,
 };
@@ -125,7 +124,7 @@ fn build(
     };
     let target = ModelTarget {
         provider: name.to_string(),
-        context_window: default_context_window(&model),
+        context_window: None,
         model,
         max_output_tokens: 4096,
         temperature: None,

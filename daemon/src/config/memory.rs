@@ -11,7 +11,9 @@ use pincer_memory::watch::WatchSettings;
 use toml::Spanned;
 
 use super::file::MemorySection;
-use super::load::{Locator, api_key, header_span};
+use super::locate::{Locator, header_span};
+use super::models::api_key;
+use super::url::check_http_url;
 use super::{ApiKey, ConfigError};
 use crate::home::{Home, expand_tilde};
 
@@ -103,11 +105,8 @@ pub(super) fn settings(
     let base_url = match &o.base_url {
         Some(url) => {
             let value = url.get_ref().trim_end_matches('/').to_string();
-            if !(value.starts_with("http://") || value.starts_with("https://")) {
-                return Err(loc.at(
-                    url.span(),
-                    format!("`{value}` is not an http:// or https:// URL"),
-                ));
+            if let Err(why) = check_http_url(&value) {
+                return Err(loc.at(url.span(), why));
             }
             value
         }

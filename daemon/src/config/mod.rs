@@ -1,18 +1,30 @@
-//! Configuration (SPEC §5): the TOML file's shape ([`file`]), loading with
-//! errors that name file, line and key ([`load`]), and the zero-config
+//! Configuration (SPEC §5): the TOML file's shape ([`file`]), loading
+//! ([`load`]) with errors that name file, line and key ([`locate`]), one
+//! file per noun for resolving it (providers and models, agents, [`tools`],
+//! [`mcp`], [`plugins`], [`memory`], [`context`]), and the zero-config
 //! defaults taken from the environment ([`env`]).
 //!
 //! Everything else in the daemon reads the validated [`Config`], never the
-//! raw file.
+//! raw file. The config owns the types it parses and depends only on `home`
+//! and `util`: the modules that use a setting depend on the config, never
+//! the reverse.
 
+mod agents;
 pub mod bindings;
 pub mod context;
 pub mod env;
 pub mod file;
 pub mod load;
+pub mod locate;
+pub mod mcp;
 pub mod memory;
+mod models;
+pub mod plugins;
+pub mod tools;
+mod url;
 
-pub use load::{ConfigError, load};
+pub use load::load;
+pub use locate::{ConfigError, Problem};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -40,9 +52,9 @@ pub struct Config {
     pub tools: ToolSettings,
     pub policy: PolicySettings,
     /// MCP servers from `[mcp.<name>]` and plugins.
-    pub mcp: Vec<crate::tools::mcp::McpServerConfig>,
+    pub mcp: Vec<mcp::McpServerConfig>,
     /// Plugins found in `PINCER_HOME/plugins/`.
-    pub plugins: Vec<crate::tools::plugins::Plugin>,
+    pub plugins: Vec<plugins::Plugin>,
     /// Plugin folders that were refused, as sentences.
     pub plugin_problems: Vec<String>,
     /// `[memory]`: embedder, sources, search and watcher settings.
@@ -121,7 +133,9 @@ pub struct ProviderSettings {
 pub struct ModelTarget {
     pub provider: String,
     pub model: String,
-    pub context_window: u64,
+    /// The window the config sets; `None`: the model family's
+    /// (`llm::windows`).
+    pub context_window: Option<u64>,
     pub max_output_tokens: u32,
     pub temperature: Option<f32>,
 }
@@ -149,22 +163,6 @@ pub struct AgentSettings {
     pub tools: ToolLayer,
     /// Tool patterns whose calls wait for the owner's approval.
     pub ask: Vec<String>,
-}
-
-impl AgentSettings {
-    /// The context window of the model called first (the default for an
-    /// unknown model when none is configured).
-    pub fn context_window(&self) -> u64 {
-        window_of(&self.models)
-    }
-}
-
-/// The context window of the first of `targets`, or that of an unknown
-/// model when there is none.
-pub fn window_of(targets: &[ModelTarget]) -> u64 {
-    targets
-        .first()
-        .map_or(load::UNKNOWN_MODEL_WINDOW, |t| t.context_window)
 }
 
 /// One layer of the tool policy (SPEC §8.3): a profile, an allowlist and a

@@ -8,15 +8,15 @@
 //! [`summarise`] asks the compaction model for the summary, in pieces when
 //! the old history is larger than that model's window, each piece folded
 //! into the summary so far. The turn writes the result as a `compaction`
-//! transcript entry; [`crate::agent::history::active`] reads it back.
+//! transcript entry; [`super::history::active`] reads it back.
 
 use std::ops::Range;
 
 use tokio_util::sync::CancellationToken;
 
 use super::guard::without_thinking;
+use super::history;
 use super::tokens::estimate_text;
-use crate::agent::history;
 use crate::config::ModelTarget;
 use crate::llm::client::ModelClient;
 use crate::llm::{LlmError, Message, Request};
@@ -178,7 +178,7 @@ pub async fn summarise(
     text: &str,
     cancel: &CancellationToken,
 ) -> Result<String, LlmError> {
-    let window = crate::config::window_of(targets);
+    let window = crate::llm::windows::window_of(targets);
     // Room for the instructions, the summary so far and the answer.
     let budget = window.saturating_sub(2 * SUMMARY_TOKENS + 500).max(1_000);
     let piece_chars = usize::try_from(budget * 3).unwrap_or(usize::MAX);

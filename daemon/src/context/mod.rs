@@ -6,6 +6,8 @@
 //! - [`guard`] shapes the history loaded from the transcript for one call:
 //!   turn limit, keep-last-K tool results, the single-result cap, calls to
 //!   tools no longer allowed, and the turn order providers demand.
+//! - [`history`] rebuilds the conversation from the transcript, from the
+//!   last compaction on.
 //! - [`tokens`] estimates prompt sizes from the provider's last reported
 //!   usage plus an estimate of what was added since.
 //! - [`compact`] summarises old history when the prompt nears the window.
@@ -16,6 +18,7 @@
 pub mod bootstrap;
 pub mod compact;
 pub mod guard;
+pub mod history;
 pub mod prompt;
 pub mod skills;
 pub mod tokens;
@@ -25,6 +28,7 @@ mod prompt_tests;
 
 use crate::config::{AgentSettings, ContextSettings, PromptMode};
 use crate::llm::ToolSpec;
+use crate::llm::windows::ContextWindow;
 use crate::session::SessionKey;
 use prompt::{ChatKind, PromptInputs, RuntimeInfo};
 

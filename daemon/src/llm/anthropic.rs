@@ -372,7 +372,7 @@ mod tests {
         let target = ModelTarget {
             provider: "p".into(),
             model: "claude".into(),
-            context_window: 1000,
+            context_window: Some(1000),
             max_output_tokens: 10,
             temperature: Some(0.5),
         };

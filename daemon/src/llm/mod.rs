@@ -3,7 +3,8 @@
 //! SSE decoding ([`sse`]), retry decisions ([`retry`]), tool calls written
 //! as text ([`toolcall`]: the hermes and xml formats) and the
 //! [`client::ModelClient`] that streams one model call with retries,
-//! fallbacks and abort.
+//! fallbacks and abort; [`windows`] knows how large each model's context
+//! window is.
 
 pub mod anthropic;
 pub mod client;
@@ -11,6 +12,7 @@ pub mod openai;
 pub mod retry;
 pub mod sse;
 pub mod toolcall;
+pub mod windows;
 
 use std::time::Duration;
 

@@ -311,7 +311,7 @@ mod tests {
         let target = ModelTarget {
             provider: "p".into(),
             model: "m".into(),
-            context_window: 1000,
+            context_window: Some(1000),
             max_output_tokens: 100,
             temperature: Some(0.5),
         };

@@ -9,6 +9,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::State;
+use crate::llm::windows::ContextWindow;
 
 /// What a reload changed, or why it was refused.
 pub type ReloadReport = Result<(Vec<String>, Vec<String>), String>;

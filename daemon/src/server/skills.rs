@@ -7,6 +7,7 @@ use tonic::{Request, Response, Status};
 use super::State;
 use crate::config::PromptMode;
 use crate::context::skills;
+use crate::llm::windows::ContextWindow;
 
 pub struct SkillsService {
     state: State,

@@ -9,8 +9,6 @@
 //! `notifications/tools/list_changed` makes the next use list its tools
 //! again. Every MCP failure is a tool error for the model, never a crash.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,36 +24,10 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput, ToolSource};
+use crate::config::mcp::{McpServerConfig, Transport};
 
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// How to reach a server.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Transport {
-    Stdio {
-        command: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<PathBuf>,
-    },
-    Http {
-        url: String,
-        headers: BTreeMap<String, String>,
-    },
-}
-
-/// One configured server (`[mcp.<name>]` or a plugin's).
-#[derive(Debug, Clone, PartialEq)]
-pub struct McpServerConfig {
-    pub name: String,
-    pub transport: Transport,
-    pub startup_timeout: Duration,
-    /// A plugin's server: its tools belong to the plugin and keep their own
-    /// names (a `[mcp.*]` server's are `mcp__<server>__<tool>`).
-    pub plugin: Option<String>,
-    /// Tool names (as the server calls them) offered only when allowlisted.
-    pub optional: Vec<String>,
-}
 
 /// Notes `tools/list_changed`, so the next use lists tools again.
 #[derive(Clone)]

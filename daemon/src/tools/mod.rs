@@ -16,7 +16,6 @@ pub mod origin;
 pub mod patch;
 pub mod paths;
 pub mod pipeline;
-pub mod plugins;
 pub mod policy;
 #[cfg(test)]
 mod policy_tests;

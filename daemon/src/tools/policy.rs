@@ -15,17 +15,6 @@ use globset::{Glob, GlobMatcher};
 use super::{ToolDef, ToolRegistry, ToolSource};
 use crate::config::{AgentSettings, ModelTarget, PolicySettings, SandboxMode, ToolLayer};
 
-/// The groups a `group:` pattern may name.
-pub const GROUPS: &[&str] = &[
-    "fs",
-    "runtime",
-    "web",
-    "memory",
-    "sessions",
-    "messaging",
-    "plugins",
-];
-
 /// What each profile offers, as patterns.
 fn profile_patterns(profile: &str) -> &'static [&'static str] {
     match profile {
@@ -40,30 +29,6 @@ fn profile_patterns(profile: &str) -> &'static [&'static str] {
         ],
         _ => &["*"],
     }
-}
-
-/// Checks a pattern from the config; the error is a sentence for the user.
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
-    let p = pattern.trim();
-    if p.is_empty() {
-        return Err("an empty tool pattern matches nothing".into());
-    }
-    if let Some(group) = p.strip_prefix("group:") {
-        if !GROUPS.contains(&group.to_ascii_lowercase().as_str()) {
-            return Err(format!(
-                "unknown tool group `{p}`: the groups are {}",
-                GROUPS
-                    .iter()
-                    .map(|g| format!("group:{g}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        return Ok(());
-    }
-    Glob::new(&p.to_lowercase())
-        .map(|_| ())
-        .map_err(|e| format!("`{p}` is not a valid glob: {e}"))
 }
 
 /// A compiled pattern.

@@ -68,19 +68,6 @@ impl ToolRegistry {
     }
 }
 
-/// The names of the core tools (plugin ids may not take them), computed
-/// once.
-pub fn core_tool_names() -> &'static [String] {
-    static NAMES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-        ToolRegistry::core()
-            .all()
-            .iter()
-            .map(|t| t.name.clone())
-            .collect()
-    });
-    &NAMES
-}
-
 impl ToolDef {
     /// How the model is offered this tool.
     pub fn spec(&self) -> ToolSpec {
@@ -105,5 +92,17 @@ mod tests {
         let read = ToolRegistry::core();
         let read = read.get("read").unwrap();
         assert_eq!(read.parameters["required"], serde_json::json!(["path"]));
+    }
+
+    /// The config refuses plugin ids that are core tool names from its own
+    /// list; it must be this registry's.
+    #[test]
+    fn the_configs_core_tool_names_are_the_registrys() {
+        let names: Vec<String> = ToolRegistry::core()
+            .all()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        assert_eq!(names, crate::config::tools::CORE_TOOL_NAMES);
     }
 }

@@ -20,7 +20,8 @@ use std::time::Instant;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::turn::{SessionLog, Turn};
+use super::session_log::SessionLog;
+use super::turn::Turn;
 use super::{Event, Runtime};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
@@ -255,7 +256,7 @@ impl Hub {
         let key = &session.key;
         loop {
             let emit_to = subscribers.clone();
-            let emit: super::turn::Emit = Arc::new(move |event: Event| {
+            let emit: super::session_log::Emit = Arc::new(move |event: Event| {
                 let mut subs = emit_to.lock().unwrap_or_else(|e| e.into_inner());
                 // A client that went away stops receiving; the turn goes on.
                 subs.retain(|s| s.send(event.clone()).is_ok());
@@ -283,7 +284,7 @@ impl Hub {
         log: &mut Option<SessionLog>,
         (text, origin): (String, ChatOrigin),
         cancel: CancellationToken,
-        emit: super::turn::Emit,
+        emit: super::session_log::Emit,
     ) -> Result<(), HubError> {
         let (key, row, nested) = (&session.key, &session.row, session.nested);
         let _permit = tokio::select! {
@@ -367,7 +368,7 @@ impl Hub {
                 agent: key.agent().to_string(),
                 known: String::new(),
             })?;
-        let emit: super::turn::Emit = Arc::new(|_| {});
+        let emit: super::session_log::Emit = Arc::new(|_| {});
         let compactor = super::compaction::Compactor {
             rt: &self.rt,
             config: &config,

@@ -31,7 +31,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::mcp::{McpServerConfig, Transport};
-use crate::config::{HookEvent, HookSettings};
+use super::tools::check_pattern;
+use super::url::check_http_url;
+use super::{HookEvent, HookSettings};
 
 pub const MANIFEST: &str = "pincer-plugin.toml";
 
@@ -96,7 +98,7 @@ pub struct Discovered {
 
 /// Reads `dir/*/pincer-plugin.toml` in folder-name order. `core_tools` are
 /// the names a plugin id may not take.
-pub fn discover(dir: &Path, core_tools: &[String]) -> Discovered {
+pub fn discover(dir: &Path, core_tools: &[&str]) -> Discovered {
     let mut out = Discovered::default();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
@@ -143,7 +145,7 @@ fn load(folder: &Path) -> Result<Plugin, String> {
         let msg = e.message().to_string();
         match e.span() {
             Some(span) => {
-                let (line, col) = crate::config::load::line_col(&text, span.start);
+                let (line, col) = super::locate::line_col(&text, span.start);
                 format!("plugin {shown}:{line}:{col}: {msg}")
             }
             None => format!("plugin {shown}: {msg}"),
@@ -183,12 +185,10 @@ fn load(folder: &Path) -> Result<Plugin, String> {
                 cwd: Some(folder.to_path_buf()),
             }
         }
-        (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
-            Transport::Http {
-                url: url.clone(),
-                headers: manifest.server.headers.clone(),
-            }
-        }
+        (None, Some(url)) if check_http_url(url).is_ok() => Transport::Http {
+            url: url.clone(),
+            headers: manifest.server.headers.clone(),
+        },
         _ => {
             return Err(format!(
                 "plugin {shown}: [server] needs `command = [\"program\", …]` or an http(s) `url`, not both"
@@ -209,6 +209,13 @@ fn load(folder: &Path) -> Result<Plugin, String> {
         let Some(program) = h.command.first() else {
             return Err(format!("plugin {shown}: hooks[{n}] has no command"));
         };
+        // The same check config hooks get: a typo would otherwise make a
+        // hook that silently matches nothing.
+        for pattern in &h.tools {
+            if let Err(why) = check_pattern(pattern) {
+                return Err(format!("plugin {shown}: hooks[{n}] `tools`: {why}"));
+            }
+        }
         let mut command = h.command.clone();
         command[0] = resolve(program);
         hooks.push(HookSettings {
@@ -251,7 +258,7 @@ mod tests {
     #[test]
     fn discovery_and_its_refusals() {
         let root = tempfile::tempdir().unwrap();
-        let core = vec!["read".to_string(), "exec".to_string()];
+        let core = ["read", "exec"];
         plugin(
             root.path(),
             "a-weather",
@@ -307,6 +314,45 @@ mod tests {
         assert!(problems.contains("needs `command"), "{problems}");
         assert!(
             discover(&root.path().join("missing"), &core)
+                .plugins
+                .is_empty()
+        );
+    }
+
+    /// Plugin hooks' tool patterns used to skip the check config hooks get,
+    /// so a typo silently made a hook that matched nothing.
+    #[test]
+    fn a_plugin_hook_with_a_bad_tool_pattern_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        for (folder, pattern) in [("a-group", "group:nope"), ("b-glob", "fore[cast")] {
+            plugin(
+                root.path(),
+                folder,
+                &format!(
+                    "id = \"{}\"\n[server]\nurl = \"http://127.0.0.1:1/mcp\"\n[[hooks]]\nevent = \"before_tool_call\"\ncommand = [\"./check.sh\"]\ntools = [\"forecast\", \"{pattern}\"]\n",
+                    folder.replace('-', "_")
+                ),
+            );
+        }
+        let found = discover(root.path(), &["read"]);
+        assert!(found.plugins.is_empty(), "{found:?}");
+        let [group, glob] = &found.problems[..] else {
+            panic!("{found:?}")
+        };
+        let manifest = |folder: &str| root.path().join(folder).join(MANIFEST);
+        assert!(
+            group.contains(&manifest("a-group").display().to_string())
+                && group.contains("hooks[0]")
+                && group.contains("unknown tool group `group:nope`"),
+            "{group}"
+        );
+        assert!(
+            glob.contains(&manifest("b-glob").display().to_string())
+                && glob.contains("`fore[cast` is not a valid glob"),
+            "{glob}"
+        );
+        assert!(
+            discover(&root.path().join("missing"), &["read"])
                 .plugins
                 .is_empty()
         );

@@ -1,0 +1,141 @@
+//! The environment one tool call runs in ([`CallEnv`]): which tools the
+//! chat is offered (the policy pipeline for the agent and origin), the
+//! redactor, the result cap, the tool context (workspace, cancellation,
+//! jobs, memory, session access), the audit table and approvals. Built once
+//! per model turn by the turn, and by anything else that runs tools
+//! without a model turn around them (a workflow's `tool` step).
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::session_log::Emit;
+use super::{Event, Runtime};
+use crate::config::{AgentSettings, Config};
+use crate::llm::windows::ContextWindow;
+use crate::session::SessionKey;
+use crate::tools::approvals::PendingApproval;
+use crate::tools::origin::ChatOrigin;
+use crate::tools::pipeline::CallEnv;
+use crate::tools::policy::{self, PolicyInput};
+use crate::tools::redact::Redactor;
+use crate::tools::sessions::SessionAccess;
+use crate::tools::{ToolContext, ToolRegistry};
+
+/// Environment variables that always count as secrets.
+const WELL_KNOWN_SECRETS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
+
+/// Who runs tools, where, and where their events go.
+pub struct CallScope<'a> {
+    pub rt: &'a Runtime,
+    /// The config snapshot the calls run under.
+    pub config: &'a Config,
+    pub agent: &'a AgentSettings,
+    pub key: &'a SessionKey,
+    pub origin: &'a ChatOrigin,
+    pub cancel: &'a CancellationToken,
+    /// Approval requests are announced here.
+    pub emit: &'a Emit,
+    /// The hub, for the session tools (`None`: they answer unavailable).
+    pub sessions: Option<Arc<dyn SessionAccess>>,
+}
+
+/// The call environment of `scope` over `registry`.
+pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'r> {
+    let CallScope {
+        rt,
+        config,
+        agent,
+        key,
+        origin,
+        ..
+    } = scope;
+    let workspace_error = std::fs::create_dir_all(&agent.workspace).err().map(|e| {
+        format!(
+            "the workspace {} cannot be created: {e}",
+            agent.workspace.display()
+        )
+    });
+    // A sub-agent session the daemon forgot (a restart) still gets the
+    // [tools.subagents] layer.
+    let sub_layer = rt
+        .subagent(&key.to_string())
+        .map(|s| s.layer)
+        .or_else(|| key.is_subagent().then(crate::config::ToolLayer::default));
+    let input = PolicyInput::for_origin(agent, origin, sub_layer.as_ref());
+    let resolution = policy::resolve(registry, &config.policy, &input);
+    let secret_env = secret_env(config);
+    let settings = Arc::new(config.tools.clone());
+    CallEnv {
+        offered: resolution.offered(),
+        resolution,
+        redactor: Redactor::from_env(&secret_env, provider_keys(config)),
+        result_cap: result_cap(config, agent),
+        workspace_error,
+        base: ToolContext {
+            agent: agent.id.clone(),
+            session_key: key.to_string(),
+            workspace: agent.workspace.clone(),
+            cancel: scope.cancel.clone(),
+            settings: settings.clone(),
+            secret_env: Arc::new(secret_env),
+            jobs: rt.jobs.clone(),
+            sessions: scope.sessions.clone(),
+            turn_spawns: Arc::default(),
+            origin: Arc::new((*origin).clone()),
+            memory: rt.memory.index(agent).map_err(|e| Arc::from(e.to_string())),
+        },
+        settings,
+        sender: origin.sender.clone(),
+        audit: rt.registry.clone(),
+        ask: agent.ask.clone(),
+        approvals: rt.approvals.clone(),
+        announce: {
+            let emit = scope.emit.clone();
+            let timeout = config.tools.approval_timeout;
+            Arc::new(move |p: &PendingApproval| {
+                emit(Event::ApprovalRequested {
+                    id: p.id.clone(),
+                    tool: p.tool.clone(),
+                    arguments: p.arguments.clone(),
+                    expires_in_s: timeout.as_secs(),
+                })
+            })
+        },
+    }
+}
+
+/// min(configured chars, 30 % of the context window at ~4 chars/token)
+fn result_cap(config: &Config, agent: &AgentSettings) -> usize {
+    let window = agent.context_window();
+    let window_chars = (window as usize).saturating_mul(4) * 3 / 10;
+    config.tools.max_result_chars.min(window_chars.max(1000))
+}
+
+/// Environment variables that hold API keys: the well-known ones and every
+/// variable a provider reads its key from.
+fn secret_env(config: &Config) -> Vec<String> {
+    let mut vars: Vec<String> = WELL_KNOWN_SECRETS.iter().map(|s| s.to_string()).collect();
+    for p in config.providers.values() {
+        if let crate::config::ApiKey::Found { origin, .. } = &p.api_key
+            && let Some(var) = origin.strip_prefix('$')
+        {
+            vars.push(var.to_string());
+        }
+    }
+    vars.sort();
+    vars.dedup();
+    vars
+}
+
+/// The values of provider keys (also those read from secret files).
+fn provider_keys(config: &Config) -> Vec<String> {
+    config
+        .providers
+        .values()
+        .filter_map(|p| match &p.api_key {
+            crate::config::ApiKey::Found { value, .. } => Some(value.0.clone()),
+            _ => None,
+        })
+        .collect()
+}

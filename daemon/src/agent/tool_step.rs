@@ -1,0 +1,74 @@
+//! One tool call, run and recorded: the call is appended to the
+//! transcript and reported (`ToolStarted`), runs through the whole
+//! pipeline of SPEC §8.4 (`CallEnv::run`: policy, validation, loop
+//! detection, hooks, approval, execution, redaction, cap, audit), and its
+//! result is appended and reported (`ToolFinished`). The model turn calls
+//! it for each call the model makes; a workflow's `tool` step calls it the
+//! same way, without a model turn around it.
+
+use std::time::Instant;
+
+use super::Event;
+use super::session_log::{Emit, SessionLog};
+use crate::session::transcript::Body;
+use crate::tools::pipeline::{CallEnv, CallResult};
+use crate::util::preview;
+
+/// Characters of a tool result shown to clients (the model gets more).
+const RESULT_PREVIEW: usize = 2000;
+
+/// A call to run: its id, the tool's name and the raw arguments text.
+pub struct ToolCall<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub arguments: &'a str,
+}
+
+/// Runs `call` in `env` and records it in `log` under `turn_id`. `Err` only
+/// when the transcript cannot be written (the call is then not run, or its
+/// result is lost); the tool's own failures are in the result.
+pub async fn run_recorded(
+    env: &CallEnv<'_>,
+    log: &mut SessionLog,
+    turn_id: &str,
+    call: ToolCall<'_>,
+    deadline: Instant,
+    emit: &Emit,
+) -> Result<CallResult, String> {
+    log.append(
+        turn_id,
+        Body::ToolCall {
+            call_id: call.id.to_string(),
+            name: call.name.to_string(),
+            arguments: call.arguments.to_string(),
+        },
+    )?;
+    emit(Event::ToolStarted {
+        call_id: call.id.to_string(),
+        name: call.name.to_string(),
+        arguments: call.arguments.to_string(),
+    });
+    let started = Instant::now();
+    let result = env
+        .run(&mut log.loops, call.id, call.name, call.arguments, deadline)
+        .await;
+    let duration_ms = started.elapsed().as_millis() as u64;
+    log.append(
+        turn_id,
+        Body::ToolResult {
+            call_id: call.id.to_string(),
+            name: call.name.to_string(),
+            content: result.output.content.clone(),
+            is_error: result.output.is_error,
+            duration_ms,
+        },
+    )?;
+    emit(Event::ToolFinished {
+        call_id: call.id.to_string(),
+        name: call.name.to_string(),
+        status: result.status,
+        result: preview(&result.output.content, RESULT_PREVIEW),
+        duration_ms,
+    });
+    Ok(result)
+}

@@ -1,0 +1,189 @@
+//! Providers and models: `[providers.*]` into [`ProviderSettings`] (base
+//! URL, API key, timeouts, retries) and model references (`[models]` names
+//! with their fallbacks, or `provider/model`) into [`ModelTarget`]s.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use super::file::{ModelSection, ProviderKind, ProviderSection};
+use super::locate::{ConfigError, Locator, join_keys};
+use super::url::check_http_url;
+use super::{ApiKey, ModelTarget, ProviderSettings, RetrySettings, Secret, ToolFormat};
+use crate::home::{Home, expand_tilde};
+
+pub(super) fn provider_settings(
+    home: &Home,
+    loc: &Locator<'_>,
+    name: &str,
+    section: &ProviderSection,
+) -> Result<ProviderSettings, ConfigError> {
+    let base_url = match &section.base_url {
+        Some(url) => {
+            let value = url.get_ref().trim_end_matches('/').to_string();
+            if let Err(why) = check_http_url(&value) {
+                return Err(loc.at(url.span(), why));
+            }
+            value
+        }
+        None => match section.kind {
+            ProviderKind::Openai => "https://api.openai.com/v1".into(),
+            ProviderKind::Anthropic => "https://api.anthropic.com".into(),
+        },
+    };
+    let api_key = api_key(
+        home,
+        &format!("provider `{name}`"),
+        section.api_key_env.as_deref(),
+        section.api_key_file.as_deref(),
+    );
+    let retry = &section.retry;
+    Ok(ProviderSettings {
+        name: name.to_string(),
+        kind: section.kind,
+        base_url,
+        api_key,
+        tool_format: section
+            .tool_format
+            .as_ref()
+            .map_or(ToolFormat::Native, |f| *f.get_ref()),
+        connect_timeout: Duration::from_secs(section.connect_timeout_s.unwrap_or(10)),
+        idle_timeout: Duration::from_secs(section.idle_timeout_s.unwrap_or(300)),
+        retry: RetrySettings {
+            max_attempts: retry.max_attempts.unwrap_or(6).max(1),
+            initial_backoff: Duration::from_millis(retry.initial_backoff_ms.unwrap_or(1000)),
+            max_backoff: Duration::from_millis(retry.max_backoff_ms.unwrap_or(30_000)),
+            max_retry_after: Duration::from_secs(retry.max_retry_after_s.unwrap_or(60)),
+        },
+        headers: section.headers.clone(),
+    })
+}
+
+/// An API key named by an environment variable or a file in
+/// `PINCER_HOME/secrets/`; `who` starts the sentence when it is missing.
+pub(super) fn api_key(home: &Home, who: &str, env: Option<&str>, file: Option<&str>) -> ApiKey {
+    match (env, file) {
+        (Some(var), _) => match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => ApiKey::Found {
+                origin: format!("${var}"),
+                value: Secret(v.trim().to_string()),
+            },
+            _ => ApiKey::Missing {
+                problem: format!(
+                    "{who} reads its API key from ${var}, which is not set in pincerd's environment"
+                ),
+            },
+        },
+        (None, Some(file)) => {
+            let path = home.secrets_dir().join(expand_tilde(file));
+            match std::fs::read_to_string(&path) {
+                Ok(v) if !v.trim().is_empty() => ApiKey::Found {
+                    origin: path.display().to_string(),
+                    value: Secret(v.trim().to_string()),
+                },
+                _ => ApiKey::Missing {
+                    problem: format!(
+                        "{who} reads its API key from {}, which is missing or empty",
+                        path.display()
+                    ),
+                },
+            }
+        }
+        (None, None) => ApiKey::None,
+    }
+}
+
+pub(super) struct ModelResolver<'a> {
+    pub(super) loc: &'a Locator<'a>,
+    pub(super) providers: &'a BTreeMap<String, ProviderSettings>,
+    pub(super) models: &'a BTreeMap<String, ModelSection>,
+    pub(super) detected: Option<&'a ModelTarget>,
+}
+
+impl ModelResolver<'_> {
+    /// A model reference (`[models]` name or `provider/model`) and the
+    /// fallbacks of a named model, in order.
+    pub(super) fn chain(
+        &self,
+        reference: &str,
+        span: Option<Range<usize>>,
+    ) -> Result<Vec<ModelTarget>, ConfigError> {
+        match self.models.get(reference) {
+            Some(section) => {
+                let mut chain = vec![self.named(reference, section)?];
+                for fallback in &section.fallbacks {
+                    let target = match self.models.get(fallback.get_ref()) {
+                        Some(s) => self.named(fallback.get_ref(), s)?,
+                        None => self.direct(fallback.get_ref(), fallback.span())?,
+                    };
+                    chain.push(target);
+                }
+                Ok(chain)
+            }
+            None if reference == "default" && self.detected.is_some() => {
+                Ok(self.detected.cloned().into_iter().collect())
+            }
+            None => self
+                .direct(reference, span.unwrap_or(0..0))
+                .map(|t| vec![t]),
+        }
+    }
+
+    fn named(&self, name: &str, section: &ModelSection) -> Result<ModelTarget, ConfigError> {
+        let provider = section.provider.get_ref();
+        if !self.providers.contains_key(provider) {
+            return Err(self.loc.at(
+                section.provider.span(),
+                format!(
+                    "model `{name}` names provider `{provider}`, which is not defined (providers: {})",
+                    join_keys(self.providers)
+                ),
+            ));
+        }
+        Ok(ModelTarget {
+            provider: provider.clone(),
+            model: section.model.clone(),
+            context_window: match &section.context_window {
+                Some(w) if *w.get_ref() < MIN_CONTEXT_WINDOW => {
+                    return Err(self.loc.at(
+                        w.span(),
+                        format!(
+                            "a context window of {} tokens leaves no room for a prompt; it must be at least {MIN_CONTEXT_WINDOW}",
+                            w.get_ref()
+                        ),
+                    ));
+                }
+                Some(w) => Some(*w.get_ref()),
+                None => None,
+            },
+            max_output_tokens: section.max_output_tokens.unwrap_or(4096),
+            temperature: section.temperature,
+        })
+    }
+
+    fn direct(&self, reference: &str, span: Range<usize>) -> Result<ModelTarget, ConfigError> {
+        if let Some((provider, model)) = reference.split_once('/')
+            && self.providers.contains_key(provider)
+            && !model.is_empty()
+        {
+            return Ok(ModelTarget {
+                provider: provider.to_string(),
+                model: model.to_string(),
+                context_window: None,
+                max_output_tokens: 4096,
+                temperature: None,
+            });
+        }
+        Err(self.loc.at(
+            span,
+            format!(
+                "unknown model `{reference}`: name a [models] entry ({}) or write `provider/model` with a defined provider ({})",
+                join_keys(self.models),
+                join_keys(self.providers)
+            ),
+        ))
+    }
+}
+
+/// The smallest context window accepted in the config (tokens).
+pub const MIN_CONTEXT_WINDOW: u64 = 1_024;

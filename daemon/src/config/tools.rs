@@ -1,0 +1,273 @@
+//! Tools: `[tools]` into [`ToolSettings`] (limits, loop detection, hooks,
+//! time limits, `web_fetch`, sub-agents) and the policy layers into
+//! [`PolicySettings`], every pattern checked.
+//!
+//! The names patterns are checked against live here too, not in `tools`:
+//! the groups a `group:` pattern may name, the pattern check itself, and
+//! the core tools' names (a plugin id may not take one), so the config
+//! validates `[tools]`, agents' layers, hooks and plugins without depending
+//! on the tools it configures; `tools::registry` has a test that keeps
+//! [`CORE_TOOL_NAMES`] equal to the registry's core tools.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use globset::Glob;
+use toml::Spanned;
+
+use super::file::{ConfigFile, LayerSection};
+use super::locate::{ConfigError, Locator, header_span, join_keys};
+use super::{
+    HookEvent, HookSettings, LoopSettings, PolicySettings, SandboxMode, SubagentLimits, ToolLayer,
+    ToolSettings, WebFetchSettings,
+};
+use crate::home::expand_tilde;
+
+/// The groups a `group:` pattern may name.
+pub const GROUPS: &[&str] = &[
+    "fs",
+    "runtime",
+    "web",
+    "memory",
+    "sessions",
+    "messaging",
+    "plugins",
+];
+
+/// The names of the core tools, in the registry's order.
+pub const CORE_TOOL_NAMES: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "ls",
+    "glob",
+    "grep",
+    "apply_patch",
+    "exec",
+    "process",
+    "web_fetch",
+    "memory_search",
+    "memory_get",
+    "session_status",
+    "sessions_list",
+    "sessions_history",
+    "sessions_send",
+    "sessions_spawn",
+    "message",
+];
+
+/// Checks a pattern from the config; the error is a sentence for the user.
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
+    let p = pattern.trim();
+    if p.is_empty() {
+        return Err("an empty tool pattern matches nothing".into());
+    }
+    if let Some(group) = p.strip_prefix("group:") {
+        if !GROUPS.contains(&group.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "unknown tool group `{p}`: the groups are {}",
+                GROUPS
+                    .iter()
+                    .map(|g| format!("group:{g}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        return Ok(());
+    }
+    Glob::new(&p.to_lowercase())
+        .map(|_| ())
+        .map_err(|e| format!("`{p}` is not a valid glob: {e}"))
+}
+
+fn loop_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<LoopSettings, ConfigError> {
+    let l = &file.tools.loop_detection;
+    let s = LoopSettings {
+        enabled: l.enabled.unwrap_or(true),
+        window: l.window.as_ref().map_or(30, |w| *w.get_ref()),
+        warning: l.warning.unwrap_or(10),
+        critical: l.critical.unwrap_or(20),
+        breaker: l.breaker.unwrap_or(30),
+    };
+    if !(1 <= s.warning
+        && s.warning <= s.critical
+        && s.critical <= s.breaker
+        && s.breaker <= s.window)
+    {
+        let span = l
+            .window
+            .as_ref()
+            .map(|w| w.span())
+            .unwrap_or_else(|| header_span(loc.text, "tools.loop_detection"));
+        return Err(loc.at(
+            span,
+            format!(
+                "[tools.loop_detection] needs 1 <= warning <= critical <= breaker <= window (got {}, {}, {}, {})",
+                s.warning, s.critical, s.breaker, s.window
+            ),
+        ));
+    }
+    Ok(s)
+}
+
+pub(super) fn tool_settings(
+    loc: &Locator<'_>,
+    file: &ConfigFile,
+) -> Result<ToolSettings, ConfigError> {
+    Ok(ToolSettings {
+        exec_timeout: Duration::from_secs(file.tools.exec.timeout_s.unwrap_or(120)),
+        exec_max_output_chars: file.tools.exec.max_output_chars.unwrap_or(30_000),
+        max_result_chars: file.tools.max_result_chars.unwrap_or(40_000),
+        max_rollbacks: file.tools.rollback.max_consecutive.unwrap_or(5),
+        refusal_keywords: file.tools.rollback.refusal_keywords.clone(),
+        loops: loop_settings(loc, file)?,
+        hooks: hook_settings(loc, file)?,
+        timeouts: file
+            .tools
+            .timeouts
+            .iter()
+            .map(|(k, v)| (k.clone(), Duration::from_secs(*v)))
+            .collect(),
+        default_timeout: Duration::from_secs(file.tools.default_timeout_s.unwrap_or(600)),
+        approval_timeout: Duration::from_secs(file.tools.approval_timeout_s.unwrap_or(600)),
+        subagents: SubagentLimits {
+            max_depth: file.tools.subagents.max_depth.unwrap_or(1),
+            max_children: file.tools.subagents.max_children.unwrap_or(5),
+        },
+        web_fetch: WebFetchSettings {
+            allow_private: file.tools.web_fetch.allow_private.unwrap_or(false),
+            allow_hosts: file.tools.web_fetch.allow_hosts.clone(),
+        },
+    })
+}
+
+fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSettings>, ConfigError> {
+    let mut out = Vec::new();
+    for (n, h) in file.tools.hooks.iter().enumerate() {
+        let event = match h.event.get_ref().as_str() {
+            "before_tool_call" => HookEvent::BeforeToolCall,
+            "after_tool_call" => HookEvent::AfterToolCall,
+            other => {
+                return Err(loc.at(
+                    h.event.span(),
+                    format!(
+                        "unknown hook event `{other}`: use before_tool_call or after_tool_call"
+                    ),
+                ));
+            }
+        };
+        if h.command.get_ref().is_empty() || h.command.get_ref()[0].trim().is_empty() {
+            return Err(loc.at(
+                h.command.span(),
+                "a hook needs a command: [\"program\", \"arg\", …]",
+            ));
+        }
+        for pattern in &h.tools {
+            if let Err(why) = check_pattern(pattern) {
+                return Err(loc.at(h.command.span(), format!("hook `tools`: {why}")));
+            }
+        }
+        let program = expand_tilde(&h.command.get_ref()[0]);
+        let mut command = h.command.get_ref().clone();
+        command[0] = program.to_string_lossy().into_owned();
+        out.push(HookSettings {
+            name: h.name.clone().unwrap_or_else(|| format!("hooks[{n}]")),
+            event,
+            command,
+            tools: h.tools.clone(),
+            timeout: Duration::from_secs(h.timeout_s.unwrap_or(10)),
+        });
+    }
+    Ok(out)
+}
+
+const PROFILES: &[&str] = &["minimal", "messaging", "coding", "full"];
+
+/// A policy layer, its profile and patterns checked.
+fn layer(loc: &Locator<'_>, section: &LayerSection) -> Result<ToolLayer, ConfigError> {
+    if let Some(ask) = section.ask.first() {
+        return Err(loc.at(
+            ask.span(),
+            "`ask` is set per agent: [agents.<id>.tools] ask = [\"exec\"]",
+        ));
+    }
+    patterns_and_profile(loc, section.profile.as_ref(), &section.allow, &section.deny)
+}
+
+pub(super) fn patterns_and_profile(
+    loc: &Locator<'_>,
+    profile: Option<&Spanned<String>>,
+    allow: &[Spanned<String>],
+    deny: &[Spanned<String>],
+) -> Result<ToolLayer, ConfigError> {
+    if let Some(profile) = profile
+        && !PROFILES.contains(&profile.get_ref().as_str())
+    {
+        return Err(loc.at(
+            profile.span(),
+            format!(
+                "unknown tool profile `{}`: use minimal, messaging, coding or full",
+                profile.get_ref()
+            ),
+        ));
+    }
+    for pattern in allow.iter().chain(deny) {
+        if let Err(why) = check_pattern(pattern.get_ref()) {
+            return Err(loc.at(pattern.span(), why));
+        }
+    }
+    Ok(ToolLayer {
+        profile: profile.map(|p| p.get_ref().clone()),
+        allow: allow.iter().map(|p| p.get_ref().clone()).collect(),
+        deny: deny.iter().map(|p| p.get_ref().clone()).collect(),
+    })
+}
+
+pub(super) fn policy_settings(
+    loc: &Locator<'_>,
+    file: &ConfigFile,
+) -> Result<PolicySettings, ConfigError> {
+    let t = &file.tools;
+    let mut by_provider = BTreeMap::new();
+    for (key, section) in &t.by_provider {
+        let provider = key.split('/').next().unwrap_or_default();
+        if !file.providers.contains_key(provider) && !file.providers.is_empty() {
+            return Err(loc.at(
+                header_span(loc.text, &format!("tools.by_provider.{key}")),
+                format!(
+                    "[tools.by_provider.\"{key}\"]: no provider `{provider}` is defined (providers: {})",
+                    join_keys(&file.providers)
+                ),
+            ));
+        }
+        let layer = layer(loc, section)?;
+        if let Some(p) = &section.profile {
+            return Err(loc.at(
+                p.span(),
+                "a per-provider layer can only narrow (allow/deny); set profiles on [tools] or an agent",
+            ));
+        }
+        by_provider.insert(key.clone(), layer);
+    }
+    let sandbox_mode = match t.sandbox.mode.as_ref() {
+        None => SandboxMode::Off,
+        Some(m) => match m.get_ref().as_str() {
+            "off" => SandboxMode::Off,
+            "non-main" => SandboxMode::NonMain,
+            "all" => SandboxMode::All,
+            other => {
+                return Err(loc.at(
+                    m.span(),
+                    format!("unknown sandbox mode `{other}`: use off, non-main or all"),
+                ));
+            }
+        },
+    };
+    Ok(PolicySettings {
+        global: patterns_and_profile(loc, t.profile.as_ref(), &t.allow, &t.deny)?,
+        by_provider,
+        sandbox_mode,
+        sandbox: patterns_and_profile(loc, None, &t.sandbox.allow, &t.sandbox.deny)?,
+        subagents: patterns_and_profile(loc, None, &t.subagents.allow, &t.subagents.deny)?,
+    })
+}
