@@ -41,25 +41,23 @@ fn finding(level: Level, subject: impl Into<String>, message: impl Into<String>)
     }
 }
 
-/// Checks of the config and of every provider and agent it names.
-/// With `memory`, the running daemon's indexes are checked too.
+/// Checks of the config file on disk and of every provider and agent it
+/// names. `running` is the config the daemon runs (the daemon's
+/// `Daemon.Doctor`), `None` offline; with `memory`, the running daemon's
+/// indexes are checked too.
 pub async fn check_running(
     home: &Home,
-    config: &Config,
+    running: Option<&Config>,
     memory: Option<&crate::memory::Memory>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    out.push(match &config.source {
-        Some(path) => finding(Level::Ok, "config", format!("{} is valid", path.display())),
-        None => finding(
-            Level::Ok,
-            "config",
-            format!(
-                "no {} yet: running on zero-config defaults (`pincer init` writes a starter file)",
-                home.config_file().display()
-            ),
-        ),
-    });
+    // The file decides, not what the daemon loaded: right after `pincer
+    // init`, or with a broken edit the daemon refused, the two differ.
+    let disk = crate::config::load(home);
+    out.extend(check_config_file(home, &disk, running));
+    let Some(config) = disk.as_ref().ok().or(running) else {
+        return out;
+    };
     if let Some(problem) = &config.provider_problem {
         out.push(finding(Level::Error, "provider", problem.clone()));
     }
@@ -87,6 +85,55 @@ pub async fn check_running(
                 "has no model; set `model` under its [agents] table",
             ));
         }
+    }
+    out
+}
+
+/// Whether the file on disk is valid, and whether the daemon runs it.
+fn check_config_file(
+    home: &Home,
+    disk: &Result<Config, crate::config::ConfigError>,
+    running: Option<&Config>,
+) -> Vec<Finding> {
+    let path = home.config_file();
+    let mut out = vec![match disk {
+        Err(e) => finding(
+            Level::Error,
+            "config",
+            format!(
+                "{e}; fix it and run `pincer config check`{}",
+                if running.is_some() {
+                    " (pincerd keeps running the config it loaded last until a reload succeeds)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Ok(c) if c.source.is_none() => finding(
+            Level::Ok,
+            "config",
+            format!(
+                "no {} yet: running on zero-config defaults (`pincer init` writes a starter file)",
+                path.display()
+            ),
+        ),
+        Ok(_) => finding(Level::Ok, "config", format!("{} is valid", path.display())),
+    }];
+    if let (Ok(disk), Some(running)) = (disk, running)
+        && disk.text_hash != running.text_hash
+    {
+        out.push(finding(
+            Level::Warn,
+            "config",
+            format!(
+                "pincerd runs an older config than {} ({}); `pincer config reload` applies the file",
+                path.display(),
+                match &running.source {
+                    Some(_) => "the file changed since it was loaded",
+                    None => "it started before the file existed",
+                }
+            ),
+        ));
     }
     out
 }

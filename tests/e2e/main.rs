@@ -10,6 +10,7 @@ mod lifecycle;
 mod llmock;
 mod mcp;
 mod memory;
+mod messages;
 mod plugins;
 mod policy;
 mod scripted;

@@ -169,6 +169,14 @@ fn resolve(
         provider_problem,
         // `[[bindings]]` are parsed with the channels (the bridges).
         bindings: Vec::new(),
+        text_hash: if path.is_some() {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            text.hash(&mut h);
+            h.finish()
+        } else {
+            0
+        },
     })
 }
 

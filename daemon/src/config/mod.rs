@@ -63,6 +63,9 @@ pub struct Config {
     pub context: ContextSettings,
     /// Which agent answers which chat (most specific wins).
     pub bindings: Vec<Binding>,
+    /// A hash of the file's text (0 without a file): tells whether the
+    /// file on disk is still the one the daemon runs (`pincer doctor`).
+    pub text_hash: u64,
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,

@@ -163,7 +163,7 @@ impl pb::daemon_server::Daemon for DaemonService {
     ) -> Result<Response<pb::DoctorResponse>, Status> {
         let rt = self.state.hub.runtime();
         let findings =
-            crate::doctor::check_running(rt.home(), &rt.config(), Some(rt.memory())).await;
+            crate::doctor::check_running(rt.home(), Some(&rt.config()), Some(rt.memory())).await;
         Ok(Response::new(pb::DoctorResponse {
             findings: findings
                 .into_iter()

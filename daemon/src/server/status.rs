@@ -14,7 +14,9 @@ impl From<HubError> for Status {
             HubError::UnknownAgent { .. }
             | HubError::UnknownSession { .. }
             | HubError::NoPrompt(_) => Status::not_found(message),
-            HubError::BadSessionName(_) => Status::invalid_argument(message),
+            HubError::BadSessionName(_) | HubError::TooLarge { .. } => {
+                Status::invalid_argument(message)
+            }
             HubError::Busy(_) => Status::failed_precondition(message),
             HubError::ShuttingDown => Status::unavailable(message),
             // Attempted and abandoned, nothing changed: the operation, not

@@ -56,6 +56,15 @@ pub enum HubError {
     Busy(String),
     #[error("pincerd is shutting down")]
     ShuttingDown,
+    #[error(
+        "the message is about {tokens} tokens, more than the {limit} a single message may take with agent `{agent}`'s model (half its {window}-token context window); shorten it, split it, or save it to a file in the workspace and name the file"
+    )]
+    TooLarge {
+        agent: String,
+        tokens: u64,
+        limit: u64,
+        window: u64,
+    },
     /// The compaction ran and did not complete (the history was kept whole).
     #[error("the compaction did not complete: {0}; the history was kept whole")]
     Compaction(String),
@@ -199,6 +208,7 @@ impl Hub {
             return Err(HubError::ShuttingDown);
         }
         self.agent_id(key.agent())?;
+        self.check_size(&key, &text)?;
         // Make sure the session exists before anything is queued.
         let row = self
             .rt
@@ -320,6 +330,30 @@ impl Hub {
         };
         let outcome = turn.run(session_log, text).await;
         self.rt.registry.finish_turn(&row.id, outcome).await?;
+        Ok(())
+    }
+
+    /// A single message may take at most half the model's context window:
+    /// the rest is for the system prompt, the tools, the history and the
+    /// answer. A larger one is refused before it is recorded, instead of
+    /// being sent whole and failing at the provider.
+    fn check_size(&self, key: &SessionKey, text: &str) -> Result<(), HubError> {
+        use crate::llm::windows::ContextWindow;
+        let config = self.rt.config();
+        let Some(agent) = config.agent(key.agent()) else {
+            return Ok(());
+        };
+        let window = agent.context_window();
+        let limit = window / 2;
+        let tokens = crate::context::tokens::estimate_text(text);
+        if tokens > limit {
+            return Err(HubError::TooLarge {
+                agent: agent.id.clone(),
+                tokens,
+                limit,
+                window,
+            });
+        }
         Ok(())
     }
 
