@@ -64,6 +64,13 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             home.log_file().display()
         );
     }
+    // A zero-config first start has no workspace yet: made here, a note
+    // saved in it is seen by the memory watcher, and tools find the folder.
+    for agent in config.agents.values() {
+        if let Err(e) = std::fs::create_dir_all(&agent.workspace) {
+            tracing::warn!(agent = %agent.id, workspace = %agent.workspace.display(), "cannot create the workspace: {e}");
+        }
+    }
     let registry = Registry::open(&home.registry_db())?;
     let models = ModelClient::new(&config.providers)?;
     if let Some(problem) = &config.provider_problem {
