@@ -72,6 +72,8 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         }
     }
     let registry = Registry::open(&home.registry_db())?;
+    // Before the socket: a client never sees such a session unreported.
+    crate::session::interrupted::report(&home, &registry).await?;
     let models = ModelClient::new(&config.providers)?;
     if let Some(problem) = &config.provider_problem {
         tracing::warn!("{problem}");

@@ -219,12 +219,14 @@ impl McpServer {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| {
-                        format!("cannot start the MCP server `{name}` (`{program}`): {e}")
-                    })?;
+                crate::children::die_with_daemon(&mut cmd);
+                let (transport, stderr) = crate::children::spawn(move || {
+                    rmcp::transport::TokioChildProcess::builder(cmd)
+                        .stderr(Stdio::piped())
+                        .spawn()
+                })
+                .await
+                .map_err(|e| format!("cannot start the MCP server `{name}` (`{program}`): {e}"))?;
                 if let Some(stderr) = stderr {
                     let server = name.clone();
                     // Its stderr goes to our log, a line at a time.
