@@ -12,6 +12,7 @@ pub mod context;
 pub mod daemon;
 pub mod doctor;
 pub mod home;
+pub mod lifecycle;
 pub mod llm;
 pub mod logging;
 pub mod memory;
