@@ -230,7 +230,7 @@ async fn reload_applies_live_changes_and_reports_restart_ones() {
     home.write_config(&provider_config("openai", &base, ""));
     let _d = home.start();
     home.write_config(&format!(
-        "[daemon]\nmax_concurrent_turns = 3\n\n{}\n[agents.helper]\nmodel = \"default\"\n",
+        "[daemon]\nmax_concurrent_turns = 3\n\n[memory]\nembedder = \"none\"\n\n{}\n[agents.helper]\nmodel = \"default\"\n",
         provider_config("openai", &base, "")
     ));
     let out = home.cli(&["config", "reload"]).await;
@@ -242,6 +242,13 @@ async fn reload_applies_live_changes_and_reports_restart_ones() {
     assert!(
         out.stdout
             .contains("needs a restart of pincerd: daemon.max_concurrent_turns (8 → 3)"),
+        "{}",
+        out.stdout
+    );
+    // Each lifecycle part answers for its own settings.
+    assert!(
+        out.stdout
+            .contains("needs a restart of pincerd: memory: [memory] settings"),
         "{}",
         out.stdout
     );
