@@ -1,7 +1,9 @@
 //! Start-up, reload and shutdown of the daemon: the one place where the
 //! parts are wired together (home, config, logging, registry, model client,
-//! hub, gRPC server, signals).
+//! hub, signals) and where the long-running parts (memory watchers, MCP
+//! servers, the gRPC server: [`crate::lifecycle`]) are composed.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
@@ -11,6 +13,7 @@ use crate::agent::Runtime;
 use crate::agent::hub::Hub;
 use crate::config::{self, Config, ConfigError};
 use crate::home::Home;
+use crate::lifecycle::{Part, Parts, Reloaded, StopFuture};
 use crate::llm::client::ModelClient;
 use crate::server::{self, daemon::ReloadReport, socket};
 use crate::session::registry::Registry;
@@ -64,7 +67,16 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             home.log_file().display()
         );
     }
+    // A zero-config first start has no workspace yet: made here, a note
+    // saved in it is seen by the memory watcher, and tools find the folder.
+    for agent in config.agents.values() {
+        if let Err(e) = std::fs::create_dir_all(&agent.workspace) {
+            tracing::warn!(agent = %agent.id, workspace = %agent.workspace.display(), "cannot create the workspace: {e}");
+        }
+    }
     let registry = Registry::open(&home.registry_db())?;
+    // Before the socket: a client never sees such a session unreported.
+    crate::session::interrupted::report(&home, &registry).await?;
     let models = ModelClient::new(&config.providers)?;
     if let Some(problem) = &config.provider_problem {
         tracing::warn!("{problem}");
@@ -85,12 +97,33 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     // instead of the default action killing it.
     let signals = Signals::install();
     let listener = socket::bind(&home.socket_path())?;
-    hub.runtime().memory().start(&config);
 
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
-    tokio::spawn(handle_signals(signals, stop.clone(), reload_tx.clone()));
-    tokio::spawn(handle_reloads(home.clone(), hub.clone(), reload_rx));
+    let server = ServerPart::new(
+        listener,
+        server::State {
+            hub: hub.clone(),
+            started,
+            stop: stop.clone(),
+            reload: reload_tx.clone(),
+        },
+    );
+    let served = server.result.clone();
+    let parts = Arc::new(
+        Parts::default()
+            .with(hub.runtime().memory().clone())
+            .with(crate::tools::mcp::McpPart(hub.runtime().clone()))
+            .with(server),
+    );
+    parts.start(&config);
+    tokio::spawn(handle_signals(signals, stop.clone(), reload_tx));
+    tokio::spawn(handle_reloads(
+        home.clone(),
+        hub.clone(),
+        parts.clone(),
+        reload_rx,
+    ));
 
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -100,21 +133,95 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         ready_ms = started.elapsed().as_millis() as u64,
         "pincerd is ready"
     );
-    let state = server::State {
-        hub: hub.clone(),
-        started,
-        stop: stop.clone(),
-        reload: reload_tx,
-    };
-    // The server drains the hub (the grace, then aborts) before it closes;
-    // this second call only covers a server that failed.
-    let served = server::serve(listener, state).await;
+    stop.cancelled().await;
+    // The server drains the hub while it still answers (Status says
+    // `stopping`): running turns get the grace, then are aborted; then it
+    // closes. The hub's shutdown here only covers a server that failed;
+    // the other parts stop after the hub.
+    let _ = served.finished.clone().wait().await;
     hub.shutdown(grace).await;
     hub.runtime().jobs().kill_all();
-    hub.runtime().mcp().stop();
-    hub.runtime().memory().stop();
+    parts.stop(grace).await;
     tracing::info!("pincerd stopped");
-    served.map_err(StartError::from)
+    match served
+        .error
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        Some(e) => Err(StartError::from(e)),
+        None => Ok(()),
+    }
+}
+
+/// How the gRPC server ended.
+#[derive(Clone, Default)]
+struct Served {
+    finished: Finished,
+    error: Arc<Mutex<Option<tonic::transport::Error>>>,
+}
+
+/// Set once the server's task has ended.
+#[derive(Clone, Default)]
+struct Finished(CancellationToken);
+
+impl Finished {
+    async fn wait(self) {
+        self.0.cancelled().await;
+    }
+}
+
+/// The gRPC server as a part: served from `start` until the stop token is
+/// cancelled; nothing in the config changes it (the socket lives in the
+/// home folder).
+struct ServerPart {
+    listener: Mutex<Option<(interprocess::local_socket::tokio::Listener, server::State)>>,
+    stop: CancellationToken,
+    result: Served,
+}
+
+impl ServerPart {
+    fn new(listener: interprocess::local_socket::tokio::Listener, state: server::State) -> Self {
+        Self {
+            stop: state.stop.clone(),
+            listener: Mutex::new(Some((listener, state))),
+            result: Served::default(),
+        }
+    }
+}
+
+impl Part for ServerPart {
+    fn name(&self) -> &'static str {
+        "server"
+    }
+
+    fn start(&self, _config: &Config) {
+        let taken = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some((listener, state)) = taken else {
+            return;
+        };
+        let result = self.result.clone();
+        tokio::spawn(async move {
+            if let Err(e) = server::serve(listener, state).await {
+                tracing::error!("the gRPC server failed: {e}");
+                *result.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
+            result.finished.0.cancel();
+        });
+    }
+
+    fn reload(&self, _old: &Config, _new: &Config) -> Reloaded {
+        Reloaded::Unchanged
+    }
+
+    fn stop(&self, _grace: Duration) -> StopFuture<'_> {
+        self.stop.cancel();
+        Box::pin(self.result.finished.clone().wait())
+    }
 }
 
 /// SIGTERM, SIGINT and SIGHUP, caught from the moment this is created.
@@ -170,26 +277,33 @@ async fn handle_signals(
 async fn handle_reloads(
     home: Home,
     hub: Hub,
+    parts: Arc<Parts>,
     mut requests: mpsc::Receiver<oneshot::Sender<ReloadReport>>,
 ) {
     while let Some(reply) = requests.recv().await {
-        let report = reload(&home, &hub);
+        let report = reload(&home, &hub, &parts);
         let _ = reply.send(report);
     }
 }
 
-/// Loads the config again and applies what can change live.
-fn reload(home: &Home, hub: &Hub) -> ReloadReport {
+/// Loads the config again, applies what can change live, and asks each
+/// part: the report has the config's own changes, then a line per part
+/// that the change concerns ("mcp: servers restarted on next use").
+fn reload(home: &Home, hub: &Hub, parts: &Parts) -> ReloadReport {
     let new = config::load(home).map_err(|e| e.to_string())?;
     let rt = hub.runtime();
     let old = rt.config();
-    let (applied, needs_restart) = diff(&old, &new);
+    let (mut applied, mut needs_restart) = diff(&old, &new);
     let models = ModelClient::new(&new.providers).map_err(|e| e.to_string())?;
+    let (part_applied, part_restart) = parts.reload(&old, &new);
     rt.replace(new, models);
+    applied.extend(part_applied);
+    needs_restart.extend(part_restart);
     Ok((applied, needs_restart))
 }
 
-/// What changed between two configs, split into live and restart-only.
+/// What changed between two configs, split into live and restart-only
+/// (the parts report their own settings: [`Parts::reload`]).
 pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     let mut applied = Vec::new();
     let mut restart = Vec::new();
@@ -223,17 +337,11 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     if old.tools != new.tools {
         applied.push("tool settings changed".into());
     }
-    if old.mcp != new.mcp {
-        applied.push("MCP servers changed (restarted on next use)".into());
-    }
     if old.policy != new.policy {
         applied.push("tool policy changed".into());
     }
     if old.context != new.context {
         applied.push("[context] settings changed".into());
-    }
-    if old.memory != new.memory {
-        restart.push("[memory] settings".into());
     }
     if old.daemon.max_concurrent_turns != new.daemon.max_concurrent_turns {
         restart.push(format!(

@@ -6,11 +6,13 @@
 //! reload and shutdown. See ARCHITECTURE.md for the map.
 
 pub mod agent;
+pub mod children;
 pub mod config;
 pub mod context;
 pub mod daemon;
 pub mod doctor;
 pub mod home;
+pub mod lifecycle;
 pub mod llm;
 pub mod logging;
 pub mod memory;

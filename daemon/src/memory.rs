@@ -223,3 +223,29 @@ fn openai(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
         o.dimensions,
     )))
 }
+
+/// The watchers as a part of the daemon: started after the socket is up,
+/// stopped last; `[memory]` changes need a restart (the embedder and every
+/// open index were made from them).
+impl crate::lifecycle::Part for Memory {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn start(&self, config: &Config) {
+        Memory::start(self, config);
+    }
+
+    fn reload(&self, old: &Config, new: &Config) -> crate::lifecycle::Reloaded {
+        if old.memory == new.memory {
+            crate::lifecycle::Reloaded::Unchanged
+        } else {
+            crate::lifecycle::Reloaded::NeedsRestart("[memory] settings".into())
+        }
+    }
+
+    fn stop(&self, _grace: std::time::Duration) -> crate::lifecycle::StopFuture<'_> {
+        Memory::stop(self);
+        Box::pin(std::future::ready(()))
+    }
+}

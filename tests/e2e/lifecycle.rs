@@ -247,7 +247,7 @@ async fn reload_applies_live_changes_and_reports_restart_ones() {
     home.write_config(&provider_config("openai", &base, ""));
     let _d = home.start();
     home.write_config(&format!(
-        "[daemon]\nmax_concurrent_turns = 3\n\n{}\n[agents.helper]\nmodel = \"default\"\n",
+        "[daemon]\nmax_concurrent_turns = 3\n\n[memory]\nembedder = \"none\"\n\n{}\n[agents.helper]\nmodel = \"default\"\n",
         provider_config("openai", &base, "")
     ));
     let out = home.cli(&["config", "reload"]).await;
@@ -259,6 +259,13 @@ async fn reload_applies_live_changes_and_reports_restart_ones() {
     assert!(
         out.stdout
             .contains("needs a restart of pincerd: daemon.max_concurrent_turns (8 → 3)"),
+        "{}",
+        out.stdout
+    );
+    // Each lifecycle part answers for its own settings.
+    assert!(
+        out.stdout
+            .contains("needs a restart of pincerd: memory: [memory] settings"),
         "{}",
         out.stdout
     );
@@ -408,4 +415,48 @@ async fn sighup_reloads_the_config() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     panic!("SIGHUP did not reload the config");
+}
+
+/// A provider nobody can reach fails the turn at once (no retries with the
+/// default 1 s → 16 s backoff, which took 31 s) with one sentence naming
+/// the provider and its address.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_provider_fails_fast_and_names_itself() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let refused = format!("http://127.0.0.1:{closed}/v1");
+    // `.invalid` never resolves (RFC 6761), with or without a network.
+    let unresolved = "http://pincer-test.invalid/v1";
+    let home = TestHome::new();
+    // The default retry policy: what a user without a `[providers.*.retry]` gets.
+    home.write_config(&format!(
+        "[providers.local]\nkind = \"openai\"\nbase_url = \"{refused}\"\n\n\
+         [providers.nowhere]\nkind = \"openai\"\nbase_url = \"{unresolved}\"\n\n\
+         [models.down]\nprovider = \"local\"\nmodel = \"m\"\n\n\
+         [models.unknown]\nprovider = \"nowhere\"\nmodel = \"m\"\n\n\
+         [agents.main]\nmodel = \"down\"\n\n[agents.other]\nmodel = \"unknown\"\n"
+    ));
+    let _d = home.start();
+    for (agent, provider, url, why) in [
+        ("main", "local", refused.as_str(), "refused"),
+        ("other", "nowhere", unresolved, "does not resolve"),
+    ] {
+        let started = std::time::Instant::now();
+        let out = home.cli(&["send", "--agent", agent, "hi"]).await;
+        let took = started.elapsed();
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains(&format!("cannot connect to provider `{provider}` at {url}")),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(why), "{}", out.stderr);
+        assert!(!out.stderr.contains("retrying"), "{}", out.stderr);
+        // Well under the first 1 s backoff: nothing was retried.
+        assert!(took < std::time::Duration::from_millis(800), "{took:?}");
+    }
 }

@@ -442,3 +442,53 @@ async fn the_model_searches_memory_with_tools_and_gets_recall() {
         "memory/boat.md:2-2\nThe boat Aurora is moored in Hydra."
     );
 }
+
+/// SPEC §14's budget for save → searchable; the polls add a margin for
+/// running a fresh `pincer` per poll on a shared 2-core machine.
+const SAVE_TO_SEARCHABLE_SPEC: Duration = Duration::from_millis(500);
+const POLL_MARGIN: Duration = Duration::from_millis(300);
+
+/// A zero-config first start has no workspace: pincerd makes it, and a
+/// `MEMORY.md` saved there later is found within the budget, not by the
+/// reconcile scan ten minutes later. A workspace deleted and made again
+/// while pincerd runs is followed the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workspace_made_after_start_is_watched() {
+    let home = TestHome::new();
+    home.write_config("[memory]\nembedder = \"none\"\n");
+    let ws = home.workspace();
+    assert!(!ws.exists());
+    let _daemon = home.start();
+    indexed(&home).await;
+    assert!(
+        ws.is_dir(),
+        "pincerd creates the agent's workspace at start"
+    );
+
+    let limit = SAVE_TO_SEARCHABLE_SPEC + POLL_MARGIN;
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "# Boat\n\nThe boat is named Aurora.\n",
+    )
+    .unwrap();
+    let took = until(&home, "Aurora", limit, |r| {
+        paths_with(r, "Aurora") == ["MEMORY.md"]
+    })
+    .await;
+    println!("MEMORY.md in a fresh workspace → found in {took:?}");
+
+    // Gone, then made again with a new note: the watcher waited on the
+    // parent folder and follows the new workspace.
+    std::fs::remove_dir_all(&ws).unwrap();
+    until(&home, "Aurora", Duration::from_secs(5), |r| {
+        paths_with(r, "Aurora").is_empty()
+    })
+    .await;
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("MEMORY.md"), "# Trips\n\nWe sailed to Hydra.\n").unwrap();
+    let took = until(&home, "Hydra", limit, |r| {
+        paths_with(r, "Hydra") == ["MEMORY.md"]
+    })
+    .await;
+    println!("MEMORY.md in a workspace made again → found in {took:?}");
+}

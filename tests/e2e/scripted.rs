@@ -412,18 +412,22 @@ async fn kill_9_mid_turn_then_restart_continues_the_session() {
     std::fs::write(&path, bytes).unwrap();
 
     let _d = home.start(); // the stale socket is replaced
+    // The start reported the interrupted turn, which repaired the torn
+    // line first: its bytes are kept beside the transcript.
+    let mut torn = path.clone().into_os_string();
+    torn.push(".torn");
+    assert!(std::path::Path::new(&torn).exists());
     let show = home
         .cli(&["--json", "sessions", "show", "main"])
         .await
         .json();
-    assert_eq!(show["recovered_torn_line"], true);
     let kinds: Vec<&str> = show["entries"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["user", "assistant", "tool_call"]);
+    assert_eq!(kinds, ["user", "assistant", "tool_call", "meta"]);
 
     let out = home.cli(&["send", "[crash] are you there?"]).await;
     assert_eq!(out.ok().trim(), "back after the crash");
@@ -436,6 +440,101 @@ async fn kill_9_mid_turn_then_restart_continues_the_session() {
         .await
         .json();
     assert_eq!(show["recovered_torn_line"], false);
+}
+
+/// Whether process `pid` is gone (a zombie left to a reaper that does not
+/// reap counts as gone: it runs nothing).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+/// `kill -9` of pincerd takes the commands it runs along (a foreground
+/// `exec` and a background job, each with a grandchild in its process
+/// group), and the next start reports the interrupted turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_9_takes_running_commands_along_and_the_restart_reports_the_turn() {
+    let (home, llm) = setup("").await;
+    llm.script(
+        "[orphans]",
+        vec![
+            Step::tool(
+                "exec",
+                json!({"command": "sleep 301 & echo $! > bg.pid; wait", "background": true}),
+            ),
+            Step::tool(
+                "exec",
+                json!({"command": "sleep 300 & echo $! > fg.pid; wait"}),
+            ),
+            Step::text("never reached"),
+        ],
+    );
+    let daemon = home.start();
+    let send = home.cli_spawn(&["send", "[orphans] start"]);
+    let ws = home.workspace();
+    let read_pid = |name: &str| {
+        std::fs::read_to_string(ws.join(name))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    let started = std::time::Instant::now();
+    let (bg, fg) = loop {
+        if let (Some(bg), Some(fg)) = (read_pid("bg.pid"), read_pid("fg.pid")) {
+            break (bg, fg);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the commands did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(!gone(&bg) && !gone(&fg));
+    daemon.kill9();
+    let killed = std::time::Instant::now();
+    while !(gone(&bg) && gone(&fg)) {
+        assert!(
+            killed.elapsed() < Duration::from_secs(2),
+            "orphaned after kill -9: background sleep {bg} gone: {}, foreground sleep {fg} gone: {}",
+            gone(&bg),
+            gone(&fg)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = send.wait_with_output().await;
+
+    let _d = home.start();
+    let list = home.cli(&["--json", "sessions", "list"]).await.json();
+    let error = list[0]["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("the turn was interrupted when pincerd stopped at "),
+        "{list:#}"
+    );
+    let show = home
+        .cli(&["--json", "sessions", "show", "main"])
+        .await
+        .json();
+    let last = show["entries"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "meta", "{last:#}");
+    assert!(last.to_string().contains("turn_interrupted"), "{last:#}");
+    let log = std::fs::read_to_string(home.path().join("logs/pincerd.log")).unwrap();
+    assert!(
+        log.contains("pincerd stopped during a turn of 1 session(s)"),
+        "{log}"
+    );
+    // Reported once: a second start finds nothing left to report.
+    drop(_d);
+    let _d = home.start();
+    let log = std::fs::read_to_string(home.path().join("logs/pincerd.log")).unwrap();
+    assert_eq!(
+        log.matches("pincerd stopped during a turn").count(),
+        1,
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

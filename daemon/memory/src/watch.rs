@@ -8,6 +8,12 @@
 //! Only the memory folders are watched (the workspace itself without
 //! recursion, `memory/` and the base folders of configured globs with it),
 //! so a workspace holding a large project does not exhaust inotify.
+//!
+//! A memory folder that does not exist yet (a first start before the
+//! workspace is made, a workspace deleted and made again) is waited for:
+//! its nearest existing parent is watched without recursion, and each
+//! creation under it moves the watch one level down until the folder
+//! itself is watched, which is then scanned whole.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -65,9 +71,9 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
     };
     // Watch first, then scan: a file saved during the scan is seen by the
     // scan, queued as an event, or both; never missed by both.
-    let mut watched: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut watches = Watches::default();
     if let Some(d) = debouncer.as_mut() {
-        ensure_watches(&index, d, &mut watched);
+        watches.ensure(&index, d);
     }
     reconcile(&index).await;
     let mut scan = tokio::time::interval(settings.reconcile_every);
@@ -83,16 +89,19 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
                 while let Ok(more) = rx.try_recv() {
                     batch.push(more);
                 }
-                handle_events(&index, batch).await;
-                if let Some(d) = debouncer.as_mut() {
-                    ensure_watches(&index, d, &mut watched);
-                }
+                // Watch before re-indexing: a folder that just appeared is
+                // watched first, then scanned whole, so a file written in
+                // it meanwhile is seen by the scan or by the new watch.
+                let appeared = debouncer
+                    .as_mut()
+                    .is_some_and(|d| watches.ensure(&index, d));
+                handle_events(&index, batch, appeared).await;
             }
             _ = scan.tick() => {
-                reconcile(&index).await;
                 if let Some(d) = debouncer.as_mut() {
-                    ensure_watches(&index, d, &mut watched);
+                    watches.ensure(&index, d);
                 }
+                reconcile(&index).await;
             }
             _ = idle.tick() => {
                 if let Some(e) = index.embedder() {
@@ -127,9 +136,13 @@ async fn reconcile(index: &MemoryIndex) {
     }
 }
 
-async fn handle_events(index: &MemoryIndex, batch: Vec<DebounceEventResult>) {
+async fn handle_events(index: &MemoryIndex, batch: Vec<DebounceEventResult>, appeared: bool) {
+    let roots = roots(index);
+    // Events from a parent watched while a memory folder is missing name
+    // its other entries too; only paths inside the memory folders count.
+    let ours = |path: &Path| roots.iter().any(|(root, _)| path.starts_with(root));
     let mut paths = BTreeSet::new();
-    let mut rescan = false;
+    let mut rescan = appeared;
     for result in batch {
         match result {
             Ok(events) => {
@@ -137,7 +150,7 @@ async fn handle_events(index: &MemoryIndex, batch: Vec<DebounceEventResult>) {
                     if event.need_rescan() {
                         rescan = true;
                     }
-                    for path in &event.paths {
+                    for path in event.paths.iter().filter(|p| ours(p)) {
                         // A folder moved or deleted: its files are not named.
                         if path.is_dir() || path.extension().is_none() {
                             rescan = true;
@@ -160,6 +173,8 @@ async fn handle_events(index: &MemoryIndex, batch: Vec<DebounceEventResult>) {
     }
     let scope = if rescan {
         Scope::All
+    } else if paths.is_empty() {
+        return;
     } else {
         Scope::Paths(paths.into_iter().collect())
     };
@@ -197,27 +212,77 @@ fn roots(index: &MemoryIndex) -> Vec<(PathBuf, RecursiveMode)> {
     roots
 }
 
-fn ensure_watches<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
-    index: &MemoryIndex,
-    debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
-    watched: &mut BTreeSet<PathBuf>,
-) {
-    let mut problem = None;
-    for (dir, mode) in roots(index) {
-        if watched.contains(&dir) || !dir.is_dir() {
-            continue;
-        }
-        match debouncer.watch(&dir, mode) {
-            Ok(()) => {
-                watched.insert(dir);
+/// What the watcher watches now.
+#[derive(Default)]
+struct Watches {
+    /// Memory folders, each in its own mode.
+    folders: BTreeSet<PathBuf>,
+    /// Nearest existing parents of memory folders that do not exist yet,
+    /// watched without recursion.
+    parents: BTreeSet<PathBuf>,
+}
+
+impl Watches {
+    /// Watches every memory folder that exists and the nearest existing
+    /// parent of each one that does not; returns whether a memory folder
+    /// got its watch now (it must then be scanned whole).
+    fn ensure<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+        &mut self,
+        index: &MemoryIndex,
+        debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
+    ) -> bool {
+        let mut problem = None;
+        let mut appeared = false;
+        // A folder that went away is watched again once it is back.
+        self.folders.retain(|dir| dir.is_dir());
+        let mut wanted = BTreeSet::new();
+        for (dir, mode) in roots(index) {
+            if self.folders.contains(&dir) {
+                continue;
             }
-            Err(e) => {
-                tracing::warn!(agent = index.agent(), dir = %dir.display(), "cannot watch: {e}");
-                problem = Some(format!("cannot watch {}: {e}", dir.display()));
+            if !dir.is_dir() {
+                if let Some(parent) = dir.ancestors().skip(1).find(|a| a.is_dir()) {
+                    wanted.insert(parent.to_path_buf());
+                }
+                continue;
+            }
+            match debouncer.watch(&dir, mode) {
+                Ok(()) => {
+                    self.folders.insert(dir);
+                    appeared = true;
+                }
+                Err(e) => {
+                    tracing::warn!(agent = index.agent(), dir = %dir.display(), "cannot watch: {e}");
+                    problem = Some(format!("cannot watch {}: {e}", dir.display()));
+                }
             }
         }
+        // A parent that is itself a watched memory folder already reports
+        // what is created in it.
+        wanted.retain(|p| !self.folders.contains(p));
+        for gone in self.parents.difference(&wanted) {
+            let _ = debouncer.unwatch(gone);
+        }
+        self.parents.retain(|p| wanted.contains(p));
+        for parent in wanted {
+            if self.parents.contains(&parent) {
+                continue;
+            }
+            match debouncer.watch(&parent, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    tracing::debug!(agent = index.agent(), dir = %parent.display(), "waiting for a memory folder to appear");
+                    self.parents.insert(parent);
+                }
+                Err(e) => {
+                    tracing::warn!(agent = index.agent(), dir = %parent.display(), "cannot watch: {e}");
+                    problem = Some(format!("cannot watch {}: {e}", parent.display()));
+                }
+            }
+        }
+        index.set_watching(
+            !self.folders.is_empty() || !self.parents.is_empty(),
+            problem,
+        );
+        appeared
     }
-    // A folder that went away is watched again once it is back.
-    watched.retain(|dir| dir.is_dir());
-    index.set_watching(!watched.is_empty(), problem);
 }

@@ -205,16 +205,18 @@ impl Runtime {
             .clone()
     }
 
-    /// Swaps in a new config and model client; MCP servers restart only
-    /// when their configuration changed.
+    /// Swaps in a new config and model client (the MCP servers are a
+    /// lifecycle part of their own: [`crate::tools::mcp::McpPart`]).
     pub fn replace(&self, config: Config, models: ModelClient) {
         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
-        if live.config.mcp != config.mcp {
-            live.mcp.stop();
-            live.mcp = Arc::new(McpManager::new(config.mcp.clone()));
-        }
         live.config = Arc::new(config);
         live.models = Arc::new(models);
+    }
+
+    /// Puts `mcp` in place of the running MCP servers; returns those.
+    pub fn swap_mcp(&self, mcp: McpManager) -> Arc<McpManager> {
+        let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut live.mcp, Arc::new(mcp))
     }
 
     pub fn mcp(&self) -> Arc<McpManager> {

@@ -629,6 +629,9 @@ impl Turn<'_> {
 fn provider_sentence(e: &LlmError) -> String {
     match e {
         LlmError::NotConfigured(s) => s.clone(),
+        // Already one sentence naming the provider, its address and what
+        // to check; it was not retried.
+        LlmError::Unreachable { .. } => e.to_string(),
         LlmError::Http {
             status: 401 | 403,
             message,

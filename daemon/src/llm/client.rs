@@ -203,7 +203,7 @@ impl ModelClient {
         let response = tokio::select! {
             r = tokio::time::timeout(provider.idle_timeout, builder.send()) => match r {
                 Err(_) => return Err(LlmError::Timeout),
-                Ok(Err(e)) => return Err(classify(e)),
+                Ok(Err(e)) => return Err(classify(e, provider)),
                 Ok(Ok(r)) => r,
             },
             _ = cancel.cancelled() => return Err(LlmError::Aborted),
@@ -330,14 +330,45 @@ impl Decoder {
     }
 }
 
-/// A request that got no response: timeouts are their own case, every
-/// other transport failure (refused, reset, TLS) is a connection error.
-fn classify(e: reqwest::Error) -> LlmError {
-    if e.is_timeout() {
+/// A request that got no response. A connection that could not be made
+/// (name not resolved, refused, connect timeout) names the provider and
+/// what to check; other timeouts are their own case; every other transport
+/// failure (reset, TLS) is a connection error, retried.
+fn classify(e: reqwest::Error, provider: &ProviderSettings) -> LlmError {
+    let unreachable = |cause| LlmError::Unreachable {
+        provider: provider.name.clone(),
+        base_url: provider.base_url.clone(),
+        cause,
+    };
+    if let Some(cause) = connect_failure(&e) {
+        unreachable(cause)
+    } else if e.is_timeout() {
         LlmError::Timeout
     } else {
         LlmError::Connect(source_chain(&e))
     }
+}
+
+/// Why a connection could not be made, if that is what `e` says. The
+/// resolver's failure is known only by hyper-util's message ("dns error"):
+/// the resolver's own error type differs per platform.
+fn connect_failure(e: &reqwest::Error) -> Option<super::Unreachable> {
+    if !e.is_connect() {
+        return None;
+    }
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.to_string() == "dns error" {
+            return Some(super::Unreachable::Dns);
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return Some(super::Unreachable::Refused);
+        }
+        cur = err.source();
+    }
+    e.is_timeout().then_some(super::Unreachable::TimedOut)
 }
 
 fn source_chain(e: &dyn std::error::Error) -> String {
@@ -406,6 +437,107 @@ mod tests {
         let cut = runaway_repetition(&text).unwrap();
         assert_eq!(&text[..cut], format!("Intro. {unit}"));
         assert_eq!(runaway_repetition("short"), None);
+    }
+
+    fn provider(name: &str, base_url: &str) -> ProviderSettings {
+        ProviderSettings {
+            name: name.into(),
+            kind: ProviderKind::Openai,
+            base_url: base_url.into(),
+            api_key: ApiKey::None,
+            tool_format: ToolFormat::Native,
+            connect_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(5),
+            retry: crate::config::RetrySettings {
+                max_attempts: 6,
+                initial_backoff: Duration::from_secs(1),
+                max_backoff: Duration::from_secs(30),
+                max_retry_after: Duration::from_secs(60),
+            },
+            headers: BTreeMap::new(),
+        }
+    }
+
+    fn target(provider: &str) -> ModelTarget {
+        ModelTarget {
+            provider: provider.into(),
+            model: "m".into(),
+            context_window: Some(8192),
+            max_output_tokens: 100,
+            temperature: None,
+        }
+    }
+
+    /// A port on this machine that nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
+
+    async fn call(
+        providers: Vec<ProviderSettings>,
+    ) -> (Result<(Reply, ModelTarget), LlmError>, Vec<Note>, Duration) {
+        let targets: Vec<ModelTarget> = providers.iter().map(|p| target(&p.name)).collect();
+        let map = providers.into_iter().map(|p| (p.name.clone(), p)).collect();
+        let client = ModelClient::new(&map).unwrap();
+        let request = Request {
+            system: String::new(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+        };
+        let mut notes = Vec::new();
+        let started = std::time::Instant::now();
+        let result = client
+            .complete(
+                &targets,
+                &request,
+                &mut |n| notes.push(n),
+                &CancellationToken::new(),
+            )
+            .await;
+        (result, notes, started.elapsed())
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_fails_at_once_without_retries() {
+        let url = format!("http://127.0.0.1:{}/v1", closed_port());
+        let (result, notes, took) = call(vec![provider("local", &url)]).await;
+        assert_eq!(
+            result.unwrap_err(),
+            LlmError::Unreachable {
+                provider: "local".into(),
+                base_url: url,
+                cause: super::super::Unreachable::Refused,
+            }
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(took < Duration::from_millis(900), "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn a_name_that_does_not_resolve_fails_at_once_and_fallbacks_still_run() {
+        // `.invalid` never resolves (RFC 6761), with or without a network.
+        let dead = provider("primary", "http://pincer-test.invalid/v1");
+        let url = format!("http://127.0.0.1:{}/v1", closed_port());
+        let (result, notes, took) = call(vec![dead, provider("fallback", &url)]).await;
+        // The fallback was tried: its error is the one reported.
+        assert!(
+            matches!(result, Err(LlmError::Unreachable { ref provider, .. }) if provider == "fallback"),
+            "{result:?}"
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(took < Duration::from_millis(900), "{took:?}");
+        let (result, _, _) = call(vec![provider("p", "http://pincer-test.invalid/v1")]).await;
+        assert!(
+            matches!(
+                result,
+                Err(LlmError::Unreachable {
+                    cause: super::super::Unreachable::Dns,
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
     }
 
     #[test]

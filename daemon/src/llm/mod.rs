@@ -219,6 +219,14 @@ pub enum LlmError {
     },
     #[error("cannot connect: {0}")]
     Connect(String),
+    /// No connection could be made at all: the whole sentence the user
+    /// sees, naming the provider, its address and what to check.
+    #[error("cannot connect to provider `{provider}` at {base_url}: {cause}")]
+    Unreachable {
+        provider: String,
+        base_url: String,
+        cause: Unreachable,
+    },
     #[error("the provider stopped sending data (idle timeout)")]
     Timeout,
     #[error(
@@ -235,11 +243,40 @@ pub enum LlmError {
     Aborted,
 }
 
+/// Why no connection to a provider could be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreachable {
+    /// The host name does not resolve.
+    Dns,
+    /// Nothing listens at the address.
+    Refused,
+    /// The connection attempt timed out.
+    TimedOut,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Dns => "the host name does not resolve; check base_url (`pincer doctor`)",
+            Self::Refused => {
+                "the connection was refused; check that the server is running and base_url (`pincer doctor`)"
+            }
+            Self::TimedOut => {
+                "the connection timed out; check the network and base_url (`pincer doctor`)"
+            }
+        })
+    }
+}
+
 impl LlmError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Http { status, .. } => matches!(status, 408 | 409 | 429) || *status >= 500,
             Self::Connect(_) | Self::Timeout | Self::Truncated(_) => true,
+            // A name that does not resolve or a port nobody listens on does
+            // not heal in the seconds a backoff waits; a connect timeout
+            // may be a lost packet (see `retry::decide`).
+            Self::Unreachable { cause, .. } => *cause == Unreachable::TimedOut,
             Self::Stream { retryable, .. } => *retryable,
             Self::Protocol(_) | Self::NotConfigured(_) | Self::Aborted => false,
         }

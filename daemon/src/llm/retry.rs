@@ -3,11 +3,20 @@
 //! exponential backoff (*default* 1 s doubling to 30 s, 6 attempts);
 //! `Retry-After` is honoured up to a cap (*default* 60 s) — a server asking
 //! for longer sends the turn to the fallback model instead of waiting.
+//!
+//! A provider that cannot be reached at all fails fast: a host name that
+//! does not resolve and a refused connection are not retried (they do not
+//! heal within a backoff, and five retries cost a turn half a minute), and a
+//! connect timeout is retried once (one lost packet or a waking network
+//! link is worth a second try; each try already waited `connect_timeout`).
 
 use std::time::Duration;
 
-use super::LlmError;
+use super::{LlmError, Unreachable};
 use crate::config::RetrySettings;
+
+/// Attempts at a model whose connection times out (one retry).
+pub const CONNECT_TIMEOUT_ATTEMPTS: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -20,6 +29,14 @@ pub enum Decision {
 /// Decides after `attempts_made` (≥ 1) failed attempts at one model.
 pub fn decide(error: &LlmError, attempts_made: u32, policy: &RetrySettings) -> Decision {
     if !error.is_retryable() || attempts_made >= policy.max_attempts {
+        return Decision::GiveUp;
+    }
+    if let LlmError::Unreachable {
+        cause: Unreachable::TimedOut,
+        ..
+    } = error
+        && attempts_made >= CONNECT_TIMEOUT_ATTEMPTS
+    {
         return Decision::GiveUp;
     }
     if let Some(wait) = error.retry_after() {
@@ -113,6 +130,42 @@ mod tests {
         ] {
             assert_eq!(decide(&e, 1, &p), Decision::GiveUp, "{e}");
         }
+    }
+
+    fn unreachable(cause: Unreachable) -> LlmError {
+        LlmError::Unreachable {
+            provider: "openai".into(),
+            base_url: "https://api.openai.com/v1".into(),
+            cause,
+        }
+    }
+
+    #[test]
+    fn unresolvable_or_refused_providers_are_not_retried() {
+        let p = policy();
+        for cause in [Unreachable::Dns, Unreachable::Refused] {
+            assert_eq!(decide(&unreachable(cause), 1, &p), Decision::GiveUp);
+        }
+    }
+
+    #[test]
+    fn a_connect_timeout_is_retried_once() {
+        let p = policy();
+        let e = unreachable(Unreachable::TimedOut);
+        assert_eq!(
+            decide(&e, 1, &p),
+            Decision::RetryAfter(Duration::from_secs(1))
+        );
+        assert_eq!(decide(&e, 2, &p), Decision::GiveUp);
+    }
+
+    #[test]
+    fn the_unreachable_sentence_names_provider_address_and_what_to_check() {
+        let text = unreachable(Unreachable::Dns).to_string();
+        assert_eq!(
+            text,
+            "cannot connect to provider `openai` at https://api.openai.com/v1: the host name does not resolve; check base_url (`pincer doctor`)"
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Sessions (SPEC §6): keys ([`key`]), append-only JSONL transcripts
-//! ([`transcript`]) and the SQLite registry ([`registry`]). The per-session
+//! ([`transcript`]), the SQLite registry ([`registry`]) and the report of
+//! turns a crash interrupted ([`interrupted`]). The per-session
 //! turn queue lives with the agent (`agent::hub`) because it runs turns.
 
+pub mod interrupted;
 pub mod key;
 pub mod registry;
 pub mod transcript;

@@ -91,12 +91,19 @@ impl Registry {
     ) -> Result<SessionRow, RegistryError> {
         let (key, agent, channel) = (key.to_string(), agent.to_string(), channel.to_string());
         self.call(move |conn| {
+            let now = now_rfc3339();
+            // A message for the session starts or joins a turn: marked
+            // until `finish_turn`, so a start after a crash knows where to
+            // look (see `turns_in_progress`).
+            conn.execute(
+                "UPDATE sessions SET turn_running = ?2 WHERE key = ?1",
+                params![key, now],
+            )?;
             if let Some(row) = by_key(conn, &key)? {
                 return Ok(row);
             }
-            let now = now_rfc3339();
             conn.execute(
-                "INSERT INTO sessions (key, id, agent, channel, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                "INSERT INTO sessions (key, id, agent, channel, created_at, updated_at, turn_running) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?5)",
                 params![key, uuid::Uuid::now_v7().to_string(), agent, channel, now],
             )?;
             by_key(conn, &key)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
@@ -143,7 +150,7 @@ impl Registry {
         let id = id.to_string();
         self.call(move |conn| {
             conn.execute(
-                "UPDATE sessions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3, updated_at = ?4 WHERE id = ?1",
+                "UPDATE sessions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3, updated_at = ?4, turn_running = COALESCE(turn_running, ?4) WHERE id = ?1",
                 params![id, input as i64, output as i64, now_rfc3339()],
             )
             .map(drop)
@@ -163,8 +170,52 @@ impl Registry {
         let (error, summary) = failure.unzip();
         self.call(move |conn| {
             conn.execute(
-                "UPDATE sessions SET last_error = ?2, failure_summary = ?3, updated_at = ?4 WHERE id = ?1",
+                "UPDATE sessions SET last_error = ?2, failure_summary = ?3, updated_at = ?4, turn_running = NULL WHERE id = ?1",
                 params![id, error, summary, now_rfc3339()],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    /// Marks a turn of the session as running (cleared by `finish_turn`).
+    pub async fn start_turn(&self, id: &str) -> Result<(), RegistryError> {
+        let id = id.to_string();
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE sessions SET turn_running = ?2 WHERE id = ?1",
+                params![id, now_rfc3339()],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    /// Sessions marked as running a turn: after a crash, those a turn may
+    /// have been interrupted in (the transcript says whether it was).
+    pub async fn turns_in_progress(&self) -> Result<Vec<SessionRow>, RegistryError> {
+        self.call(|conn| {
+            let mut stmt = conn.prepare(&format!(
+                "SELECT {COLUMNS} FROM sessions WHERE turn_running IS NOT NULL ORDER BY key"
+            ))?;
+            let rows = stmt.query_map([], row)?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// Clears the running mark; with `error`, records it as the session's
+    /// last error (an interrupted turn).
+    pub async fn end_interrupted(
+        &self,
+        id: &str,
+        error: Option<String>,
+    ) -> Result<(), RegistryError> {
+        let id = id.to_string();
+        self.call(move |conn| {
+            conn.execute(
+                "UPDATE sessions SET turn_running = NULL, last_error = COALESCE(?2, last_error) WHERE id = ?1",
+                params![id, error],
             )
             .map(drop)
         })
@@ -275,6 +326,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX IF NOT EXISTS tool_audit_session ON tool_audit(session_key, seq);",
     // A short account of the last failed turn (MiroThinker's failure summary).
     "ALTER TABLE sessions ADD COLUMN failure_summary TEXT;",
+    // When a turn started that has not finished (NULL: none running); only
+    // these sessions are read at start to report interrupted turns.
+    "ALTER TABLE sessions ADD COLUMN turn_running TEXT;
+    CREATE INDEX IF NOT EXISTS sessions_turn_running ON sessions(turn_running) WHERE turn_running IS NOT NULL;",
 ];
 
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {

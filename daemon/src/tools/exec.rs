@@ -1,7 +1,8 @@
 //! `exec`: runs a shell command in the workspace, in its own process group,
 //! with a timeout. Output (stdout and stderr interleaved) is capped by
 //! keeping its head and tail. An abort or timeout kills the whole process
-//! group, so background children die with it.
+//! group, so background children die with it; so does pincerd's death,
+//! even by `kill -9` ([`crate::children`]).
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -59,8 +60,10 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
         .unwrap_or(ctx.settings.exec_timeout)
         .min(Duration::from_secs(24 * 3600));
     let mut cmd = Command::new("sh");
+    let script = crate::children::shell_script(&mut cmd, &args.command);
+    crate::children::die_with_daemon(&mut cmd);
     cmd.arg("-c")
-        .arg(format!("exec 2>&1\n{}", args.command))
+        .arg(script)
         .current_dir(&cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -74,7 +77,7 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
         cmd.kill_on_drop(false);
     }
     let started = Instant::now();
-    let mut child = match cmd.spawn() {
+    let mut child = match crate::children::spawn(move || cmd.spawn()).await {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("cannot start `sh`: {e}")),
     };

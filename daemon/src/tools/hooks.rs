@@ -136,14 +136,16 @@ async fn run(hook: &HookSettings, input: &Value) -> Result<String, String> {
     let Some((program, args)) = hook.command.split_first() else {
         return Err("it has no command".into());
     };
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
-        .process_group(0)
-        .spawn()
+        .process_group(0);
+    crate::children::die_with_daemon(&mut cmd);
+    let mut child = crate::children::spawn(move || cmd.spawn())
+        .await
         .map_err(|e| format!("cannot start `{program}`: {e}"))?;
     let pid = child.id();
     let mut stdin = child.stdin.take().ok_or("no stdin")?;

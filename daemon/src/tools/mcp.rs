@@ -191,12 +191,14 @@ impl McpServer {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| {
-                        format!("cannot start the MCP server `{name}` (`{program}`): {e}")
-                    })?;
+                crate::children::die_with_daemon(&mut cmd);
+                let (transport, stderr) = crate::children::spawn(move || {
+                    rmcp::transport::TokioChildProcess::builder(cmd)
+                        .stderr(Stdio::piped())
+                        .spawn()
+                })
+                .await
+                .map_err(|e| format!("cannot start the MCP server `{name}` (`{program}`): {e}"))?;
                 if let Some(stderr) = stderr {
                     let server = name.clone();
                     // Its stderr goes to our log, a line at a time.
@@ -451,6 +453,36 @@ impl McpManager {
     /// Stops every server (daemon shutdown).
     pub fn stop(&self) {
         self.stop.cancel();
+    }
+}
+
+/// The MCP servers as a part of the daemon. They start lazily, on first
+/// use; a reload with other servers stops the running ones and puts the
+/// new set in place, started again on next use; stopping stops them all.
+pub struct McpPart(pub crate::agent::Runtime);
+
+impl crate::lifecycle::Part for McpPart {
+    fn name(&self) -> &'static str {
+        "mcp"
+    }
+
+    fn start(&self, _config: &crate::config::Config) {}
+
+    fn reload(
+        &self,
+        old: &crate::config::Config,
+        new: &crate::config::Config,
+    ) -> crate::lifecycle::Reloaded {
+        if old.mcp == new.mcp {
+            return crate::lifecycle::Reloaded::Unchanged;
+        }
+        self.0.swap_mcp(McpManager::new(new.mcp.clone())).stop();
+        crate::lifecycle::Reloaded::Applied("servers restarted on next use".into())
+    }
+
+    fn stop(&self, _grace: Duration) -> crate::lifecycle::StopFuture<'_> {
+        self.0.mcp().stop();
+        Box::pin(std::future::ready(()))
     }
 }
 

@@ -328,6 +328,9 @@ impl Hub {
             sessions: std::sync::Arc::new(self.clone()),
             origin,
         };
+        // Marked until finish_turn: a crash meanwhile is reported at the
+        // next start.
+        self.rt.registry.start_turn(&row.id).await?;
         let outcome = turn.run(session_log, text).await;
         self.rt.registry.finish_turn(&row.id, outcome).await?;
         Ok(())
