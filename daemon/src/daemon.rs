@@ -113,7 +113,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let parts = Arc::new(
         Parts::default()
             .with(hub.runtime().memory().clone())
-            .with(crate::tools::mcp::McpPart(hub.runtime().clone()))
+            .with(crate::agent::mcp_part::McpPart(hub.runtime().clone()))
             .with(server),
     );
     parts.start(&config);

@@ -24,16 +24,18 @@ use std::path::{Path, PathBuf};
 /// session, origin) sits beside `agent`, which it does not use; `doctor` sits beside `agent` because
 /// the server's `Daemon.Doctor` calls it and it reads context and memory;
 /// the daemon's side of `memory` uses providers (`llm`) for embeddings and
-/// is used by the agent; `logging` uses nothing of ours.
+/// is used by the agent; `lifecycle` (the `Part` trait) knows only the
+/// config; `logging` and `children` (processes that die with pincerd) use
+/// nothing of ours.
 const LAYERS: &[&[&str]] = &[
     &["main"],
     &["daemon"],
     &["server"],
     &["agent", "doctor", "routing"],
     &["context", "tools", "memory"],
-    &["llm", "session"],
+    &["llm", "session", "lifecycle"],
     &["config"],
-    &["home", "util", "logging"],
+    &["home", "util", "logging", "children"],
 ];
 
 /// Cycles known today, each with the work that removes it. The test fails

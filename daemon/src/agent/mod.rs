@@ -12,6 +12,7 @@ pub mod compaction;
 mod failure;
 pub mod hub;
 pub mod last_prompt;
+pub mod mcp_part;
 pub mod rollback;
 pub mod session_log;
 pub mod sessions_access;
@@ -206,7 +207,7 @@ impl Runtime {
     }
 
     /// Swaps in a new config and model client (the MCP servers are a
-    /// lifecycle part of their own: [`crate::tools::mcp::McpPart`]).
+    /// lifecycle part of their own: [`mcp_part::McpPart`]).
     pub fn replace(&self, config: Config, models: ModelClient) {
         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
         live.config = Arc::new(config);
