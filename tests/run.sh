@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as README.md documents it and .ci/run calls it:
-# installs the test peers (tests/setup.sh, cached under ~/.cache), then runs
-# every unit and end-to-end test of the workspace with `cargo test`, and
-# closes with the total over all test binaries.
+# installs the test peers (tests/setup.sh, cached under ~/.cache), checks
+# formatting and lints (rustfmt, clippy with warnings denied; unwrap/expect
+# are denied outside tests by the workspace lints), then runs every unit and
+# end-to-end test of the workspace with `cargo test`, and closes with the
+# total over all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,11 @@ if ! command -v setpriv >/dev/null 2>&1; then
   echo "tests/run.sh: setpriv is missing; install util-linux (apt-get install util-linux)" >&2
   exit 1
 fi
+
+# Lints first: they fail in seconds where the tests take minutes.
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --locked -p pincer-daemon --features exact-tokens --lib -- -D warnings
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

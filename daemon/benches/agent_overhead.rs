@@ -6,6 +6,8 @@
 //! skills, so its cases include reading and assembling them (SPEC §9).
 //!
 //! Run with `cargo bench -p pincer-daemon --bench agent_overhead`.
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -4,6 +4,8 @@
 //! tools through every layer.
 //!
 //! Run with `cargo bench -p pincer-daemon --bench tool_orchestration`.
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

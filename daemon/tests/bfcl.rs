@@ -7,6 +7,8 @@
 //! sample, wrong types). The parsers must return exactly the ground truth or
 //! a clean error — never a different call. The counts per category are
 //! printed as a table (`tests/run.sh` shows it).
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

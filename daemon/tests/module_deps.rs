@@ -13,6 +13,8 @@
 //!   cycle found is printed as `a → b → a`.
 //!
 //! Run it with `cargo test -p pincer-daemon --test module_deps`.
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -13,6 +13,8 @@
 //! `cargo bench -p pincer-memory --bench hybrid_search` (set
 //! `PINCER_BENCH_SIZES=10000` to skip the 100k index, which takes about a
 //! minute to build).
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::sync::Arc;

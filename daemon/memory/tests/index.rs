@@ -3,6 +3,8 @@
 //! hash, the embedding cache, an embedder change rebuilding the vectors, an
 //! embedder that fails, deletes, dated-note decay, and `get` staying inside
 //! the memory sources.
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common {
     pub mod projection;

@@ -3,6 +3,8 @@
 //! sentence-transformers documents, batching that does not change vectors,
 //! and unloading when idle.
 #![cfg(feature = "local-embedder")]
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

@@ -5,6 +5,8 @@
 //! holding the accepted answer is the relevant one. Prints recall@6 and MRR
 //! for full-text only, vector only and hybrid; hybrid must beat both legs.
 #![cfg(feature = "local-embedder")]
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,6 +1,8 @@
 //! The watcher on real files: a workspace that does not exist when the
 //! watcher starts is waited for from its nearest existing parent, and a
 //! note saved in it is searchable long before the reconcile scan.
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
