@@ -460,3 +460,34 @@ async fn an_unreachable_provider_fails_fast_and_names_itself() {
         assert!(took < std::time::Duration::from_millis(800), "{took:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_checks_the_file_on_disk_not_the_running_config() {
+    let home = TestHome::new();
+    let _d = home.start();
+    // Zero-config start, then a file appears (as `pincer init` writes one).
+    home.write_config("[agents.main]\n");
+    let out = home.cli(&["doctor"]).await.stdout;
+    assert!(
+        !out.contains("no ") || !out.contains("config.toml yet"),
+        "doctor reads the file, not the running defaults: {out}"
+    );
+    assert!(out.contains("config.toml is valid"), "{out}");
+    assert!(
+        out.contains("pincerd runs an older config") && out.contains("pincer config reload"),
+        "{out}"
+    );
+
+    // A broken edit: the reload is refused and doctor says why.
+    home.write_config("[agents.main]\nmodle = \"default\"\n");
+    let reload = home.cli(&["config", "reload"]).await;
+    assert_ne!(reload.code, 0);
+    let out = home.cli(&["doctor"]).await;
+    assert_eq!(out.code, 1, "an invalid file is an error: {}", out.stdout);
+    assert!(!out.stdout.contains("is valid"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("modle") && out.stdout.contains("config.toml:2"),
+        "names the key and line: {}",
+        out.stdout
+    );
+}
