@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::Event;
 use super::hub::Hub;
 use crate::session::SessionKey;
-use crate::session::transcript::{Body, Transcript};
+use crate::session::transcript::Body;
 use crate::tools::policy::ChatOrigin;
 use crate::tools::sessions::{BoxFuture, SendRequest, SessionAccess, SpawnRequest};
 use crate::util::{now_rfc3339, preview};
@@ -90,13 +90,7 @@ impl SessionAccess for Hub {
     fn status(&self, session_key: &str) -> BoxFuture<'_, Result<String, String>> {
         let key = session_key.to_string();
         Box::pin(async move {
-            let row = self
-                .runtime()
-                .registry
-                .find(&key)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("no session {key}"))?;
+            let row = self.find("", &key).await.map_err(|e| e.to_string())?;
             let config = self.runtime().config();
             let model = config
                 .agent(&row.agent)
@@ -127,12 +121,13 @@ impl SessionAccess for Hub {
     fn list(&self, agent: &str, limit: usize) -> BoxFuture<'_, Result<String, String>> {
         let agent = agent.to_string();
         Box::pin(async move {
-            let rows = self
-                .runtime()
-                .registry
-                .list(Some(agent))
+            let rows: Vec<_> = self
+                .list(&agent)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|s| s.row)
+                .collect();
             if rows.is_empty() {
                 return Ok("no sessions".into());
             }
@@ -167,22 +162,18 @@ impl SessionAccess for Hub {
         let key = self.own_key(agent, session);
         Box::pin(async move {
             let key = key?;
-            let row = self
-                .runtime()
-                .registry
-                .find(&key.to_string())
+            let row = match self.find(key.agent(), &key.to_string()).await {
+                Ok(row) => row,
+                Err(super::hub::HubError::UnknownSession { .. }) => {
+                    return Err(format!("no session {key}; `sessions_list` shows them"));
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+            let entries = self
+                .history(row, 0)
                 .await
                 .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("no session {key}; `sessions_list` shows them"))?;
-            let path = self
-                .runtime()
-                .home
-                .sessions_dir(key.agent())
-                .join(format!("{}.jsonl", row.id));
-            let (entries, _) = tokio::task::spawn_blocking(move || Transcript::read(&path))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| format!("cannot read the transcript: {e}"))?;
+                .entries;
             let lines: Vec<String> = entries
                 .iter()
                 .filter_map(|e| match &e.body {
