@@ -439,6 +439,9 @@ async fn audit_shows_time_and_session_and_json_is_one_document() {
         .cli(&["tools", "audit", "--session", "agent:main:tools3"])
         .await;
     assert_eq!(out.ok().matches("agent:main:tools3").count(), 2);
+    // The short name resolves as in `sessions show tools3`.
+    let out = home.cli(&["tools", "audit", "--session", "tools3"]).await;
+    assert_eq!(out.ok().matches("agent:main:tools3").count(), 2);
 
     // One JSON document for every listing, however many rows.
     let rows = home.cli(&["--json", "tools", "audit"]).await.json();
