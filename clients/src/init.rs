@@ -2,7 +2,7 @@
 //! of the default workspace. Existing files are never overwritten. The
 //! config names the provider and model pincerd uses now: the running
 //! daemon's (from `Daemon.Status`), else what its zero-config would pick
-//! from this environment (`zeroconf.rs`), so `init` + `config reload` never
+//! from this environment (`pincerd zero-config`), so `init` + `config reload` never
 //! turns a working setup into a different one.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,29 @@ use crate::rpc;
 use crate::starter::{
     AGENTS_MD, CONFIG, IDENTITY_MD, MEMORY_MD, SKILL_MD, SOUL_MD, TOOLS_MD, USER_MD,
 };
-use crate::zeroconf::{self, Found};
+/// A provider and model, as `init` writes them.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+struct Found {
+    id: String,
+    kind: String,
+    base_url: String,
+    /// Empty: no key (a local server).
+    api_key_env: String,
+    tool_format: String,
+    model: String,
+    /// 0: let pincerd pick by model family.
+    context_window: u64,
+}
+
+/// What pincerd's zero-config would pick in this environment (`pincerd
+/// zero-config`: the daemon's own rules, not a copy of them).
+fn zero_config(home: &std::path::Path) -> Option<Found> {
+    let out = crate::pincerd::run(home, &["zero-config"]).ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
 
 /// The provider lines: what pincerd uses, or OpenAI's defaults with a note.
 fn provider_section(found: Option<&Found>) -> String {
@@ -96,7 +118,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
     };
     let in_use = status.as_ref().and_then(from_status);
     let from_daemon = in_use.is_some();
-    let found = in_use.or_else(zeroconf::detect);
+    let found = in_use.or_else(|| zero_config(&ctx.home));
     let config = CONFIG
         .replace("{provider}", &provider_section(found.as_ref()))
         .replace("{model}", &model_section(found.as_ref()));

@@ -27,7 +27,6 @@ mod status;
 mod stop;
 mod tools;
 mod transcript;
-mod zeroconf;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -41,6 +41,10 @@ enum Command {
     CheckConfig,
     /// Check config, providers and the home folder; print one line per finding.
     Doctor,
+    /// Print the provider and model zero-config would use in this
+    /// environment, as one JSON object (exit 1 when none is found); what
+    /// `pincer init` writes when no daemon runs.
+    ZeroConfig,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
     match args.command {
         Some(Command::CheckConfig) => check_config(&home),
         Some(Command::Doctor) => run_async(doctor_offline(home)),
+        Some(Command::ZeroConfig) => zero_config(),
         None if args.background => start_background(&home),
         None => run_async(async move {
             match daemon::run(home, args.log_stderr).await {
@@ -80,6 +85,38 @@ fn run_async(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The zero-config detection (`config::env`), printed for `pincer init`:
+/// one set of rules, whoever asks.
+fn zero_config() -> ExitCode {
+    let Some(found) = config::env::detect() else {
+        println!("{{}}");
+        return ExitCode::from(1);
+    };
+    let p = &found.provider;
+    let api_key_env = match &p.api_key {
+        config::ApiKey::Found { origin, .. } => origin.strip_prefix('$').unwrap_or_default(),
+        _ => "",
+    };
+    let json = serde_json::json!({
+        "id": p.name,
+        "kind": match p.kind {
+            config::ProviderKind::Openai => "openai",
+            config::ProviderKind::Anthropic => "anthropic",
+        },
+        "base_url": p.base_url,
+        "api_key_env": api_key_env,
+        "tool_format": match p.tool_format {
+            config::ToolFormat::Native => "native",
+            config::ToolFormat::Hermes => "hermes",
+            config::ToolFormat::Xml => "xml",
+        },
+        "model": found.target.model,
+        "context_window": found.target.context_window.unwrap_or(0),
+    });
+    println!("{json}");
+    ExitCode::SUCCESS
 }
 
 fn check_config(home: &Home) -> ExitCode {
