@@ -91,19 +91,12 @@ impl Registry {
     ) -> Result<SessionRow, RegistryError> {
         let (key, agent, channel) = (key.to_string(), agent.to_string(), channel.to_string());
         self.call(move |conn| {
-            let now = now_rfc3339();
-            // A message for the session starts or joins a turn: marked
-            // until `finish_turn`, so a start after a crash knows where to
-            // look (see `turns_in_progress`).
-            conn.execute(
-                "UPDATE sessions SET turn_running = ?2 WHERE key = ?1",
-                params![key, now],
-            )?;
             if let Some(row) = by_key(conn, &key)? {
                 return Ok(row);
             }
+            let now = now_rfc3339();
             conn.execute(
-                "INSERT INTO sessions (key, id, agent, channel, created_at, updated_at, turn_running) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?5)",
+                "INSERT INTO sessions (key, id, agent, channel, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
                 params![key, uuid::Uuid::now_v7().to_string(), agent, channel, now],
             )?;
             by_key(conn, &key)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
@@ -178,7 +171,9 @@ impl Registry {
         .await
     }
 
-    /// Marks a turn of the session as running (cleared by `finish_turn`).
+    /// Marks a turn of the session as running (cleared by `finish_turn`),
+    /// so a start after a crash knows where to look (`turns_in_progress`).
+    /// The hub calls it as each turn starts, queued ones included.
     pub async fn start_turn(&self, id: &str) -> Result<(), RegistryError> {
         let id = id.to_string();
         self.call(move |conn| {
