@@ -204,7 +204,7 @@ impl Hub {
         // An origin that travels into another session (sessions_send, a
         // sub-agent) does not carry the main session's exemption with it.
         origin.main_session &= key.is_main();
-        if self.is_closing() {
+        if self.is_stopping() {
             return Err(HubError::ShuttingDown);
         }
         self.agent_id(key.agent())?;
@@ -364,7 +364,7 @@ impl Hub {
     /// now. Refused while a turn runs; messages arriving meanwhile queue
     /// and start their turn when it is done.
     pub async fn compact(&self, row: SessionRow) -> Result<super::compaction::Compacted, HubError> {
-        if self.is_closing() {
+        if self.is_stopping() {
             return Err(HubError::ShuttingDown);
         }
         let key =
@@ -453,7 +453,7 @@ impl Hub {
     fn take_next(&self, key: &SessionKey, log: &mut Option<SessionLog>) -> Option<NextTurn> {
         let mut slots = self.lock();
         let slot = slots.get_mut(&key.to_string())?;
-        if slot.pending.is_empty() || self.is_closing() {
+        if slot.pending.is_empty() || self.is_stopping() {
             refuse_pending(slot);
             slot.running = None;
             slot.log = log.take();
@@ -494,10 +494,6 @@ impl Hub {
     /// Whether shutdown has begun (no new turns; running ones finish or
     /// are aborted at the end of the grace).
     pub fn is_stopping(&self) -> bool {
-        self.is_closing()
-    }
-
-    fn is_closing(&self) -> bool {
         self.closing.load(std::sync::atomic::Ordering::SeqCst)
     }
 
