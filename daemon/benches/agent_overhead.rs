@@ -1,4 +1,5 @@
-//! Agent overhead per model call (SPEC §14: ≤ 2 ms p50) with a
+//! Agent overhead per model call (SPEC §14: ≤ 0.5 ms p50 with the
+//! end-of-turn fsync measured apart; these cases include it) with a
 //! zero-latency scripted model on loopback: one turn through the hub
 //! (registry, transcript, prompt, HTTP + SSE, tool dispatch) per iteration,
 //! each in a fresh session so the history does not grow between samples.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints start-to-ready time, idle RSS and the `pincer send` round trip of
 # pincerd (release build) against the zero-latency scripted model, as a
-# table. Budgets (SPEC §14): ready ≤ 50 ms, idle RSS ≤ 20 MB, send ≤ 20 ms.
+# table. Budgets (SPEC §14): ready ≤ 20 ms, idle RSS ≤ 20 MB, send ≤ 10 ms.
 # Usage: bash daemon/benches/startup.sh [runs]   (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,6 +40,6 @@ done
 
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '\n%-40s %12s %12s\n' "measure ($runs runs, median)" "value" "budget"
-printf '%-40s %9.1f ms %9s ms\n' "pincerd start → status answers" "$(awk "BEGIN {print $(median "${ready[@]}") / 1000}")" 50
+printf '%-40s %9.1f ms %9s ms\n' "pincerd start → status answers" "$(awk "BEGIN {print $(median "${ready[@]}") / 1000}")" 20
 printf '%-40s %9.1f MB %9s MB\n' "idle RSS (no bridges, empty memory index)" "$(awk "BEGIN {print $(median "${rss[@]}") / 1024}")" 20
-printf '%-40s %9.1f ms %9s ms\n' "pincer send round trip (whole process)" "$(awk "BEGIN {print $(median "${send[@]}") / 1000}")" 20
+printf '%-40s %9.1f ms %9s ms\n' "pincer send round trip (whole process)" "$(awk "BEGIN {print $(median "${send[@]}") / 1000}")" 10

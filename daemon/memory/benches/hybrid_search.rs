@@ -1,7 +1,7 @@
-//! Hybrid search latency (SPEC §14: 10k chunks × 384-d ≤ 5 ms p50, 100k ≤
-//! 30 ms p50), the cost of embedding one query with the real
+//! Hybrid search latency (SPEC §14: 10k chunks × 384-d ≤ 3 ms p50, 100k ≤
+//! 12 ms p50), the cost of embedding one query with the real
 //! all-MiniLM-L6-v2, indexing throughput with it (chunks per second), and
-//! save-to-searchable through the watcher (≤ 1 s).
+//! save-to-searchable through the watcher (≤ 500 ms).
 //!
 //! The indexes are built from generated notes (one heading and a
 //! 100-word paragraph per chunk, words drawn with a skew like real text) and
