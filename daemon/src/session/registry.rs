@@ -173,17 +173,23 @@ impl Registry {
 
     /// Marks a turn of the session as running (cleared by `finish_turn`),
     /// so a start after a crash knows where to look (`turns_in_progress`).
-    /// The hub calls it as each turn starts, queued ones included.
-    pub async fn start_turn(&self, id: &str) -> Result<(), RegistryError> {
+    /// The hub calls it as each turn starts, queued ones included. Queued
+    /// without waiting: the turn does not pay the registry's round trip,
+    /// and the registry thread runs jobs in order, so `finish_turn` still
+    /// comes after it.
+    pub fn start_turn(&self, id: &str) {
         let id = id.to_string();
-        self.call(move |conn| {
-            conn.execute(
+        let queued = self.jobs.send(Box::new(move |conn| {
+            if let Err(e) = conn.execute(
                 "UPDATE sessions SET turn_running = ?2 WHERE id = ?1",
                 params![id, now_rfc3339()],
-            )
-            .map(drop)
-        })
-        .await
+            ) {
+                tracing::warn!(error = %e, "cannot mark the turn as running");
+            }
+        }));
+        if queued.is_err() {
+            tracing::warn!("the session registry is closed; the turn is not marked as running");
+        }
     }
 
     /// Sessions marked as running a turn: after a crash, those a turn may

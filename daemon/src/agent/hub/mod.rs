@@ -330,7 +330,7 @@ impl Hub {
         };
         // Marked until finish_turn: a crash meanwhile is reported at the
         // next start.
-        self.rt.registry.start_turn(&row.id).await?;
+        self.rt.registry.start_turn(&row.id);
         let outcome = turn.run(session_log, text).await;
         self.rt.registry.finish_turn(&row.id, outcome).await?;
         Ok(())
