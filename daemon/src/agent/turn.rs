@@ -106,7 +106,7 @@ impl Turn<'_> {
         let registry = self.rt.tool_registry().await;
         let tool_env = self.tool_env(&registry);
         let specs: Vec<ToolSpec> = tool_env.offered.iter().map(|t| t.spec()).collect();
-        let chat = crate::context::chat_kind(self.key, self.origin.owner);
+        let chat = crate::context::chat_kind(self.key, &self.origin);
         let SessionPrompt { system, mode } =
             crate::context::session_prompt(&self.config.context, self.agent, &chat, &specs);
         let window = self.agent.context_window();

@@ -30,25 +30,29 @@ use crate::config::{AgentSettings, ContextSettings, PromptMode};
 use crate::llm::ToolSpec;
 use crate::llm::windows::ContextWindow;
 use crate::session::SessionKey;
+use crate::tools::origin::{ChatOrigin, ChatPlace};
 use prompt::{ChatKind, PromptInputs, RuntimeInfo};
 
-/// The kind of chat a session key and its sender make.
-pub fn chat_kind(key: &SessionKey, owner: bool) -> ChatKind {
-    match key.kind() {
-        "sub" => ChatKind::SubAgent,
-        "group" => ChatKind::Group {
-            channel: key.channel().to_string(),
-        },
-        "dm" => ChatKind::Direct {
-            channel: key.channel().to_string(),
-            owner,
-        },
-        _ if owner => ChatKind::OwnerPrivate,
-        // A CLI-style key used by someone else (cannot happen through the
-        // socket, which only the owner reaches): treat it as a stranger's DM.
-        _ => ChatKind::Direct {
-            channel: key.channel().to_string(),
+/// The kind of chat a turn answers, from the session (a sub-agent's child
+/// session) and the origin the routing layer built.
+pub fn chat_kind(key: &SessionKey, origin: &ChatOrigin) -> ChatKind {
+    if key.is_subagent() {
+        return ChatKind::SubAgent;
+    }
+    match &origin.chat {
+        ChatPlace::Cli if origin.owner => ChatKind::OwnerPrivate,
+        // Someone else's message in a CLI session (one that came through
+        // `sessions_send`): treated as a stranger's DM.
+        ChatPlace::Cli => ChatKind::Direct {
+            channel: "cli".into(),
             owner: false,
+        },
+        ChatPlace::Direct { channel } => ChatKind::Direct {
+            channel: channel.clone(),
+            owner: origin.owner,
+        },
+        ChatPlace::Group { channel } => ChatKind::Group {
+            channel: channel.clone(),
         },
     }
 }
@@ -130,4 +134,46 @@ pub fn now_text() -> String {
     chrono::Local::now()
         .format("%Y-%m-%d %H:%M %A (UTC%:z)")
         .to_string()
+}
+
+#[cfg(test)]
+mod chat_kind_tests {
+    use super::*;
+
+    fn stranger(chat: ChatPlace) -> ChatOrigin {
+        ChatOrigin {
+            owner: false,
+            chat,
+            ..ChatOrigin::owner(false)
+        }
+    }
+
+    #[test]
+    fn the_chat_kind_comes_from_the_origin_not_the_key_text() {
+        let main = SessionKey::main("main").unwrap();
+        assert_eq!(
+            chat_kind(&main, &ChatOrigin::owner(true)),
+            ChatKind::OwnerPrivate
+        );
+        // A group member's message that reached the owner's session is
+        // still not the owner's private chat: no MEMORY.md for it.
+        let group = stranger(ChatPlace::Group {
+            channel: "telegram".into(),
+        });
+        assert_eq!(
+            chat_kind(&main, &group),
+            ChatKind::Group {
+                channel: "telegram".into()
+            }
+        );
+        let dm = stranger(ChatPlace::Direct {
+            channel: "discord".into(),
+        });
+        assert!(!chat_kind(&main, &dm).is_owner_private());
+        let sub = SessionKey::sub("main", uuid::Uuid::nil()).unwrap();
+        assert_eq!(
+            chat_kind(&sub, &ChatOrigin::owner(false)),
+            ChatKind::SubAgent
+        );
+    }
 }

@@ -15,7 +15,7 @@ pub mod bindings;
 use crate::config::{Config, ToolLayer};
 use crate::session::SessionKey;
 use crate::session::key::KeyError;
-pub use crate::tools::origin::ChatOrigin;
+pub use crate::tools::origin::{ChatOrigin, ChatPlace};
 
 /// The kind of chat a message arrived in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +92,14 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
         // Owners per channel arrive with the channel settings; until then
         // nobody on a channel is the owner.
         owner: false,
+        chat: match &inbound.chat {
+            Chat::Direct => ChatPlace::Direct {
+                channel: inbound.channel.clone(),
+            },
+            Chat::Group(_) => ChatPlace::Group {
+                channel: inbound.channel.clone(),
+            },
+        },
         in_channel: true,
         // The chat's own layer comes from the channel settings (bridges);
         // an empty layer still makes `messaging` the default profile.

@@ -131,17 +131,10 @@ impl SessionKey {
         self.rest.first().is_some_and(|p| p == "sub")
     }
 
-    /// The channel a key belongs to: `cli` for `main` and short names,
-    /// `sub` for sub-agents, else the platform part.
-    /// `dm`, `group`, `sub`, or `cli` for the agent's own sessions.
-    pub fn kind(&self) -> &str {
-        match self.rest.as_slice() {
-            [_, kind, ..] if kind == "dm" || kind == "group" => kind,
-            [first, ..] if first == "sub" => "sub",
-            _ => "cli",
-        }
-    }
-
+    /// The channel a key belongs to (the registry's `channel` column):
+    /// `cli` for `main` and short names, `sub` for sub-agents, else the
+    /// platform part. What a chat *is* comes from its origin (routing),
+    /// not from this text.
     pub fn channel(&self) -> &str {
         match self.rest.as_slice() {
             [first, kind, ..] if kind == "dm" || kind == "group" => first,
@@ -199,10 +192,7 @@ mod tests {
         assert!(SessionKey::main("x").unwrap().is_main());
         assert!(!SessionKey::from_client("x", "main2").unwrap().is_main());
         assert!(!dm.is_main() && !dm.is_subagent());
-        assert_eq!(sub.kind(), "sub");
-        assert_eq!(dm.kind(), "dm");
-        assert_eq!(g.kind(), "group");
-        assert_eq!(SessionKey::main("x").unwrap().kind(), "cli");
+        assert_eq!(g.channel(), "discord");
     }
 
     #[test]

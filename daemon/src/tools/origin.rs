@@ -8,6 +8,17 @@
 
 use crate::config::ToolLayer;
 
+/// Where a message was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatPlace {
+    /// The CLI (or any client of the socket, which only the owner reaches).
+    Cli,
+    /// A direct message on a channel.
+    Direct { channel: String },
+    /// A group, guild channel or Telegram channel.
+    Group { channel: String },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatOrigin {
     /// Shown in the audit table: `owner`, or `<channel>:<user id>` (several
@@ -16,6 +27,9 @@ pub struct ChatOrigin {
     /// How the model is told who wrote: a display name, or the sender id.
     pub name: String,
     pub owner: bool,
+    /// The kind of chat, for the prompt (SPEC §9: `MEMORY.md` only in the
+    /// owner's private sessions).
+    pub chat: ChatPlace,
     /// A chat on a channel (not the CLI): its default profile is
     /// `messaging`.
     pub in_channel: bool,
@@ -34,6 +48,7 @@ impl ChatOrigin {
             sender: "owner".into(),
             name: "owner".into(),
             owner: true,
+            chat: ChatPlace::Cli,
             in_channel: false,
             channel: Vec::new(),
             sender_layers: Vec::new(),
@@ -91,6 +106,9 @@ mod tests {
             sender: format!("telegram:{id}"),
             name: format!("user{id}"),
             owner: false,
+            chat: ChatPlace::Group {
+                channel: "telegram".into(),
+            },
             in_channel: true,
             channel: vec![ToolLayer::default()],
             sender_layers: vec![ToolLayer {

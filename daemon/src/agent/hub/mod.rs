@@ -622,6 +622,9 @@ mod tests {
             sender: format!("telegram:{id}"),
             name: format!("user{id}"),
             owner: false,
+            chat: crate::tools::origin::ChatPlace::Group {
+                channel: "telegram".into(),
+            },
             in_channel: true,
             channel: vec![ToolLayer::default()],
             sender_layers: vec![ToolLayer {
