@@ -107,6 +107,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             started,
             stop: stop.clone(),
             reload: reload_tx.clone(),
+            grace,
         },
     );
     let served = server.result.clone();

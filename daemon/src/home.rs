@@ -58,6 +58,10 @@ impl Home {
     pub fn sessions_dir(&self, agent: &str) -> PathBuf {
         self.root.join("sessions").join(agent)
     }
+    /// A session's transcript, `sessions/<agent>/<session id>.jsonl`.
+    pub fn transcript(&self, agent: &str, session_id: &str) -> PathBuf {
+        self.sessions_dir(agent).join(format!("{session_id}.jsonl"))
+    }
     pub fn state_dir(&self) -> PathBuf {
         self.root.join("state")
     }

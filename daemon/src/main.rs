@@ -95,23 +95,12 @@ fn zero_config() -> ExitCode {
         return ExitCode::from(1);
     };
     let p = &found.provider;
-    let api_key_env = match &p.api_key {
-        config::ApiKey::Found { origin, .. } => origin.strip_prefix('$').unwrap_or_default(),
-        _ => "",
-    };
     let json = serde_json::json!({
         "id": p.name,
-        "kind": match p.kind {
-            config::ProviderKind::Openai => "openai",
-            config::ProviderKind::Anthropic => "anthropic",
-        },
+        "kind": p.kind.as_str(),
         "base_url": p.base_url,
-        "api_key_env": api_key_env,
-        "tool_format": match p.tool_format {
-            config::ToolFormat::Native => "native",
-            config::ToolFormat::Hermes => "hermes",
-            config::ToolFormat::Xml => "xml",
-        },
+        "api_key_env": p.api_key.env_var().unwrap_or_default(),
+        "tool_format": p.tool_format.as_str(),
         "model": found.target.model,
         "context_window": found.target.context_window.unwrap_or(0),
     });

@@ -116,13 +116,12 @@ fn result_cap(config: &Config, agent: &AgentSettings) -> usize {
 /// variable a provider reads its key from.
 fn secret_env(config: &Config) -> Vec<String> {
     let mut vars: Vec<String> = WELL_KNOWN_SECRETS.iter().map(|s| s.to_string()).collect();
-    for p in config.providers.values() {
-        if let crate::config::ApiKey::Found { origin, .. } = &p.api_key
-            && let Some(var) = origin.strip_prefix('$')
-        {
-            vars.push(var.to_string());
-        }
-    }
+    vars.extend(
+        config
+            .providers
+            .values()
+            .filter_map(|p| p.api_key.env_var().map(str::to_string)),
+    );
     vars.sort();
     vars.dedup();
     vars

@@ -68,12 +68,7 @@ impl Sent {
         LastPrompt {
             ts: self.ts.clone(),
             model: self.model.clone(),
-            tool_format: match self.format {
-                ToolFormat::Native => "native",
-                ToolFormat::Hermes => "hermes",
-                ToolFormat::Xml => "xml",
-            }
-            .into(),
+            tool_format: self.format.as_str().into(),
             estimated_tokens: self.estimated_tokens,
             system: sent.system.clone(),
             messages: sent.messages.iter().map(message_json).collect(),

@@ -156,6 +156,17 @@ pub enum ToolFormat {
     Xml,
 }
 
+impl ToolFormat {
+    /// The name the config and the API use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Native => "native",
+            Self::Hermes => "hermes",
+            Self::Xml => "xml",
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSection {

@@ -109,6 +109,17 @@ pub enum ApiKey {
     },
 }
 
+impl ApiKey {
+    /// The environment variable a found key came from (`None` for a key
+    /// file or no key).
+    pub fn env_var(&self) -> Option<&str> {
+        match self {
+            Self::Found { origin, .. } => origin.strip_prefix('$'),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetrySettings {
     pub max_attempts: u32,

@@ -59,24 +59,10 @@ impl pb::daemon_server::Daemon for DaemonService {
             .values()
             .map(|p| pb::ProviderInfo {
                 id: p.name.clone(),
-                kind: match p.kind {
-                    crate::config::ProviderKind::Openai => "openai",
-                    crate::config::ProviderKind::Anthropic => "anthropic",
-                }
-                .into(),
+                kind: p.kind.as_str().into(),
                 base_url: p.base_url.clone(),
-                api_key_env: match &p.api_key {
-                    crate::config::ApiKey::Found { origin, .. } => {
-                        origin.strip_prefix('$').unwrap_or_default().to_string()
-                    }
-                    _ => String::new(),
-                },
-                tool_format: match p.tool_format {
-                    crate::config::ToolFormat::Native => "native",
-                    crate::config::ToolFormat::Hermes => "hermes",
-                    crate::config::ToolFormat::Xml => "xml",
-                }
-                .into(),
+                api_key_env: p.api_key.env_var().unwrap_or_default().into(),
+                tool_format: p.tool_format.as_str().into(),
             })
             .collect();
         Ok(Response::new(pb::StatusResponse {
@@ -109,10 +95,9 @@ impl pb::daemon_server::Daemon for DaemonService {
     ) -> Result<Response<pb::ShutdownResponse>, Status> {
         tracing::info!("shutdown requested over gRPC");
         self.state.stop.cancel();
-        let grace = self.state.hub.runtime().config().daemon.shutdown_grace;
         Ok(Response::new(pb::ShutdownResponse {
             running_turns: self.state.hub.running_turns() as u32,
-            grace_s: grace.as_secs() as u32,
+            grace_s: self.state.grace.as_secs() as u32,
         }))
     }
 

@@ -38,6 +38,9 @@ pub struct State {
     pub stop: CancellationToken,
     /// Sends reload requests to the main task, which owns reloading.
     pub reload: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<daemon::ReloadReport>>,
+    /// How long running turns get when the daemon stops (fixed at start:
+    /// a reload reports `shutdown_grace_s` as needing a restart).
+    pub grace: std::time::Duration,
 }
 
 /// Serves until `state.stop` is cancelled.
@@ -80,10 +83,9 @@ pub async fn serve(
     // wait for every streaming Chat call, i.e. for whole turns, whatever
     // the grace.
     let drained = {
-        let (stop, hub) = (state.stop.clone(), state.hub.clone());
+        let (stop, hub, grace) = (state.stop.clone(), state.hub.clone(), state.grace);
         async move {
             stop.cancelled().await;
-            let grace = hub.runtime().config().daemon.shutdown_grace;
             tracing::info!("stopping: letting running turns finish (up to {grace:?})");
             hub.shutdown(grace).await;
         }

@@ -38,9 +38,7 @@ pub async fn report(home: &Home, registry: &Registry) -> Result<Vec<String>, Reg
     let marked = registry.turns_in_progress().await?;
     let mut keys = Vec::new();
     for row in marked {
-        let path = home
-            .sessions_dir(&row.agent)
-            .join(format!("{}.jsonl", row.id));
+        let path = home.transcript(&row.agent, &row.id);
         let error = match mark(&path) {
             Ok(error) => error,
             Err(e) => {

@@ -477,11 +477,7 @@ impl Hub {
         if log.as_ref().is_some_and(|l| l.session_id == row.id) {
             return Ok(());
         }
-        let path = self
-            .rt
-            .home
-            .sessions_dir(key.agent())
-            .join(format!("{}.jsonl", row.id));
+        let path = self.rt.home.transcript(key.agent(), &row.id);
         let opened = tokio::task::spawn_blocking(move || Transcript::open(&path))
             .await
             .map_err(|e| HubError::Transcript(std::io::Error::other(e)))?

@@ -210,10 +210,7 @@ impl Hub {
     }
 
     fn transcript_path(&self, row: &SessionRow) -> PathBuf {
-        self.rt
-            .home
-            .sessions_dir(&row.agent)
-            .join(format!("{}.jsonl", row.id))
+        self.rt.home.transcript(&row.agent, &row.id)
     }
 }
 
