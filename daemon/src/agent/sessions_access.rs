@@ -121,13 +121,14 @@ impl SessionAccess for Hub {
     fn list(&self, agent: &str, limit: usize) -> BoxFuture<'_, Result<String, String>> {
         let agent = agent.to_string();
         Box::pin(async move {
-            let rows: Vec<_> = self
-                .list(&agent)
+            // The registry rows only: `Hub::list` also counts every
+            // transcript's lines, which this answer does not show.
+            let rows = self
+                .runtime()
+                .registry()
+                .list(Some(agent))
                 .await
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .map(|s| s.row)
-                .collect();
+                .map_err(|e| e.to_string())?;
             if rows.is_empty() {
                 return Ok("no sessions".into());
             }
