@@ -40,6 +40,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
                "home": s.home, "config": s.config_path, "agents": agents, "providers": providers,
                "running_turns": s.running_turns, "max_concurrent_turns": s.max_concurrent_turns,
                "sessions": s.sessions, "provider_problem": s.provider_problem,
+               "sandbox": {"active": s.sandboxed, "state": s.sandbox},
                "memory": {"enabled": memory.enabled,
                           "indexes": memory.indexes.iter().map(crate::memory::index_json).collect::<Vec<_>>()}}),
         );
@@ -65,6 +66,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
         s.max_concurrent_turns
     );
     outln!("sessions: {}", s.sessions);
+    outln!("sandbox:  {}", s.sandbox);
     outln!("agents:");
     for a in &s.agents {
         let model = if a.model.is_empty() {

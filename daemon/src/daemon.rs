@@ -51,6 +51,9 @@ impl StartError {
 /// Runs the daemon until SIGTERM/SIGINT or `Daemon.Shutdown`.
 pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let started = Instant::now();
+    // First: nothing of ours (keys in the environment) is readable through
+    // /proc by other processes of this user from here on.
+    crate::sandbox::make_daemon_undumpable();
     let home_err = |source| StartError::Home {
         path: home.root().display().to_string(),
         source,
@@ -88,10 +91,14 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         tracing::info!(plugin = %plugin.id, dir = %plugin.dir.display(), "plugin loaded");
     }
     let grace = config.daemon.shutdown_grace;
-    let hub = Hub::new(
-        Runtime::new(home.clone(), registry, config.clone(), models),
-        config.daemon.max_concurrent_turns,
-    );
+    let runtime = Runtime::new(home.clone(), registry, config.clone(), models);
+    let sandbox = runtime.sandbox().sentence(&config.tools.exec_sandbox);
+    if runtime.sandbox().active(&config.tools.exec_sandbox) {
+        tracing::info!("{sandbox}");
+    } else {
+        tracing::warn!("{sandbox}");
+    }
+    let hub = Hub::new(runtime, config.daemon.max_concurrent_turns);
     // Signal handlers go in before the socket exists: once a client can see
     // pincerd, a SIGHUP reloads it and a SIGTERM stops it gracefully
     // instead of the default action killing it.

@@ -72,6 +72,7 @@ pub async fn check_running(
         ));
     }
     out.extend(check_dirs(home));
+    out.push(check_sandbox(config));
     out.extend(check_context(config));
     out.extend(check_memory(config, memory).await);
     for provider in config.providers.values() {
@@ -87,6 +88,20 @@ pub async fn check_running(
         }
     }
     out
+}
+
+/// Whether `exec` runs sandboxed under the config, and if not, why.
+fn check_sandbox(config: &Config) -> Finding {
+    let settings = &config.tools.exec_sandbox;
+    let support = crate::sandbox::probe();
+    let level = if support.active(settings) {
+        Level::Ok
+    } else if settings.mode == crate::config::ExecSandboxMode::Required {
+        Level::Error
+    } else {
+        Level::Warn
+    };
+    finding(level, "sandbox", support.sentence(settings))
 }
 
 /// Whether the file on disk is valid, and whether the daemon runs it.

@@ -17,6 +17,7 @@ pub mod llm;
 pub mod logging;
 pub mod memory;
 pub mod routing;
+pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod tools;

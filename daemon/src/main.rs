@@ -45,10 +45,18 @@ enum Command {
     /// environment, as one JSON object (exit 1 when none is found); what
     /// `pincer init` writes when no daemon runs.
     ZeroConfig,
+    /// The exec sandbox's launcher (started by pincerd itself).
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec(pincer_daemon::sandbox::launcher::LauncherArgs),
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Before anything else: the launcher must stay single-threaded and
+    // needs no home.
+    if let Some(Command::SandboxExec(launcher)) = args.command {
+        return pincer_daemon::sandbox::launcher::run(launcher);
+    }
     let home = match Home::resolve(args.home.as_deref()) {
         Ok(h) => h,
         Err(e) => {
@@ -60,6 +68,7 @@ fn main() -> ExitCode {
         Some(Command::CheckConfig) => check_config(&home),
         Some(Command::Doctor) => run_async(doctor_offline(home)),
         Some(Command::ZeroConfig) => zero_config(),
+        Some(Command::SandboxExec(_)) => ExitCode::FAILURE,
         None if args.background => start_background(&home),
         None => run_async(async move {
             match daemon::run(home, args.log_stderr).await {

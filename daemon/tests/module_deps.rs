@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 /// the server's `Daemon.Doctor` calls it and it reads context and memory;
 /// the daemon's side of `memory` uses providers (`llm`) for embeddings and
 /// is used by the agent; `lifecycle` (the `Part` trait) knows only the
-/// config; `logging` and `children` (processes that die with pincerd) use
+/// config; `sandbox` (the exec sandbox and its launcher) reads the exec
+/// settings and is used by the tools that start programs; `logging` and `children` (processes that die with pincerd) use
 /// nothing of ours.
 const LAYERS: &[&[&str]] = &[
     &["main"],
@@ -35,7 +36,7 @@ const LAYERS: &[&[&str]] = &[
     &["server"],
     &["agent", "doctor", "routing"],
     &["context", "tools", "memory"],
-    &["llm", "session", "lifecycle"],
+    &["llm", "session", "lifecycle", "sandbox"],
     &["config"],
     &["home", "util", "logging", "children"],
 ];

@@ -84,6 +84,7 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
             turn_spawns: Arc::default(),
             origin: Arc::new((*origin).clone()),
             memory: rt.memory.index(agent).map_err(|e| Arc::from(e.to_string())),
+            sandbox: rt.sandbox.clone(),
         },
         settings,
         sender: origin.sender.clone(),

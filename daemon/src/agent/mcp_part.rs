@@ -21,11 +21,16 @@ impl crate::lifecycle::Part for McpPart {
         old: &crate::config::Config,
         new: &crate::config::Config,
     ) -> crate::lifecycle::Reloaded {
-        if old.mcp == new.mcp {
+        // Sandboxed servers start under the exec sandbox's settings.
+        if old.mcp == new.mcp && old.tools.exec_sandbox == new.tools.exec_sandbox {
             return crate::lifecycle::Reloaded::Unchanged;
         }
         self.0
-            .swap_mcp(crate::tools::mcp::McpManager::new(new.mcp.clone()))
+            .swap_mcp(crate::tools::mcp::McpManager::new(
+                new.mcp.clone(),
+                self.0.sandbox().clone(),
+                new.tools.exec_sandbox.clone(),
+            ))
             .stop();
         crate::lifecycle::Reloaded::Applied("servers restarted on next use".into())
     }

@@ -28,6 +28,7 @@ use crate::session::registry::Registry;
 use crate::tools::ToolRegistry;
 use crate::tools::approvals::Approvals;
 use crate::tools::jobs::Jobs;
+use crate::sandbox::Sandbox;
 use crate::tools::mcp::McpManager;
 use sessions_access::SubAgent;
 
@@ -122,9 +123,16 @@ pub struct Runtime {
     /// Sub-agent sessions started since the daemon started.
     subagents: Arc<std::sync::Mutex<std::collections::HashMap<String, SubAgent>>>,
     live: Arc<RwLock<Live>>,
+    /// The exec sandbox (what the kernel offers; the temp folders).
+    sandbox: Arc<Sandbox>,
 }
 
 impl Runtime {
+    /// The exec sandbox.
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
+    }
+
     /// Every path inside `PINCER_HOME`.
     pub fn home(&self) -> &Home {
         &self.home
@@ -171,6 +179,7 @@ impl Runtime {
     }
 
     pub fn new(home: Home, registry: Registry, config: Config, models: ModelClient) -> Self {
+        let sandbox = Arc::new(Sandbox::new(&home));
         Self {
             memory: crate::memory::Memory::new(&home, &config),
             home,
@@ -181,10 +190,15 @@ impl Runtime {
             prompts: Default::default(),
             subagents: Arc::default(),
             live: Arc::new(RwLock::new(Live {
-                mcp: Arc::new(McpManager::new(config.mcp.clone())),
+                mcp: Arc::new(McpManager::new(
+                    config.mcp.clone(),
+                    sandbox.clone(),
+                    config.tools.exec_sandbox.clone(),
+                )),
                 config: Arc::new(config),
                 models: Arc::new(models),
             })),
+            sandbox,
         }
     }
 

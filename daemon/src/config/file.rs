@@ -119,6 +119,8 @@ pub struct McpSection {
     #[serde(default)]
     pub optional: Vec<String>,
     pub enabled: Option<bool>,
+    /// Run a stdio server in the exec sandbox.
+    pub sandbox: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -309,6 +311,9 @@ pub struct HookSection {
     #[serde(default)]
     pub tools: Vec<String>,
     pub timeout_s: Option<u64>,
+    /// Run it in the exec sandbox.
+    #[serde(default)]
+    pub sandbox: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -334,4 +339,14 @@ pub struct RollbackSection {
 pub struct ExecSection {
     pub timeout_s: Option<u64>,
     pub max_output_chars: Option<usize>,
+    /// The OS sandbox: auto | required | off.
+    pub sandbox: Option<Spanned<String>>,
+    /// Whether sandboxed commands may open network sockets.
+    pub network: Option<bool>,
+    /// Extra folders sandboxed commands may read.
+    #[serde(default)]
+    pub read_paths: Vec<String>,
+    /// Extra folders sandboxed commands may write.
+    #[serde(default)]
+    pub write_paths: Vec<String>,
 }

@@ -20,6 +20,9 @@ pub enum Transport {
         command: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
+        /// Runs in the exec sandbox (`sandbox = true`), writing only in
+        /// `cwd`.
+        sandbox: bool,
     },
     Http {
         url: String,
@@ -73,9 +76,16 @@ pub(super) fn mcp_servers(
                             home.root().join(p)
                         }
                     }),
+                    sandbox: s.sandbox.as_ref().is_some_and(|b| *b.get_ref()),
                 }
             }
             (None, Some(url)) => {
+                if let Some(b) = &s.sandbox {
+                    return Err(loc.at(
+                        b.span(),
+                        format!("[mcp.{name}] sandbox: only a stdio server (`command`) runs in the sandbox; a `url` server is not started by pincer"),
+                    ));
+                }
                 let value = url.get_ref().trim().to_string();
                 if let Err(why) = check_http_url(&value) {
                     return Err(loc.at(url.span(), why));

@@ -221,6 +221,7 @@ pub struct PolicySettings {
 pub struct ToolSettings {
     pub exec_timeout: Duration,
     pub exec_max_output_chars: usize,
+    pub exec_sandbox: ExecSandboxSettings,
     pub max_result_chars: usize,
     /// Consecutive replies the loop may drop and ask again (SPEC §7).
     pub max_rollbacks: u32,
@@ -235,6 +236,52 @@ pub struct ToolSettings {
     pub approval_timeout: Duration,
     pub web_fetch: WebFetchSettings,
     pub subagents: SubagentLimits,
+}
+
+/// How `exec` is confined by the operating system (`[tools.exec]`; README
+/// "The exec sandbox"). Hooks and stdio MCP servers that set
+/// `sandbox = true` get the same confinement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecSandboxSettings {
+    pub mode: ExecSandboxMode,
+    /// Sandboxed commands may open network sockets (never Unix ones).
+    pub network: bool,
+    /// Extra folders they may read, and write.
+    pub read_paths: Vec<PathBuf>,
+    pub write_paths: Vec<PathBuf>,
+}
+
+impl Default for ExecSandboxSettings {
+    fn default() -> Self {
+        Self {
+            mode: ExecSandboxMode::Auto,
+            network: true,
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+        }
+    }
+}
+
+/// `tools.exec.sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecSandboxMode {
+    /// Sandboxed where the kernel allows it, else run and say so.
+    #[default]
+    Auto,
+    /// Refuse to run commands where the sandbox cannot be had.
+    Required,
+    /// Never sandbox.
+    Off,
+}
+
+impl ExecSandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Required => "required",
+            Self::Off => "off",
+        }
+    }
 }
 
 /// `sessions_spawn` limits (SPEC §7: depth 1, 5 children per turn).
@@ -268,6 +315,8 @@ pub struct HookSettings {
     /// Tool patterns it applies to, as in the policy; empty: every tool.
     pub tools: Vec<String>,
     pub timeout: Duration,
+    /// Runs in the exec sandbox (`sandbox = true`).
+    pub sandbox: bool,
 }
 
 /// Loop detection thresholds (SPEC §8.4).

@@ -183,6 +183,7 @@ fn load(folder: &Path) -> Result<Plugin, String> {
                 command,
                 env: manifest.server.env.clone(),
                 cwd: Some(folder.to_path_buf()),
+                sandbox: false,
             }
         }
         (None, Some(url)) if check_http_url(url).is_ok() => Transport::Http {
@@ -224,6 +225,7 @@ fn load(folder: &Path) -> Result<Plugin, String> {
             command,
             tools: h.tools.clone(),
             timeout: Duration::from_secs(h.timeout_s.unwrap_or(10)),
+            sandbox: false,
         });
     }
     Ok(Plugin {

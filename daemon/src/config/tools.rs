@@ -18,7 +18,7 @@ use toml::Spanned;
 use super::file::{ConfigFile, LayerSection};
 use super::locate::{ConfigError, Locator, header_span, join_keys};
 use super::{
-    HookEvent, HookSettings, LoopSettings, PolicySettings, SandboxMode, SubagentLimits, ToolLayer,
+    ExecSandboxMode, ExecSandboxSettings, HookEvent, HookSettings, LoopSettings, PolicySettings, SandboxMode, SubagentLimits, ToolLayer,
     ToolSettings, WebFetchSettings,
 };
 use crate::home::expand_tilde;
@@ -117,6 +117,7 @@ pub(super) fn tool_settings(
     Ok(ToolSettings {
         exec_timeout: Duration::from_secs(file.tools.exec.timeout_s.unwrap_or(120)),
         exec_max_output_chars: file.tools.exec.max_output_chars.unwrap_or(30_000),
+        exec_sandbox: exec_sandbox(loc, file)?,
         max_result_chars: file.tools.max_result_chars.unwrap_or(40_000),
         max_rollbacks: file.tools.rollback.max_consecutive.unwrap_or(5),
         refusal_keywords: file.tools.rollback.refusal_keywords.clone(),
@@ -138,6 +139,45 @@ pub(super) fn tool_settings(
             allow_private: file.tools.web_fetch.allow_private.unwrap_or(false),
             allow_hosts: file.tools.web_fetch.allow_hosts.clone(),
         },
+    })
+}
+
+fn exec_sandbox(loc: &Locator<'_>, file: &ConfigFile) -> Result<ExecSandboxSettings, ConfigError> {
+    let exec = &file.tools.exec;
+    let mode = match &exec.sandbox {
+        None => ExecSandboxMode::Auto,
+        Some(m) => match m.get_ref().as_str() {
+            "auto" => ExecSandboxMode::Auto,
+            "required" => ExecSandboxMode::Required,
+            "off" => ExecSandboxMode::Off,
+            other => {
+                return Err(loc.at(
+                    m.span(),
+                    format!("unknown sandbox mode `{other}`: use auto, required or off"),
+                ));
+            }
+        },
+    };
+    let paths = |key: &str, list: &[String]| {
+        list.iter()
+            .map(|p| {
+                let path = expand_tilde(p);
+                if path.is_absolute() {
+                    Ok(path)
+                } else {
+                    Err(loc.at(
+                        header_span(loc.text, "tools.exec"),
+                        format!("[tools.exec] {key}: `{p}` is not an absolute path"),
+                    ))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(ExecSandboxSettings {
+        mode,
+        network: exec.network.unwrap_or(true),
+        read_paths: paths("read_paths", &exec.read_paths)?,
+        write_paths: paths("write_paths", &exec.write_paths)?,
     })
 }
 
@@ -176,6 +216,7 @@ fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSetting
             command,
             tools: h.tools.clone(),
             timeout: Duration::from_secs(h.timeout_s.unwrap_or(10)),
+            sandbox: h.sandbox,
         });
     }
     Ok(out)

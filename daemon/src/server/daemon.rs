@@ -86,6 +86,8 @@ impl pb::daemon_server::Daemon for DaemonService {
             }
             .into(),
             providers,
+            sandbox: rt.sandbox().sentence(&config.tools.exec_sandbox),
+            sandboxed: rt.sandbox().active(&config.tools.exec_sandbox),
         }))
     }
 

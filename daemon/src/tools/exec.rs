@@ -1,5 +1,5 @@
 //! `exec`: runs a shell command in the workspace, in its own process group,
-//! with a timeout. Output (stdout and stderr interleaved) is capped by
+//! with a timeout, confined by the exec sandbox ([`crate::sandbox`]). Output (stdout and stderr interleaved) is capped by
 //! keeping its head and tail. An abort or timeout kills the whole process
 //! group, so background children die with it; so does pincerd's death,
 //! even by `kill -9` ([`crate::children`]).
@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
-use tokio::process::Command;
 
 use super::paths::confine;
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
+use crate::sandbox::Jail;
 use crate::util::cap_head_tail;
 
 /// Bytes of output kept in memory at most (head and tail halves).
@@ -59,7 +59,17 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
         .map(Duration::from_secs)
         .unwrap_or(ctx.settings.exec_timeout)
         .min(Duration::from_secs(24 * 3600));
-    let mut cmd = Command::new("sh");
+    let jail = Jail {
+        write: vec![ctx.workspace.clone()],
+        tmp_name: &ctx.agent,
+    };
+    let mut cmd = match ctx
+        .sandbox
+        .command(&ctx.settings.exec_sandbox, &jail, "sh")
+    {
+        Ok(cmd) => cmd,
+        Err(refused) => return ToolOutput::error(refused),
+    };
     let script = crate::children::shell_script(&mut cmd, &args.command);
     crate::children::die_with_daemon(&mut cmd);
     cmd.arg("-c")

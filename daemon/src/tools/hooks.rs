@@ -12,6 +12,7 @@
 //! not such JSON, or runs past its timeout blocks the call (after the call:
 //! replaces the result with an error).
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::config::HookSettings;
+use crate::config::{ExecSandboxSettings, HookSettings};
+use crate::sandbox::{Jail, Sandbox};
 
 /// Largest hook answer read.
 const MAX_OUTPUT: u64 = 1024 * 1024;
@@ -31,6 +33,10 @@ pub struct CallFacts<'a> {
     pub agent: &'a str,
     pub session: &'a str,
     pub sender: &'a str,
+    /// Where a hook with `sandbox = true` runs, and may write.
+    pub sandbox: &'a Sandbox,
+    pub exec: &'a ExecSandboxSettings,
+    pub workspace: &'a Path,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +70,7 @@ struct AfterAnswer {
 pub async fn before(hook: &HookSettings, facts: &CallFacts<'_>, args: &Value) -> Before {
     let input = json!({"event": "before_tool_call", "tool": facts.tool, "args": args,
                        "agent": facts.agent, "session": facts.session, "sender": facts.sender});
-    match run(hook, &input).await {
+    match run(hook, facts, &input).await {
         Err(why) => Before::Block(format!(
             "hook `{}` failed ({why}), so the call is blocked",
             hook.name
@@ -113,7 +119,7 @@ pub async fn after(
         ),
         is_error: true,
     };
-    match run(hook, &input).await {
+    match run(hook, facts, &input).await {
         Err(why) => failed(why),
         Ok(out) if out.trim().is_empty() => After::Keep,
         Ok(out) => match serde_json::from_str::<AfterAnswer>(out.trim()) {
@@ -132,11 +138,19 @@ pub async fn after(
 
 /// Runs the hook program with `input` on stdin; its stdout, or why it
 /// failed.
-async fn run(hook: &HookSettings, input: &Value) -> Result<String, String> {
+async fn run(hook: &HookSettings, facts: &CallFacts<'_>, input: &Value) -> Result<String, String> {
     let Some((program, args)) = hook.command.split_first() else {
         return Err("it has no command".into());
     };
-    let mut cmd = tokio::process::Command::new(program);
+    let mut cmd = if hook.sandbox {
+        let jail = Jail {
+            write: vec![facts.workspace.to_path_buf()],
+            tmp_name: facts.agent,
+        };
+        facts.sandbox.command(facts.exec, &jail, program)?
+    } else {
+        tokio::process::Command::new(program)
+    };
     cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -24,7 +24,9 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput, ToolSource};
+use crate::config::ExecSandboxSettings;
 use crate::config::mcp::{McpServerConfig, Transport};
+use crate::sandbox::{Jail, Sandbox};
 
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -77,6 +79,8 @@ pub struct McpServer {
     pub config: McpServerConfig,
     state: tokio::sync::Mutex<State>,
     stop: CancellationToken,
+    sandbox: Arc<Sandbox>,
+    exec: Arc<ExecSandboxSettings>,
 }
 
 /// What `status` reports about a server.
@@ -88,11 +92,18 @@ pub struct ServerStatus {
 }
 
 impl McpServer {
-    fn new(config: McpServerConfig, stop: CancellationToken) -> Arc<Self> {
+    fn new(
+        config: McpServerConfig,
+        stop: CancellationToken,
+        sandbox: Arc<Sandbox>,
+        exec: Arc<ExecSandboxSettings>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             config,
             state: tokio::sync::Mutex::new(State::Idle),
             stop,
+            sandbox,
+            exec,
         })
     }
 
@@ -182,11 +193,27 @@ impl McpServer {
         };
         let name = &self.config.name;
         let service = match &self.config.transport {
-            Transport::Stdio { command, env, cwd } => {
+            Transport::Stdio {
+                command,
+                env,
+                cwd,
+                sandbox,
+            } => {
                 let Some((program, args)) = command.split_first() else {
                     return Err(format!("the MCP server `{name}` has no command"));
                 };
-                let mut cmd = tokio::process::Command::new(program);
+                let mut cmd = if *sandbox {
+                    let tmp_name = format!("mcp-{name}");
+                    let jail = Jail {
+                        write: cwd.iter().cloned().collect(),
+                        tmp_name: &tmp_name,
+                    };
+                    self.sandbox
+                        .command(&self.exec, &jail, program)
+                        .map_err(|e| format!("the MCP server `{name}` was not started: {e}"))?
+                } else {
+                    tokio::process::Command::new(program)
+                };
                 cmd.args(args).envs(env).kill_on_drop(true);
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
@@ -424,12 +451,19 @@ pub struct McpManager {
 }
 
 impl McpManager {
-    pub fn new(configs: Vec<McpServerConfig>) -> Self {
+    /// The servers of `configs`; those with `sandbox = true` start in
+    /// `sandbox` under `exec` (the `[tools.exec]` settings).
+    pub fn new(
+        configs: Vec<McpServerConfig>,
+        sandbox: Arc<Sandbox>,
+        exec: ExecSandboxSettings,
+    ) -> Self {
         let stop = CancellationToken::new();
+        let exec = Arc::new(exec);
         Self {
             servers: configs
                 .into_iter()
-                .map(|c| McpServer::new(c, stop.clone()))
+                .map(|c| McpServer::new(c, stop.clone(), sandbox.clone(), exec.clone()))
                 .collect(),
             stop,
         }

@@ -83,6 +83,8 @@ pub struct ToolContext {
     pub origin: Arc<policy::ChatOrigin>,
     /// The agent's memory index, or why it has none (the memory tools).
     pub memory: Result<pincer_memory::MemoryIndex, Arc<str>>,
+    /// Where `exec` (and hooks that opt in) run confined.
+    pub sandbox: Arc<crate::sandbox::Sandbox>,
 }
 
 pub type Handler = dyn Fn(serde_json::Value, ToolContext) -> Pin<Box<dyn Future<Output = ToolOutput> + Send>>

@@ -167,6 +167,9 @@ impl CallEnv<'_> {
             agent: &self.base.agent,
             session: &self.base.session_key,
             sender: &self.sender,
+            sandbox: &self.base.sandbox,
+            exec: &self.base.settings.exec_sandbox,
+            workspace: &self.base.workspace,
         };
         let mut decided_by = "tool".to_string();
         for hook in self.hooks(HookEvent::BeforeToolCall, tool) {

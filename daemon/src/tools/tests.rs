@@ -23,6 +23,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
         settings: Arc::new(ToolSettings {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,
+            exec_sandbox: Default::default(),
             max_result_chars: 40_000,
             max_rollbacks: 5,
             refusal_keywords: Vec::new(),
@@ -44,7 +45,36 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
             },
         }),
         secret_env: Arc::new(vec!["PINCER_TEST_SECRET_VAR".into()]),
+        sandbox: Arc::new(crate::sandbox::Sandbox::unavailable(
+            "unit tests run commands bare",
+        )),
     }
+}
+
+/// Where the sandbox cannot be had and the config requires it, `exec`
+/// refuses with the reason and runs nothing.
+#[tokio::test]
+async fn exec_refuses_when_the_sandbox_is_required_but_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ctx = ctx(dir.path());
+    let mut settings = (*ctx.settings).clone();
+    settings.exec_sandbox.mode = crate::config::ExecSandboxMode::Required;
+    ctx.settings = Arc::new(settings);
+    ctx.sandbox = Arc::new(crate::sandbox::Sandbox::unavailable(
+        "this kernel has no Landlock",
+    ));
+    let registry = ToolRegistry::core();
+    let out = registry
+        .get("exec")
+        .expect("tool")
+        .call(&serde_json::json!({"command": "touch ran"}).to_string(), ctx)
+        .await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.content,
+        "exec is refused: tools.exec.sandbox is required but this kernel has no Landlock"
+    );
+    assert!(!dir.path().join("ran").exists());
 }
 
 async fn call(dir: &std::path::Path, tool: &str, args: serde_json::Value) -> ToolOutput {

@@ -1,0 +1,217 @@
+//! The exec sandbox: what commands the model starts may touch.
+//!
+//! A hostile model can talk `exec` into anything its user could do, so
+//! `exec` (foreground and background), and hooks or stdio MCP servers that
+//! opt in with `sandbox = true`, run under a launcher — `pincerd
+//! sandbox-exec`, a fresh single-threaded process — that confines itself
+//! and then `exec`s the command (the design of Codex CLI's Linux sandbox):
+//!
+//! - **Landlock** ([`landlock`]): read-write on the workspace (and extra
+//!   `write_paths`) and a private temp folder, read-only on the system's
+//!   folders, a few device files, and nothing else: `PINCER_HOME` (config,
+//!   secrets, state, logs), the owner's home and other users' homes are
+//!   out of reach. Landlock also keeps the command from reading the
+//!   daemon's `/proc` entries (ptrace-like access across domains) and, from
+//!   ABI 6, from signalling processes outside the sandbox.
+//! - **seccomp** ([`seccomp`]): no Unix-domain sockets at all, so no
+//!   command can reach pincerd's socket (Landlock before ABI 9 does not
+//!   cover `connect()` to a path) nor any other local daemon that acts
+//!   for the user (systemd's bus, ssh-agent, docker); no io_uring (it
+//!   would bypass the socket rule); no network sockets when
+//!   `network = false`.
+//! - **No privileges**: `no_new_privs`, and every capability dropped from
+//!   the bounding set, so a daemon running as root starts commands that
+//!   keep root's uid but none of its powers.
+//!
+//! Whether the kernel offers this is probed once ([`probe`]); what happens
+//! where it does not follows `tools.exec.sandbox` (`auto`: run and say so;
+//! `required`: refuse). The daemon itself is made non-dumpable at start
+//! ([`make_daemon_undumpable`]), which closes its `/proc/PID/environ` to
+//! other processes of its user even where no sandbox is had.
+
+#[cfg(target_os = "linux")]
+mod landlock;
+pub mod launcher;
+mod probe;
+mod rules;
+#[cfg(target_os = "linux")]
+mod seccomp;
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{ExecSandboxMode, ExecSandboxSettings};
+use crate::home::Home;
+
+pub use probe::{Support, probe};
+
+/// The launcher's subcommand of `pincerd`.
+pub const SUBCOMMAND: &str = "sandbox-exec";
+
+impl Support {
+    /// Whether commands run sandboxed under `settings`.
+    pub fn active(&self, settings: &ExecSandboxSettings) -> bool {
+        settings.mode != ExecSandboxMode::Off && matches!(self, Support::Available { .. })
+    }
+
+    /// One sentence on the sandbox's state under `settings`.
+    pub fn sentence(&self, settings: &ExecSandboxSettings) -> String {
+        match (self, settings.mode) {
+            (_, ExecSandboxMode::Off) => {
+                "exec is not sandboxed: tools.exec.sandbox is off".to_string()
+            }
+            (Support::Available { landlock_abi }, _) => format!(
+                "exec is sandboxed (Landlock ABI {landlock_abi}, seccomp; network {})",
+                if settings.network { "on" } else { "off" }
+            ),
+            (Support::Unavailable(why), ExecSandboxMode::Auto) => {
+                format!("exec is not sandboxed: {why}")
+            }
+            (Support::Unavailable(why), ExecSandboxMode::Required) => format!(
+                "exec is refused: tools.exec.sandbox is required but {why}"
+            ),
+        }
+    }
+}
+
+/// The daemon's sandbox: what the kernel offers, the folders every
+/// sandboxed command may read, and the private temp folder. Built once at
+/// start; the `[tools.exec]` settings are passed per command so a reload
+/// takes effect at once.
+#[derive(Debug)]
+pub struct Sandbox {
+    support: Support,
+    /// Folders no sandboxed command may see: `PINCER_HOME`.
+    hidden: Vec<PathBuf>,
+    /// Private temp folders live below this (0700, removed at exit).
+    tmp: Option<tempfile::TempDir>,
+}
+
+/// Where one sandboxed command may write, besides its temp folder.
+pub struct Jail<'a> {
+    /// The workspace, or an MCP server's folder.
+    pub write: Vec<PathBuf>,
+    /// Names its private temp folder (an agent id, a server name).
+    pub tmp_name: &'a str,
+}
+
+impl Sandbox {
+    /// Probes the kernel and makes the private temp folder.
+    pub fn new(home: &Home) -> Self {
+        let support = probe::probe();
+        let tmp = tempfile::Builder::new()
+            .prefix("pincer-exec-")
+            .tempdir()
+            .map_err(|e| tracing::warn!("cannot make the exec sandbox's temp folder: {e}"))
+            .ok();
+        let hidden = vec![canonical(home.root())];
+        Self {
+            support,
+            hidden,
+            tmp,
+        }
+    }
+
+    /// A sandbox that never confines: `Off` and `Auto` run commands bare,
+    /// `Required` refuses them with `why` (tools tested on their own).
+    pub fn unavailable(why: &str) -> Self {
+        Self {
+            support: Support::Unavailable(why.into()),
+            hidden: Vec::new(),
+            tmp: None,
+        }
+    }
+
+    /// What the kernel offers.
+    pub fn support(&self) -> &Support {
+        &self.support
+    }
+
+    /// Whether commands run sandboxed under `settings`.
+    pub fn active(&self, settings: &ExecSandboxSettings) -> bool {
+        self.support.active(settings)
+    }
+
+    /// One sentence on the sandbox's state under `settings`: for `pincer
+    /// status`, `pincer doctor` and the log.
+    pub fn sentence(&self, settings: &ExecSandboxSettings) -> String {
+        self.support.sentence(settings)
+    }
+
+
+    /// A command that runs `program` in the sandbox (or bare, where the
+    /// settings allow running without one); the caller adds the program's
+    /// arguments. Refused, with a sentence, where the sandbox is required
+    /// and cannot be had.
+    pub fn command(
+        &self,
+        settings: &ExecSandboxSettings,
+        jail: &Jail<'_>,
+        program: &str,
+    ) -> Result<tokio::process::Command, String> {
+        match (&self.support, settings.mode) {
+            (_, ExecSandboxMode::Off) | (Support::Unavailable(_), ExecSandboxMode::Auto) => {
+                return Ok(tokio::process::Command::new(program));
+            }
+            (Support::Unavailable(_), ExecSandboxMode::Required) => {
+                return Err(self.sentence(settings));
+            }
+            (Support::Available { .. }, _) => {}
+        }
+        let tmp = self.private_tmp(jail.tmp_name)?;
+        let mut write: Vec<PathBuf> = jail.write.iter().map(|p| canonical(p)).collect();
+        write.extend(settings.write_paths.iter().map(|p| canonical(p)));
+        write.push(tmp.clone());
+        let mut read: Vec<PathBuf> = rules::SYSTEM_READ.iter().map(PathBuf::from).collect();
+        read.extend(settings.read_paths.iter().map(|p| canonical(p)));
+        let plan = rules::Plan::new(&read, &write, &self.hidden);
+        // /proc/self/exe is this very binary even after an upgrade has
+        // replaced the file on disk.
+        let mut cmd = tokio::process::Command::new("/proc/self/exe");
+        cmd.arg(SUBCOMMAND);
+        plan.push_args(&mut cmd);
+        if !settings.network {
+            cmd.arg("--no-network");
+        }
+        cmd.arg("--").arg(program).env("TMPDIR", &tmp);
+        Ok(cmd)
+    }
+
+    /// `<tmp>/<name>`, made on first use.
+    fn private_tmp(&self, name: &str) -> Result<PathBuf, String> {
+        let Some(root) = &self.tmp else {
+            return Err("the sandbox has no temp folder (see the log)".into());
+        };
+        let safe: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .collect();
+        let dir = root.path().join(safe);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot make the temp folder {}: {e}", dir.display()))?;
+        Ok(dir)
+    }
+}
+
+/// The path with symlinks resolved where it exists (Landlock judges
+/// resolved paths), else as given.
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Makes pincerd non-dumpable: its `/proc/PID/environ`, `mem` and fds are
+/// then closed to other processes of the same user (not to root with
+/// `CAP_SYS_PTRACE`; the sandbox covers that), and it writes no core dump
+/// holding keys.
+pub fn make_daemon_undumpable() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl with integer arguments only changes a process flag.
+        let r = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        if r != 0 {
+            tracing::warn!(
+                "cannot make pincerd non-dumpable: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
