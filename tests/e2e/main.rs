@@ -15,5 +15,6 @@ mod plugins;
 mod policy;
 mod scripted;
 mod sessions_tools;
+mod sandbox;
 mod shutdown;
 mod textformat;

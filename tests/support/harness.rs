@@ -3,6 +3,7 @@
 //! same cargo that runs the tests, so they are never stale.
 
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -124,6 +125,17 @@ impl TestHome {
     }
 
     pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
+        self.spawn_daemon(env, false)
+    }
+
+    /// Starts `pincerd` as on a kernel without Landlock: a seccomp filter
+    /// makes `landlock_create_ruleset` fail with ENOSYS, which is what
+    /// such a kernel answers, for the daemon and everything it starts.
+    pub fn start_without_landlock(&self) -> Daemon {
+        self.spawn_daemon(&[], true)
+    }
+
+    fn spawn_daemon(&self, env: &[(&str, &str)], without_landlock: bool) -> Daemon {
         let stderr_path = self.path().join("pincerd.stderr");
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let mut cmd = Command::new(&bins().pincerd);
@@ -143,6 +155,16 @@ impl TestHome {
         }
         for (k, v) in env {
             cmd.env(k, v);
+        }
+        if without_landlock {
+            let filter = crate::no_landlock::filter();
+            // SAFETY: between fork and exec only prctl and seccomp(2) run
+            // (apply_filter); the program was built before the fork.
+            unsafe {
+                cmd.pre_exec(move || {
+                    seccompiler::apply_filter(&filter).map_err(std::io::Error::other)
+                });
+            }
         }
         let mut child = cmd.spawn().expect("spawn pincerd");
         let socket = self.path().join("run/pincerd.sock");

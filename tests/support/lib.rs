@@ -3,6 +3,7 @@
 //! peers installed by `tests/setup.sh` ([`peers`]).
 
 pub mod harness;
+pub mod no_landlock;
 pub mod peers;
 pub mod requests;
 pub mod scripted;
