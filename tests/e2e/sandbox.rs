@@ -105,7 +105,11 @@ async fn exec_cannot_act_as_the_owner() {
         bin_dir.display()
     ))
     .await;
-    let pincer = format!("{} --home {}", bins().pincer.display(), home.path().display());
+    let pincer = format!(
+        "{} --home {}",
+        bins().pincer.display(),
+        home.path().display()
+    );
     let socket = home.path().join("run/pincerd.sock");
     let detached = format!(
         "setsid sh -c '( ( {pincer} status > detached.txt 2>&1; echo rc=$? >> detached.txt ) & )' < /dev/null > /dev/null 2>&1; echo started"
@@ -130,7 +134,11 @@ async fn exec_cannot_act_as_the_owner() {
     // The CLI runs (its --version works) but cannot reach the daemon.
     assert!(results[0].contains("pincer "), "{}", results[0]);
     assert!(results[0].contains("rc=1"), "{}", results[0]);
-    assert!(!results[0].contains("uptime") && !results[0].contains("state:"), "{}", results[0]);
+    assert!(
+        !results[0].contains("uptime") && !results[0].contains("state:"),
+        "{}",
+        results[0]
+    );
     assert!(results[1].contains("PermissionError"), "{}", results[1]);
     assert!(!results[2].contains("rc=0"), "{}", results[2]);
     assert!(results[3].contains("rc=1"), "{}", results[3]);
@@ -141,8 +149,14 @@ async fn exec_cannot_act_as_the_owner() {
     // The detached job wrote its answer: refused as well.
     let path = home.workspace().join("detached.txt");
     let started = std::time::Instant::now();
-    while !std::fs::read_to_string(&path).unwrap_or_default().contains("rc=") {
-        assert!(started.elapsed().as_secs() < 20, "the detached job wrote nothing");
+    while !std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .contains("rc=")
+    {
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the detached job wrote nothing"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let detached = std::fs::read_to_string(&path).unwrap();
@@ -168,8 +182,16 @@ async fn sandboxed_exec_still_does_ordinary_work() {
     let _d = home.start();
     home.cli(&["send", "[work] go"]).await.ok();
     let results = tool_results(&llm.journal()[1]);
-    assert!(results[0].contains("42\ntmp\n/usr/bin/env"), "{}", results[0]);
-    assert!(results[0].contains("etc-rc=2") || results[0].contains("etc-rc=1"), "{}", results[0]);
+    assert!(
+        results[0].contains("42\ntmp\n/usr/bin/env"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[0].contains("etc-rc=2") || results[0].contains("etc-rc=1"),
+        "{}",
+        results[0]
+    );
     assert!(!std::path::Path::new("/etc/pincer-test").exists());
     let status = home.cli(&["--json", "status"]).await.json();
     assert_eq!(status["sandbox"]["active"], true, "{status}");
@@ -201,13 +223,18 @@ async fn auto_without_landlock_runs_exec_and_says_so() {
     let status = home.cli(&["--json", "status"]).await.json();
     assert_eq!(status["sandbox"]["active"], false);
     assert!(
-        status["sandbox"]["state"].as_str().unwrap().starts_with(why),
+        status["sandbox"]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with(why),
         "{status}"
     );
     let doctor = home.cli(&["doctor"]).await;
     let doctor = doctor.stdout.clone();
     assert!(
-        doctor.lines().any(|l| l.contains("sandbox") && l.contains(why)),
+        doctor
+            .lines()
+            .any(|l| l.contains("sandbox") && l.contains(why)),
         "{doctor}"
     );
     let log = std::fs::read_to_string(home.path().join("logs/pincerd.log")).unwrap();

@@ -2,8 +2,8 @@
 //! `PINCER_HOME`. The binaries are built once per test process with the
 //! same cargo that runs the tests, so they are never stale.
 
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

@@ -24,11 +24,11 @@ use std::sync::{Arc, RwLock};
 use crate::config::Config;
 use crate::home::Home;
 use crate::llm::client::ModelClient;
+use crate::sandbox::Sandbox;
 use crate::session::registry::Registry;
 use crate::tools::ToolRegistry;
 use crate::tools::approvals::Approvals;
 use crate::tools::jobs::Jobs;
-use crate::sandbox::Sandbox;
 use crate::tools::mcp::McpManager;
 use sessions_access::SubAgent;
 

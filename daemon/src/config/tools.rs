@@ -18,8 +18,8 @@ use toml::Spanned;
 use super::file::{ConfigFile, LayerSection};
 use super::locate::{ConfigError, Locator, header_span, join_keys};
 use super::{
-    ExecSandboxMode, ExecSandboxSettings, HookEvent, HookSettings, LoopSettings, PolicySettings, SandboxMode, SubagentLimits, ToolLayer,
-    ToolSettings, WebFetchSettings,
+    ExecSandboxMode, ExecSandboxSettings, HookEvent, HookSettings, LoopSettings, PolicySettings,
+    SandboxMode, SubagentLimits, ToolLayer, ToolSettings, WebFetchSettings,
 };
 use crate::home::expand_tilde;
 

@@ -94,7 +94,13 @@ fn drop_capabilities() -> Result<(), String> {
     // SAFETY: prctl with integer arguments only changes this process's
     // capability sets.
     unsafe {
-        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
     }
     let mut cap: libc::c_ulong = 0;
     loop {
@@ -143,13 +149,7 @@ fn clear_capability_sets() -> Result<(), String> {
     }; 2];
     // SAFETY: header and data are the layout capset(2) documents for
     // version 3 (two data structs), and live across the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            &mut header as *mut Header,
-            data.as_ptr(),
-        )
-    };
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
     if r != 0 {
         return Err(format!(
             "cannot drop capabilities: {}",

@@ -66,9 +66,9 @@ impl Support {
             (Support::Unavailable(why), ExecSandboxMode::Auto) => {
                 format!("exec is not sandboxed: {why}")
             }
-            (Support::Unavailable(why), ExecSandboxMode::Required) => format!(
-                "exec is refused: tools.exec.sandbox is required but {why}"
-            ),
+            (Support::Unavailable(why), ExecSandboxMode::Required) => {
+                format!("exec is refused: tools.exec.sandbox is required but {why}")
+            }
         }
     }
 }
@@ -84,6 +84,8 @@ pub struct Sandbox {
     hidden: Vec<PathBuf>,
     /// Private temp folders live below this (0700, removed at exit).
     tmp: Option<tempfile::TempDir>,
+    /// The program with the launcher subcommand: pincerd itself.
+    launcher: PathBuf,
 }
 
 /// Where one sandboxed command may write, besides its temp folder.
@@ -108,6 +110,8 @@ impl Sandbox {
             support,
             hidden,
             tmp,
+            // This very binary, even after an upgrade replaced the file.
+            launcher: PathBuf::from("/proc/self/exe"),
         }
     }
 
@@ -118,7 +122,15 @@ impl Sandbox {
             support: Support::Unavailable(why.into()),
             hidden: Vec::new(),
             tmp: None,
+            launcher: PathBuf::from("/proc/self/exe"),
         }
+    }
+
+    /// Uses `pincerd` at `path` as the launcher: for programs that run
+    /// the daemon's code but are not pincerd (the benchmarks).
+    pub fn with_launcher(mut self, path: impl Into<PathBuf>) -> Self {
+        self.launcher = path.into();
+        self
     }
 
     /// What the kernel offers.
@@ -136,7 +148,6 @@ impl Sandbox {
     pub fn sentence(&self, settings: &ExecSandboxSettings) -> String {
         self.support.sentence(settings)
     }
-
 
     /// A command that runs `program` in the sandbox (or bare, where the
     /// settings allow running without one); the caller adds the program's
@@ -164,9 +175,7 @@ impl Sandbox {
         let mut read: Vec<PathBuf> = rules::SYSTEM_READ.iter().map(PathBuf::from).collect();
         read.extend(settings.read_paths.iter().map(|p| canonical(p)));
         let plan = rules::Plan::new(&read, &write, &self.hidden);
-        // /proc/self/exe is this very binary even after an upgrade has
-        // replaced the file on disk.
-        let mut cmd = tokio::process::Command::new("/proc/self/exe");
+        let mut cmd = tokio::process::Command::new(&self.launcher);
         cmd.arg(SUBCOMMAND);
         plan.push_args(&mut cmd);
         if !settings.network {
@@ -183,7 +192,13 @@ impl Sandbox {
         };
         let safe: String = name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         let dir = root.path().join(safe);
         std::fs::create_dir_all(&dir)

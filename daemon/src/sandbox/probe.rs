@@ -56,7 +56,9 @@ pub fn probe() -> Support {
     let e = std::io::Error::last_os_error();
     if r == 0 || e.raw_os_error() != Some(libc::EFAULT) {
         return Support::Unavailable(match e.raw_os_error() {
-            Some(libc::EINVAL) => "this kernel has no seccomp filters (CONFIG_SECCOMP_FILTER)".into(),
+            Some(libc::EINVAL) => {
+                "this kernel has no seccomp filters (CONFIG_SECCOMP_FILTER)".into()
+            }
             _ => format!("seccomp filters cannot be used ({e})"),
         });
     }

@@ -106,7 +106,7 @@ fn carve(root: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if hidden.iter().any(|h| *h == path) {
+        if hidden.contains(&path) {
             continue;
         }
         carve(&path, hidden, out);
@@ -125,10 +125,13 @@ mod tests {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
         let hidden = vec![root.join("b/home")];
-        let plan = Plan::new(&[root.clone()], &[], &hidden);
+        let plan = Plan::new(std::slice::from_ref(&root), &[], &hidden);
         let mut read = plan.read.clone();
         read.sort();
-        assert_eq!(read, vec![root.join("a"), root.join("b/c"), root.join("b/d")]);
+        assert_eq!(
+            read,
+            vec![root.join("a"), root.join("b/c"), root.join("b/d")]
+        );
     }
 
     #[test]
@@ -138,7 +141,7 @@ mod tests {
         let ws = home.join("workspace");
         std::fs::create_dir_all(&ws).unwrap();
         let hidden = vec![home.clone()];
-        let plan = Plan::new(&[home.join("state")], &[ws.clone()], &hidden);
+        let plan = Plan::new(&[home.join("state")], std::slice::from_ref(&ws), &hidden);
         assert_eq!(plan.write, vec![ws]);
         assert!(plan.read.is_empty());
     }

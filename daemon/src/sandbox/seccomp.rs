@@ -78,7 +78,8 @@ pub fn filter(network: bool) -> Result<BpfProgram, String> {
 
 /// Installs `program` on the calling thread (and sets `no_new_privs`).
 pub fn apply(program: &BpfProgram) -> Result<(), String> {
-    seccompiler::apply_filter(program).map_err(|e| format!("cannot install the seccomp filter: {e}"))
+    seccompiler::apply_filter(program)
+        .map_err(|e| format!("cannot install the seccomp filter: {e}"))
 }
 
 #[cfg(test)]

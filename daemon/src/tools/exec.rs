@@ -63,10 +63,7 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
         write: vec![ctx.workspace.clone()],
         tmp_name: &ctx.agent,
     };
-    let mut cmd = match ctx
-        .sandbox
-        .command(&ctx.settings.exec_sandbox, &jail, "sh")
-    {
+    let mut cmd = match ctx.sandbox.command(&ctx.settings.exec_sandbox, &jail, "sh") {
         Ok(cmd) => cmd,
         Err(refused) => return ToolOutput::error(refused),
     };

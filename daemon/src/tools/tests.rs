@@ -67,7 +67,10 @@ async fn exec_refuses_when_the_sandbox_is_required_but_missing() {
     let out = registry
         .get("exec")
         .expect("tool")
-        .call(&serde_json::json!({"command": "touch ran"}).to_string(), ctx)
+        .call(
+            &serde_json::json!({"command": "touch ran"}).to_string(),
+            ctx,
+        )
         .await;
     assert!(out.is_error);
     assert_eq!(
