@@ -235,6 +235,36 @@ mod tests {
     }
 
     #[test]
+    fn exec_sandbox_settings_parse_and_a_bad_mode_is_located() {
+        let c = parse_text(
+            "[tools.exec]\nsandbox = \"required\"\nnetwork = false\nread_paths = [\"/opt/sdk\"]\n",
+        )
+        .unwrap();
+        let s = &c.tools.exec_sandbox;
+        assert_eq!(s.mode, crate::config::ExecSandboxMode::Required);
+        assert!(!s.network);
+        assert_eq!(s.read_paths, vec![PathBuf::from("/opt/sdk")]);
+        let d = parse_text("").unwrap();
+        assert_eq!(
+            d.tools.exec_sandbox.mode,
+            crate::config::ExecSandboxMode::Auto
+        );
+        assert!(d.tools.exec_sandbox.network);
+
+        let p = problem("[tools.exec]\nsandbox = \"strict\"\n");
+        assert_eq!(p.line, 2);
+        assert!(
+            p.reason.contains("use auto, required or off"),
+            "{}",
+            p.reason
+        );
+        let p = problem("[tools.exec]\nwrite_paths = [\"rel\"]\n");
+        assert!(p.reason.contains("not an absolute path"), "{}", p.reason);
+        let p = problem("[mcp.r]\nurl = \"http://127.0.0.1:9/mcp\"\nsandbox = true\n");
+        assert!(p.reason.contains("only a stdio server"), "{}", p.reason);
+    }
+
+    #[test]
     fn unknown_top_level_table_lists_valid_keys_when_nothing_is_close() {
         let p = problem("[zzz]\n");
         assert_eq!(p.line, 1);
