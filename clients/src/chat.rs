@@ -94,8 +94,7 @@ async fn turn(
         error,
         delivered: true,
     };
-    let mut stdout = out::Stdout;
-    let mut stderr = std::io::stderr();
+    let mut reply = out::Stream::default();
     let mut abort_sent = false;
     loop {
         let next = tokio::select! {
@@ -119,7 +118,7 @@ async fn turn(
             out::json(&render::json(&event));
             render::end_of(&event)
         } else {
-            render::human(&event, &mut stdout, &mut stderr)
+            render::human(&event, &mut reply)
         };
         if let Some(end) = end {
             return Ok(end);

@@ -20,6 +20,7 @@ mod out;
 mod pincerd;
 mod render;
 mod rpc;
+mod sanitize;
 mod sessions;
 mod skills;
 mod starter;

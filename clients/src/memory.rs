@@ -13,6 +13,7 @@ use crate::cli::MemoryCommand;
 use crate::error::CliError;
 use crate::out::{self, errln, outln};
 use crate::rpc;
+use crate::sanitize::sanitize;
 
 pub async fn run(ctx: &Ctx, command: MemoryCommand) -> Result<u8, CliError> {
     match command {
@@ -311,7 +312,8 @@ async fn reindex(ctx: &Ctx, agent: Option<String>, full: bool) -> Result<u8, Cli
                 bar.reset();
             }
             (phase, _) => {
-                bar.set_prefix(format!("{} {phase}", p.agent));
+                // indicatif draws on the terminal itself, past `out`.
+                bar.set_prefix(sanitize(&format!("{} {phase}", p.agent)).into_owned());
                 bar.set_length(p.total);
                 bar.set_position(p.done);
             }

@@ -1,10 +1,11 @@
 //! Showing a turn's events: as text for people (streamed answer, tool calls
-//! as they happen) or as JSON lines for programs (`--json`).
-
-use std::io::Write;
+//! as they happen) or as JSON lines for programs (`--json`). Model and tool
+//! text is printed through `out`, which shows its control characters.
 
 use pincer_proto::v1::chat_event::Event;
 use serde_json::json;
+
+use crate::out::{self, errln};
 
 /// How a turn ended, for the exit code.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,29 +14,30 @@ pub enum End {
     Failed { message: String },
 }
 
-/// Prints one event for a person; returns `Some` when the turn ended.
-pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Option<End> {
+/// Prints one event for a person (the reply's text to `reply`, the rest
+/// on stderr); returns `Some` when the turn ended.
+pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
     match event {
         Event::TurnStarted(_) | Event::Usage(_) => None,
         Event::Compaction(c) if c.error.is_empty() => {
-            let _ = writeln!(
-                err,
+            errln!(
                 "\n  · history compacted ({}): ~{} → ~{} tokens",
-                c.reason, c.tokens_before, c.tokens_after
+                c.reason,
+                c.tokens_before,
+                c.tokens_after
             );
             None
         }
         Event::Compaction(c) => {
-            let _ = writeln!(err, "\n  ! {}", c.error);
+            errln!("\n  ! {}", c.error);
             None
         }
         Event::TextDelta(t) => {
-            let _ = write!(out, "{}", t.text);
-            let _ = out.flush();
+            reply.text(&t.text);
             None
         }
         Event::ToolCallStarted(t) => {
-            let _ = writeln!(err, "\n  ⚙ {} {}", t.name, one_line(&t.arguments_json, 160));
+            errln!("\n  ⚙ {} {}", t.name, one_line(&t.arguments_json, 160));
             None
         }
         Event::ToolCallFinished(t) => {
@@ -44,8 +46,7 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
                 "aborted" => "■",
                 _ => "✗",
             };
-            let _ = writeln!(
-                err,
+            errln!(
                 "  {mark} {} ({} ms) {}",
                 t.name,
                 t.duration_ms,
@@ -54,8 +55,7 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
             None
         }
         Event::Retrying(r) => {
-            let _ = writeln!(
-                err,
+            errln!(
                 "\n  ↻ retry {} of {} in {:.1} s: {}",
                 r.attempt,
                 r.model,
@@ -65,8 +65,7 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
             None
         }
         Event::ApprovalRequested(a) => {
-            let _ = writeln!(
-                err,
+            errln!(
                 "\n  ? {} {} needs your approval: `pincer approvals allow {}` or `pincer approvals deny {}` (denied in {} s)",
                 a.tool,
                 one_line(&a.arguments_json, 120),
@@ -77,28 +76,25 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
             None
         }
         Event::Queued(q) => {
-            let _ = writeln!(
-                err,
+            errln!(
                 "  … queued behind the running turn (position {}); it will be answered next",
                 q.position
             );
             None
         }
         Event::TurnFinished(f) => {
-            let _ = writeln!(out);
+            reply.text("\n");
             match f.stop_reason.as_str() {
                 "aborted" => {
-                    let _ = writeln!(err, "  ■ turn aborted");
+                    errln!("  ■ turn aborted");
                 }
                 "limit" => {
-                    let _ = writeln!(
-                        err,
+                    errln!(
                         "  ■ the turn reached its limit; this answer came from a last call without tools"
                     );
                 }
                 "loop" => {
-                    let _ = writeln!(
-                        err,
+                    errln!(
                         "  ■ loop detection stopped the tool calls; this answer came from a last call without tools"
                     );
                 }
@@ -109,8 +105,8 @@ pub fn human(event: &Event, out: &mut impl Write, err: &mut impl Write) -> Optio
             })
         }
         Event::Error(e) => {
-            let _ = writeln!(out);
-            let _ = writeln!(err, "error: {}", e.message);
+            reply.text("\n");
+            errln!("error: {}", e.message);
             Some(End::Failed {
                 message: e.message.clone(),
             })

@@ -3,6 +3,7 @@
 
 mod cli;
 mod context;
+mod escapes;
 mod fakellm;
 mod grpc;
 mod guard;
