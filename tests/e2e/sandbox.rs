@@ -288,3 +288,78 @@ async fn network_off_refuses_every_socket() {
     let results = tool_results(&llm.journal()[1]);
     assert!(results[0].contains("PermissionError"), "{}", results[0]);
 }
+
+/// A hook with `sandbox = true` runs confined (it cannot read the config)
+/// and one without runs with the owner's rights, as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_opts_into_the_sandbox() {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    let probe = format!(
+        "cat > /dev/null; if cat {}/config.toml > /dev/null 2>&1; then echo '{{\"decision\": \"block\", \"reason\": \"the config is readable\"}}'; else echo '{{\"decision\": \"allow\"}}'; fi",
+        home.path().display()
+    );
+    let hook = |name: &str, tool: &str, sandbox: bool| {
+        format!(
+            "[[tools.hooks]]\nname = \"{name}\"\nevent = \"before_tool_call\"\ntools = [\"{tool}\"]\nsandbox = {sandbox}\ncommand = [\"sh\", \"-c\", {}]\n",
+            serde_json::to_string(&probe).unwrap()
+        )
+    };
+    home.write_config(&format!(
+        "{}\n{}\n{}",
+        provider_config("openai", &format!("{}/v1", llm.base_url()), ""),
+        hook("confined", "exec", true),
+        hook("trusted", "ls", false)
+    ));
+    std::fs::create_dir_all(home.workspace()).unwrap();
+    llm.script(
+        "[hooks]",
+        vec![
+            Step::tools(&[
+                ("exec", json!({"command": "echo ran"})),
+                ("ls", json!({})),
+            ]),
+            Step::text("done"),
+        ],
+    );
+    let _d = home.start();
+    home.cli(&["send", "[hooks] go"]).await.ok();
+    let results = tool_results(&llm.journal()[1]);
+    assert!(results[0].contains("ran"), "{}", results[0]);
+    assert!(
+        results[1].contains("the config is readable"),
+        "{}",
+        results[1]
+    );
+}
+
+/// A stdio MCP server with `sandbox = true` still serves its tools, with
+/// the interpreter it needs named in `read_paths`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandboxed_mcp_server_still_serves() {
+    let server = pincer_testkit::peers::peer("mcp-server-time");
+    let python = server.parent().unwrap().join("python3");
+    let prefix = std::process::Command::new(&python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .expect("the peers' python");
+    let prefix = String::from_utf8(prefix.stdout).unwrap().trim().to_string();
+    let peers = pincer_testkit::peers::peers_dir();
+    let (home, llm) = setup(&format!(
+        "[tools.exec]\nread_paths = [\"{}\", \"{prefix}\"]\n[mcp.time]\ncommand = [\"{}\", \"--local-timezone\", \"UTC\"]\nsandbox = true\n",
+        peers.display(),
+        server.display()
+    ))
+    .await;
+    llm.script(
+        "[time]",
+        vec![
+            Step::tool("mcp__time__get_current_time", json!({"timezone": "UTC"})),
+            Step::text("done"),
+        ],
+    );
+    let _d = home.start();
+    home.cli(&["send", "[time] what time is it"]).await.ok();
+    let results = tool_results(&llm.journal()[1]);
+    assert!(results[0].contains("UTC"), "{}", results[0]);
+}
