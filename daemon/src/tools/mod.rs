@@ -15,6 +15,7 @@ pub mod memory;
 pub mod origin;
 pub mod patch;
 pub mod paths;
+pub mod pattern;
 pub mod pipeline;
 pub mod policy;
 #[cfg(test)]
