@@ -4,6 +4,7 @@
 //! chat and sender are offered; [`paths`] confines file tools to the
 //! workspace; [`fs`] and [`exec`] are core tools.
 
+pub mod address;
 pub mod approvals;
 pub mod exec;
 pub mod fs;
