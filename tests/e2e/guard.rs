@@ -389,3 +389,76 @@ async fn ask_tools_wait_for_the_owner_who_allows_denies_or_lets_it_expire() {
         "{rows:?}"
     );
 }
+
+/// `apply_patch` writes files, so `ask = ["write"]` holds it too: in the
+/// agent's own session and in a sub-agent it spawns, the patch waits for
+/// the owner and is not applied before the answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_patch_waits_for_approval_where_write_does_also_in_a_sub_agent() {
+    let (home, llm) = setup("tools.ask = [\"write\"]", "").await;
+    let patch = |file: &str| json!({"patch": format!("*** Begin Patch\n*** Add File: {file}\n+hello\n*** End Patch")});
+    llm.script(
+        "[patch]",
+        vec![
+            Step::tool("apply_patch", patch("denied.txt")),
+            Step::text("patched"),
+        ],
+    );
+    llm.script(
+        "[parent]",
+        vec![
+            Step::tool("sessions_spawn", json!({"task": "[child] add a file"})),
+            Step::text("parent done"),
+        ],
+    );
+    llm.script(
+        "[child]",
+        vec![
+            Step::tool("apply_patch", patch("child.txt")),
+            Step::text("child done"),
+        ],
+    );
+    let _d = home.start();
+
+    let send = home.cli_spawn(&["send", "--json", "--session", "p", "[patch] go"]);
+    let p = pending_approval(&home).await;
+    assert_eq!(p["tool"], "apply_patch");
+    assert_eq!(p["session"], "agent:main:p");
+    assert!(!home.workspace().join("denied.txt").exists());
+    home.cli(&["approvals", "deny", p["id"].as_str().unwrap()])
+        .await
+        .ok();
+    send.wait_with_output().await.unwrap();
+    assert!(!home.workspace().join("denied.txt").exists());
+
+    let send = home.cli_spawn(&["send", "--json", "--session", "s", "[parent] go"]);
+    let p = pending_approval(&home).await;
+    assert_eq!(p["tool"], "apply_patch");
+    assert!(
+        p["session"]
+            .as_str()
+            .unwrap()
+            .starts_with("agent:main:sub:"),
+        "{p}"
+    );
+    assert!(!home.workspace().join("child.txt").exists());
+    home.cli(&["approvals", "allow", p["id"].as_str().unwrap()])
+        .await
+        .ok();
+    let out = send.wait_with_output().await.unwrap();
+    assert!(out.status.success());
+    assert!(home.workspace().join("child.txt").exists());
+
+    let rows = audit(&home).await;
+    let patches: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r["tool"] == "apply_patch")
+        .map(|r| {
+            (
+                r["outcome"].as_str().unwrap(),
+                r["decided_by"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(patches, [("denied", "approval"), ("ok", "approval")]);
+}

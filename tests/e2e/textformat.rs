@@ -201,3 +201,67 @@ async fn unknown_tools_roll_back_at_most_the_configured_times() {
         "{result}"
     );
 }
+
+/// In `hermes` mode a model may also write a tool's element form, bare or
+/// inside `<tool_call>`: both run, for tools offered in the turn, and the
+/// client sees neither.
+#[tokio::test(flavor = "multi_thread")]
+async fn hermes_mode_runs_the_element_form_bare_and_inside_tool_call() {
+    let (home, llm) = setup("hermes", "").await;
+    llm.script(
+        "[elements]",
+        vec![
+            Step::text("First.\n<exec><command>touch bare.txt</command></exec>"),
+            Step::text("Second.\n<tool_call>\n<exec>\n<command>touch wrapped.txt</command>\n</exec>\n</tool_call>"),
+            Step::text("Both made."),
+        ],
+    );
+    let _d = home.start();
+    let out = home.cli(&["send", "--json", "[elements] go"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let events = out.json_lines();
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_finished")
+        .collect();
+    assert_eq!(finished.len(), 2, "{events:?}");
+    assert!(
+        finished
+            .iter()
+            .all(|e| e["name"] == "exec" && e["status"] == "ok")
+    );
+    assert!(home.workspace().join("bare.txt").exists());
+    assert!(home.workspace().join("wrapped.txt").exists());
+    assert!(events.iter().all(|e| e["type"] != "retrying"), "{events:?}");
+    let shown = text_deltas(&events);
+    assert!(
+        !shown.contains("<exec>") && !shown.contains("tool_call"),
+        "markup reached the client: {shown}"
+    );
+    assert!(
+        shown.contains("First.") && shown.contains("Both made."),
+        "{shown}"
+    );
+}
+
+/// In `native` mode calls come from the provider's structured tool calls
+/// only: call markup in the reply's text (a model quoting a call, or
+/// repeating one it read in a fetched page) is shown as written and never
+/// runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn native_mode_shows_text_form_calls_and_runs_none() {
+    let (home, llm) = setup("native", "").await;
+    let quoted = "A hermes call looks like <tool_call>{\"name\": \"exec\", \"arguments\": {\"command\": \"touch quoted.txt\"}}</tool_call> and an xml one like <exec><command>touch quoted.txt</command></exec>.";
+    llm.script("[quote]", vec![Step::text(quoted)]);
+    let _d = home.start();
+    let out = home.cli(&["send", "--json", "[quote] show me"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let events = out.json_lines();
+    assert!(
+        events.iter().all(|e| e["type"] != "tool_call_started"),
+        "{events:?}"
+    );
+    assert!(!home.workspace().join("quoted.txt").exists());
+    assert_eq!(events.last().unwrap()["text"], quoted);
+    assert_eq!(llm.journal().len(), 1);
+}

@@ -16,6 +16,7 @@ use crate::llm::windows::ContextWindow;
 use crate::session::SessionKey;
 use crate::tools::approvals::PendingApproval;
 use crate::tools::origin::ChatOrigin;
+use crate::tools::pattern::ToolPatterns;
 use crate::tools::pipeline::CallEnv;
 use crate::tools::policy::{self, PolicyInput};
 use crate::tools::redact::Redactor;
@@ -89,7 +90,7 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
         settings,
         sender: origin.sender.clone(),
         audit: rt.registry.clone(),
-        ask: agent.ask.clone(),
+        ask: ToolPatterns::new(&agent.ask),
         approvals: rt.approvals.clone(),
         announce: {
             let emit = scope.emit.clone();

@@ -165,6 +165,7 @@ impl ModelClient {
             ApiKey::None => None,
         };
         // Text formats: tools go into the prompt, calls come back as text.
+        // Native replies' text is never parsed for calls (see `toolcall`).
         let text_request;
         let text_format = provider.tool_format != ToolFormat::Native;
         let req = if text_format {

@@ -4,6 +4,7 @@
 //! chat and sender are offered; [`paths`] confines file tools to the
 //! workspace; [`fs`] and [`exec`] are core tools.
 
+pub mod address;
 pub mod approvals;
 pub mod exec;
 pub mod fs;
@@ -15,6 +16,7 @@ pub mod memory;
 pub mod origin;
 pub mod patch;
 pub mod paths;
+pub mod pattern;
 pub mod pipeline;
 pub mod policy;
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::approvals::{Answer, Approvals, Ask, PendingApproval};
 use super::hooks::{self, After, Before, CallFacts};
 use super::loops::{LoopDetector, LoopVerdict, stable_hash};
-use super::policy;
+use super::pattern::ToolPatterns;
 use super::policy::Resolution;
 use super::redact::Redactor;
 use super::{ToolContext, ToolDef, ToolOutput};
@@ -35,8 +35,8 @@ pub struct CallEnv<'r> {
     pub base: ToolContext,
     pub sender: String,
     pub audit: Registry,
-    /// Patterns of tools whose calls wait for the owner (the agent's `ask`).
-    pub ask: Vec<String>,
+    /// Tools whose calls wait for the owner (the agent's `ask`).
+    pub ask: ToolPatterns,
     pub approvals: Approvals,
     /// Tells the chat's client that a call waits for approval.
     pub announce: Arc<dyn Fn(&PendingApproval) + Send + Sync>,
@@ -200,7 +200,7 @@ impl CallEnv<'_> {
             }
         }
         // 5. The owner's approval, for tools set to `ask`.
-        if policy::matches_any(&self.ask, tool) {
+        if self.ask.matches(tool) {
             let answer = self
                 .approvals
                 .request(
@@ -322,10 +322,10 @@ impl CallEnv<'_> {
         event: HookEvent,
         tool: &'a ToolDef,
     ) -> impl Iterator<Item = &'a crate::config::HookSettings> {
-        // Hooks name tools with the policy's patterns (names, globs,
-        // group:…, plugin ids, mcp:<server>).
+        // Hooks name tools with the policy's matcher (names, globs,
+        // group:…, plugin ids, mcp:<server>; apply_patch follows write).
         self.settings.hooks.iter().filter(move |h| {
-            h.event == event && (h.tools.is_empty() || policy::matches_any(&h.tools, tool))
+            h.event == event && (h.tools.is_empty() || ToolPatterns::new(&h.tools).matches(tool))
         })
     }
 

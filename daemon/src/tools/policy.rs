@@ -8,11 +8,8 @@
 //! the layer and the pattern that removed it, so `pincer tools list` can
 //! explain each decision.
 
-use std::collections::HashMap;
-
-use globset::{Glob, GlobMatcher};
-
-use super::{ToolDef, ToolRegistry, ToolSource};
+use super::pattern::{ToolFacts, ToolPatterns};
+use super::{ToolDef, ToolRegistry};
 use crate::config::{AgentSettings, ModelTarget, PolicySettings, SandboxMode, ToolLayer};
 
 /// What each profile offers, as patterns.
@@ -31,136 +28,35 @@ fn profile_patterns(profile: &str) -> &'static [&'static str] {
     }
 }
 
-/// A compiled pattern.
-#[derive(Debug, Clone)]
-enum Pattern {
-    Group(String),
-    /// A tool name, plugin id or `mcp:<server>`, compared as is (most
-    /// patterns: no glob to compile).
-    Literal(String),
-    /// A tool name glob, which also matches a plugin id or `mcp:<server>`.
-    Glob(GlobMatcher),
-}
-
-impl Pattern {
-    fn compile(p: &str) -> Option<Pattern> {
-        let lower = p.trim().to_lowercase();
-        if let Some(group) = lower.strip_prefix("group:") {
-            return Some(Pattern::Group(group.to_string()));
-        }
-        if !lower.contains(['*', '?', '[', '{', '\\']) {
-            return Some(Pattern::Literal(lower));
-        }
-        compiled_glob(&lower).map(Pattern::Glob)
-    }
-
-    fn matches(&self, tool: &Facts) -> bool {
-        match self {
-            Pattern::Group(g) => tool.groups.iter().any(|t| t == g),
-            Pattern::Literal(name) => {
-                tool.name == *name || tool.source_ids.iter().any(|id| id == name)
-            }
-            Pattern::Glob(glob) => {
-                glob.is_match(&tool.name) || tool.source_ids.iter().any(|id| glob.is_match(id))
-            }
-        }
-    }
-
-    /// Whether the pattern names the tool on purpose (not only through a
-    /// wildcard): what an `optional` tool needs.
-    fn names(&self, tool: &Facts) -> bool {
-        match self {
-            Pattern::Glob(_) => false,
-            other => other.matches(tool),
-        }
-    }
-}
-
-/// Compiling a glob builds a regex (tens of microseconds); the patterns
-/// come from the config, a small set, so each is compiled once.
-pub(crate) fn compiled_glob(pattern: &str) -> Option<GlobMatcher> {
-    static CACHE: std::sync::LazyLock<std::sync::Mutex<HashMap<String, GlobMatcher>>> =
-        std::sync::LazyLock::new(Default::default);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(m) = cache.get(pattern) {
-        return Some(m.clone());
-    }
-    let m = Glob::new(pattern).ok()?.compile_matcher();
-    if cache.len() > 4096 {
-        cache.clear();
-    }
-    cache.insert(pattern.to_string(), m.clone());
-    Some(m)
-}
-
-/// Lower-cased facts of a tool that patterns match against.
-struct Facts {
-    name: String,
-    groups: Vec<String>,
-    source_ids: Vec<String>,
-}
-
-impl Facts {
-    fn of(tool: &ToolDef) -> Self {
-        let source_ids = match &tool.source {
-            ToolSource::Core => Vec::new(),
-            ToolSource::Mcp { server } => vec![format!("mcp:{server}").to_lowercase()],
-            ToolSource::Plugin { id, server } => {
-                vec![id.to_lowercase(), format!("mcp:{server}").to_lowercase()]
-            }
-        };
-        let mut groups: Vec<String> = tool.groups.iter().map(|g| g.to_lowercase()).collect();
-        if tool.source != ToolSource::Core {
-            groups.push("plugins".into());
-        }
-        Self {
-            name: tool.name.to_lowercase(),
-            groups,
-            source_ids,
-        }
-    }
-}
-
 struct Compiled {
     name: String,
     /// The profile's patterns plus the layer's allow (additions), or the
     /// layer's allowlist; empty: no restriction.
-    pass: Vec<(String, Pattern)>,
+    pass: ToolPatterns,
     profile: Option<String>,
-    deny: Vec<(String, Pattern)>,
-}
-
-fn compile_all(patterns: &[String]) -> Vec<(String, Pattern)> {
-    patterns
-        .iter()
-        .filter_map(|p| Pattern::compile(p).map(|c| (p.clone(), c)))
-        .collect()
+    deny: ToolPatterns,
 }
 
 impl Compiled {
     fn new(name: String, layer: &ToolLayer) -> Self {
-        let mut pass = compile_all(&layer.allow);
+        let mut pass = ToolPatterns::new(&layer.allow);
         if let Some(profile) = &layer.profile {
-            let owned: Vec<String> = profile_patterns(profile)
-                .iter()
-                .map(|p| p.to_string())
-                .collect();
-            pass.extend(compile_all(&owned));
+            pass.extend(ToolPatterns::of_strs(profile_patterns(profile)));
         }
         Self {
             name,
             pass,
             profile: layer.profile.clone(),
-            deny: compile_all(&layer.deny),
+            deny: ToolPatterns::new(&layer.deny),
         }
     }
 
     /// `None` when the tool passes; otherwise why not.
-    fn reject(&self, tool: &Facts) -> Option<String> {
-        if let Some((p, _)) = self.deny.iter().find(|(_, c)| c.matches(tool)) {
+    fn reject(&self, tool: &ToolFacts) -> Option<String> {
+        if let Some(p) = self.deny.first_match(tool) {
             return Some(format!("denied by `{p}`"));
         }
-        if self.pass.is_empty() || self.pass.iter().any(|(_, c)| c.matches(tool)) {
+        if self.pass.is_empty() || self.pass.first_match(tool).is_some() {
             return None;
         }
         Some(match &self.profile {
@@ -168,23 +64,6 @@ impl Compiled {
             None => "not in the allow list".into(),
         })
     }
-
-    fn names(&self, tool: &Facts) -> bool {
-        self.pass
-            .iter()
-            .filter(|(p, _)| !p.starts_with("group:") || p == "group:plugins")
-            .any(|(_, c)| c.names(tool))
-    }
-}
-
-/// Whether any of `patterns` (names, `group:` names, source ids, globs)
-/// matches `tool`; used for `ask` lists and hooks.
-pub fn matches_any(patterns: &[String], tool: &ToolDef) -> bool {
-    let facts = Facts::of(tool);
-    patterns
-        .iter()
-        .filter_map(|p| Pattern::compile(p))
-        .any(|p| p.matches(&facts))
 }
 
 pub use super::origin::ChatOrigin;
@@ -377,12 +256,14 @@ pub fn resolve<'r>(
         .all()
         .iter()
         .map(|tool| {
-            let facts = Facts::of(tool);
+            let facts = ToolFacts::of(tool);
             let removed = remove(tool, &facts, &layers, input.owner);
             Verdict { tool, removed }
         })
         .collect();
-    // apply_patch writes files: it is offered only where write is.
+    // apply_patch writes files: it is offered only where write is. Every
+    // pattern that names write already names it (`pattern.rs`); this covers
+    // the rest, such as an allow list that names apply_patch but not write.
     let write_removed = verdicts
         .iter()
         .find(|v| v.tool.name == "write")
@@ -399,8 +280,8 @@ pub fn resolve<'r>(
     Resolution { profile, verdicts }
 }
 
-fn remove(tool: &ToolDef, facts: &Facts, layers: &[Compiled], owner: bool) -> Option<Removal> {
-    if tool.flags.optional && !layers.iter().any(|l| l.names(facts)) {
+fn remove(tool: &ToolDef, facts: &ToolFacts, layers: &[Compiled], owner: bool) -> Option<Removal> {
+    if tool.flags.optional && !layers.iter().any(|l| l.pass.names_on_purpose(facts)) {
         return Some(Removal {
             layer: "optional".into(),
             reason: "optional tool: offered only when an allow list names it, its plugin id or group:plugins".into(),

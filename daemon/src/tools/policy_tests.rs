@@ -5,12 +5,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::pattern::ToolPatterns;
 use super::policy::{PolicyInput, resolve};
 use super::{ToolDef, ToolFlags, ToolOutput, ToolRegistry, ToolSource};
 use crate::config::{ToolLayer, load};
 use crate::home::Home;
 
-fn tool(name: &str, groups: &[&str], flags: ToolFlags, source: ToolSource) -> ToolDef {
+fn tool_def(name: &str, groups: &[&str], flags: ToolFlags, source: ToolSource) -> ToolDef {
     ToolDef::dynamic(
         name,
         "test tool",
@@ -30,7 +31,12 @@ fn registry() -> ToolRegistry {
         owner_only: true,
         ..plain
     };
-    tools.push(tool("gateway_restart", &[], owner_only, ToolSource::Core));
+    tools.push(tool_def(
+        "gateway_restart",
+        &[],
+        owner_only,
+        ToolSource::Core,
+    ));
     let plugin = ToolSource::Plugin {
         id: "weather".into(),
         server: "weather".into(),
@@ -39,9 +45,9 @@ fn registry() -> ToolRegistry {
         optional: true,
         ..plain
     };
-    tools.push(tool("weather__forecast", &[], optional, plugin.clone()));
-    tools.push(tool("weather__alerts", &[], plain, plugin));
-    tools.push(tool(
+    tools.push(tool_def("weather__forecast", &[], optional, plugin.clone()));
+    tools.push(tool_def("weather__alerts", &[], plain, plugin));
+    tools.push(tool_def(
         "mcp__time__now",
         &[],
         plain,
@@ -208,6 +214,20 @@ fn cases() -> Vec<Case> {
         Case {
             name: "apply_patch follows write",
             config: "[agents.main]\ntools.deny = [\"write\"]\n",
+            ctx: Ctx::default(),
+            offered: but(&["write", "apply_patch"]),
+            removed_by: &[("apply_patch", "agent `main`")],
+        },
+        Case {
+            name: "an allow list naming write offers apply_patch, which writes too",
+            config: "[agents.main]\ntools.allow = [\"read\", \"write\"]\n",
+            ctx: Ctx::default(),
+            offered: vec!["read", "write", "apply_patch"],
+            removed_by: &[("edit", "agent `main`")],
+        },
+        Case {
+            name: "a glob that matches write denies apply_patch too",
+            config: "[agents.main]\ntools.deny = [\"wr*\"]\n",
             ctx: Ctx::default(),
             offered: but(&["write", "apply_patch"]),
             removed_by: &[("apply_patch", "agent `main`")],
@@ -416,4 +436,37 @@ fn bad_patterns_are_config_errors() {
             .expect_err(text.as_str());
         assert!(err.to_string().contains(expect), "{text}: {err}");
     }
+}
+
+/// `ask` lists and hooks name tools with the same matcher as the layers:
+/// whatever names `write` names `apply_patch`, which also writes files, so
+/// neither an approval nor a hook on `write` can be walked around.
+#[test]
+fn ask_and_hook_patterns_that_name_write_name_apply_patch() {
+    let registry = registry();
+    let tool = |name: &str| registry.get(name).unwrap();
+    let matches_any = |p: &[&str], tool: &ToolDef| ToolPatterns::of_strs(p).matches(tool);
+    for ask in [&["write"][..], &["WRITE"], &["wr*"], &["group:fs"], &["*"]] {
+        assert!(
+            matches_any(ask, tool("apply_patch")),
+            "{ask:?} does not name apply_patch"
+        );
+        assert!(matches_any(ask, tool("write")), "{ask:?}");
+    }
+    // The other way round: a pattern for apply_patch is not one for write.
+    assert!(!matches_any(&["apply_patch"], tool("write")));
+    assert!(matches_any(&["apply_patch"], tool("apply_patch")));
+    assert!(!matches_any(&["write"], tool("edit")));
+    // Only the core apply_patch follows write: an MCP tool that happens to
+    // have its name is matched by that name alone.
+    let foreign = tool_def(
+        "apply_patch",
+        &[],
+        ToolFlags::default(),
+        ToolSource::Mcp {
+            server: "files".into(),
+        },
+    );
+    assert!(!matches_any(&["write"], &foreign));
+    assert!(matches_any(&["apply_patch"], &foreign));
 }

@@ -366,8 +366,8 @@ async fn schema_validation_names_the_problem_and_the_parameters() {
 }
 
 /// A local web server: `/page` (HTML), `/rN` redirecting to `/r(N-1)`, with
-/// `/r0` redirecting to `/page`, and `/to-ip` redirecting to the same
-/// server by IP address.
+/// `/r0` redirecting to `/page`, `/to-ip` redirecting to the same server
+/// by IP address and `/to-v4-compatible` by an IPv6 form of it.
 async fn web_server() -> u16 {
     use axum::extract::Path as UrlPath;
     use axum::response::{Html, IntoResponse, Redirect};
@@ -382,6 +382,10 @@ async fn web_server() -> u16 {
         .route(
             "/to-ip",
             get(move || async move { Redirect::temporary(&format!("http://127.0.0.1:{port}/page")) }),
+        )
+        .route(
+            "/to-v4-compatible",
+            get(move || async move { Redirect::temporary(&format!("http://[::127.0.0.1]:{port}/page")) }),
         )
         .route(
             "/{hop}",
@@ -484,6 +488,22 @@ async fn web_fetch_refuses_private_addresses_and_rechecks_redirects() {
         "{}",
         out.content
     );
+
+    // IPv6 forms that carry 127.0.0.1 are refused as 127.0.0.1 is, before
+    // any connection is tried, directly and as a redirect target.
+    for url in [
+        format!("http://[::127.0.0.1]:{port}/page"),
+        format!("http://[64:ff9b::7f00:1]:{port}/page"),
+        format!("http://[::ffff:127.0.0.1]:{port}/page"),
+        format!("http://localhost:{port}/to-v4-compatible"),
+    ] {
+        let out = call(url.clone(), web_ctx(dir.path(), false, &["localhost"])).await;
+        assert!(
+            out.is_error && out.content.contains("private or local address"),
+            "{url}: {}",
+            out.content
+        );
+    }
 
     let out = call("file:///etc/passwd".into(), web_ctx(dir.path(), true, &[])).await;
     assert!(

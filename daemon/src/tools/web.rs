@@ -1,7 +1,9 @@
 //! `web_fetch` (SPEC §8.2): a URL as readable text. Private, loopback and
-//! link-local addresses are refused unless `[tools.web_fetch]` allows them;
-//! every redirect (at most 3) is checked again, and the connection goes to
-//! the address that was checked, so DNS cannot swap it in between.
+//! link-local addresses (judged by [`super::address`], IPv6 forms that
+//! carry an IPv4 address included) are refused unless `[tools.web_fetch]`
+//! allows them; every address a name resolves to and every redirect (at
+//! most 3) is checked again, and the connection goes to the address that
+//! was checked, so DNS cannot swap it in between.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::address::is_private;
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 
 const MAX_REDIRECTS: usize = 3;
@@ -38,39 +41,6 @@ pub fn tool() -> ToolDef {
         web_fetch,
     )
     .with_aliases(&[("link", "url"), ("uri", "url")])
-}
-
-/// Whether an address is one a fetch may not reach by default.
-pub fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_private()
-                || v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || o[0] == 0
-                // 100.64.0.0/10, carrier-grade NAT
-                || (o[0] == 100 && (o[1] & 0xc0) == 64)
-                // 198.18.0.0/15, benchmarking
-                || (o[0] == 198 && (o[1] & 0xfe) == 18)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
-            }
-            let s = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                // fc00::/7 unique local, fe80::/10 link local
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-        }
-    }
 }
 
 /// Resolves `url`'s host and checks every address; returns one to use.
@@ -207,34 +177,6 @@ async fn read_capped(
             }
             Ok(None) => return Ok(body),
             Err(e) => return Err(format!("the download broke off: {e}")),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn private_addresses() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "0.0.0.0",
-            "100.64.0.1",
-            "::1",
-            "fc00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-            "224.0.0.1",
-        ] {
-            assert!(is_private(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["1.1.1.1", "93.184.216.34", "2606:4700::1111", "100.128.0.1"] {
-            assert!(!is_private(ip.parse().unwrap()), "{ip}");
         }
     }
 }

@@ -1,10 +1,12 @@
 //! The Hermes form: a JSON object (or an array of them) inside
 //! `<tool_call>…</tool_call>`, as Qwen- and Hermes-tuned models write it;
 //! and the Qwen3-Coder form `<function=name><parameter=p>v</parameter></function>`.
+//! Small models also put the XML element form of a tool inside
+//! `<tool_call>`; that is read too, for the tools offered in the turn.
 
 use serde_json::{Map, Value};
 
-use super::{ParsedCall, ToolSpec, coerce, find_tool, param_type, scan};
+use super::{MCP, ParsedCall, ToolSpec, coerce, find_tool, param_type, scan, xml};
 
 /// The calls inside one `<tool_call>` element.
 pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, String> {
@@ -14,6 +16,9 @@ pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, Strin
     }
     if body.is_empty() {
         return Err("it is empty; put {\"name\": …, \"arguments\": {…}} inside".into());
+    }
+    if body.starts_with('<') {
+        return elements(body, tools);
     }
     // Usually one object; some models put several objects or an array.
     let mut values = Vec::new();
@@ -39,6 +44,48 @@ pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, Strin
         return Err("it holds no call".into());
     }
     Ok(out)
+}
+
+/// Elements instead of JSON: `<read><path>a</path></read>` for a tool
+/// offered in the turn, or `<use_mcp_tool>…</use_mcp_tool>`, one or more,
+/// with only whitespace between them. Nothing here calls back into the
+/// parser, so nested `<tool_call>` tags cannot recurse.
+fn elements(body: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    loop {
+        let rest = &body[pos..];
+        pos += rest.len() - rest.trim_start().len();
+        if pos >= body.len() {
+            return Ok(out);
+        }
+        let tag = scan::open_tag(body, pos).ok_or_else(|| {
+            "it has text beside its tool elements; write one element per call and nothing else"
+                .to_string()
+        })?;
+        let spec = if tag.name == MCP {
+            None
+        } else {
+            Some(find_tool(tools, tag.name).ok_or_else(|| {
+                format!(
+                    "<{}> is not a tool offered here; call one of the listed tools",
+                    tag.name
+                )
+            })?)
+        };
+        let (content, end) = if tag.self_closing {
+            ("", tag.end)
+        } else {
+            let (close, end) = scan::close_tag(body, tag.name, tag.end)
+                .ok_or_else(|| format!("<{0}> inside it has no closing </{0}> tag", tag.name))?;
+            (&body[tag.end..close], end)
+        };
+        out.push(match spec {
+            Some(spec) => xml::element_call(spec, &tag.attrs, content)?,
+            None => xml::mcp_call(content, tools)?,
+        });
+        pos = end;
+    }
 }
 
 /// `{"name": …, "arguments": {…}}`, also with `parameters` for `arguments`,

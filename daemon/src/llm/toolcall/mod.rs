@@ -7,11 +7,16 @@
 //! For providers configured with a text format, [`render::to_text_request`]
 //! describes the tools in the system prompt and turns the conversation's
 //! calls and results into text; [`parse`] reads calls back out of a reply.
-//! The parser accepts every text form whatever format was configured,
-//! tolerates code fences, prose, whitespace and cut-off output, and reports
+//! The parser accepts every text form whichever text format was
+//! configured (the element form, bare or inside `<tool_call>`, only for the
+//! tools offered), tolerates code fences, prose, whitespace and a
+//! `<tool_call>` cut off after complete contents, and reports
 //! markup it could not read as problems (the agent loop rolls such replies
 //! back) instead of failing. [`stream::DisplayFilter`] keeps call markup out
-//! of the text streamed to clients.
+//! of the text streamed to clients. None of this runs for `native`
+//! providers: there, calls come only from the provider's structured tool
+//! calls, and markup in the text (a quoted call, or one repeated from a
+//! fetched page) stays text, so data cannot become a call.
 
 mod hermes;
 pub mod render;

@@ -62,6 +62,75 @@ fn hermes_forms() {
     }
 }
 
+/// Small models told to write `<tool_call>{json}</tool_call>` also write
+/// the element form inside it; for a tool offered this turn it is read
+/// like the bare element form.
+#[test]
+fn the_element_form_inside_tool_call_is_read_for_offered_tools() {
+    let want = ParsedCall {
+        name: "read".into(),
+        arguments: args(json!({"path": "a.txt"})),
+    };
+    for text in [
+        "<tool_call><read><path>a.txt</path></read></tool_call>",
+        "<tool_call>\n<read>\n<path>a.txt</path>\n</read>\n</tool_call>",
+        "<tool_call>\n```xml\n<read path=\"a.txt\"/>\n```\n</tool_call>",
+        "<tool_call><READ><path>a.txt</path></READ></tool_call>",
+        "<tool_call><use_mcp_tool><server_name>pincer</server_name><tool_name>read</tool_name><arguments>{\"path\": \"a.txt\"}</arguments></use_mcp_tool></tool_call>",
+        // Stopped at `</tool_call>` as the stop sequence, the element whole.
+        "<tool_call><read><path>a.txt</path></read>",
+    ] {
+        assert_eq!(one(text), want, "{text}");
+    }
+    let p = parse(
+        "I'll read both.\n<tool_call>\n<read><path>a</path></read>\n<read><path>b</path><limit>3</limit></read>\n</tool_call>",
+        &tools(),
+    );
+    assert_eq!(p.problems, Vec::<String>::new());
+    let got: Vec<&Map<String, Value>> = p.calls.iter().map(|c| &c.arguments).collect();
+    assert_eq!(
+        got,
+        [
+            &args(json!({"path": "a"})),
+            &args(json!({"path": "b", "limit": 3}))
+        ]
+    );
+    assert_eq!(p.prose, "I'll read both.");
+}
+
+/// Inside `<tool_call>`, an element that is not an offered tool, text
+/// beside the elements or an element cut off is markup that could not be
+/// read (the reply is rolled back), never a call.
+#[test]
+fn elements_inside_tool_call_that_are_not_offered_tools_are_problems() {
+    for (text, says) in [
+        (
+            "<tool_call><exec><command>ls</command></exec></tool_call>",
+            "<exec> is not a tool offered here",
+        ),
+        (
+            "<tool_call><read><path>a</path></read> and more</tool_call>",
+            "text beside",
+        ),
+        (
+            "<tool_call><read><path>a</path></tool_call>",
+            "no closing </read>",
+        ),
+        (
+            "<tool_call><tool_call>{}</tool_call>",
+            "<tool_call> is not a tool offered here",
+        ),
+    ] {
+        let p = parse(text, &tools());
+        assert!(p.calls.is_empty(), "{text}: {p:?}");
+        assert!(
+            p.problems.iter().any(|e| e.contains(says)),
+            "{text}: {:?}",
+            p.problems
+        );
+    }
+}
+
 #[test]
 fn several_calls_and_prose_around_them() {
     let text = "Let me look.\n<tool_call>\n[{\"name\":\"read\",\"arguments\":{\"path\":\"a\"}},{\"name\":\"read\",\"arguments\":{\"path\":\"b\"}}]\n</tool_call>\n<tool_call>{\"name\":\"read\",\"arguments\":{\"path\":\"c\"}}</tool_call>\nBack soon.";
