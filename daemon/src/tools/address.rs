@@ -56,6 +56,10 @@ fn v4_is_private(v4: Ipv4Addr) -> bool {
         || (o[0] == 100 && (o[1] & 0xc0) == 64)
         // 198.18.0.0/15, benchmarking
         || (o[0] == 198 && (o[1] & 0xfe) == 18)
+        // 192.0.0.0/24, protocol assignments (DS-Lite, NAT64 discovery)
+        || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+        // 240.0.0.0/4, reserved
+        || o[0] >= 240
 }
 
 fn v6_is_private(v6: Ipv6Addr) -> bool {
@@ -118,6 +122,8 @@ mod tests {
             "0.0.0.0",
             "100.64.0.1",
             "224.0.0.1",
+            "192.0.0.8",
+            "240.0.0.1",
             "::1",
             "::",
             "fc00::1",
