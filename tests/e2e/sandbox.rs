@@ -53,7 +53,7 @@ async fn exec_cannot_read_the_daemons_keys() {
             Step::tools(&[
                 (
                     "exec",
-                    json!({"command": "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>&1 | rev; echo rc=$?"}),
+                    json!({"command": "tr '\\0' '\\n' < /proc/$PPID/environ | rev; for p in /proc/[0-9]*; do cat $p/environ; done 2>/dev/null | tr '\\0' '\\n' | grep -a '^OPENAI' | rev; echo rc=$?"}),
                 ),
                 (
                     "exec",
@@ -315,10 +315,7 @@ async fn a_hook_opts_into_the_sandbox() {
     llm.script(
         "[hooks]",
         vec![
-            Step::tools(&[
-                ("exec", json!({"command": "echo ran"})),
-                ("ls", json!({})),
-            ]),
+            Step::tools(&[("exec", json!({"command": "echo ran"})), ("ls", json!({}))]),
             Step::text("done"),
         ],
     );

@@ -86,9 +86,8 @@ fn confine(_: &LauncherArgs) -> Result<(), String> {
 }
 
 /// Empties the capability bounding set (so no later `exec`, not even of a
-/// root-owned program by a root daemon, gains a capability) and the
-/// ambient set. Without `CAP_SETPCAP` there is nothing to drop: such a
-/// process has no capabilities to begin with.
+/// root-owned program by a root daemon, gains a capability), the ambient
+/// set, and the process's own sets.
 #[cfg(target_os = "linux")]
 fn drop_capabilities() -> Result<(), String> {
     // SAFETY: prctl with integer arguments only changes this process's
@@ -111,8 +110,9 @@ fn drop_capabilities() -> Result<(), String> {
             match e.raw_os_error() {
                 // Past the last capability this kernel knows.
                 Some(libc::EINVAL) => break,
-                // No CAP_SETPCAP: an unprivileged process.
-                Some(libc::EPERM) => return Ok(()),
+                // No CAP_SETPCAP: an unprivileged process, whose bounding
+                // set cannot matter (it has nothing to gain on exec).
+                Some(libc::EPERM) => break,
                 _ => return Err(format!("cannot drop capability {cap}: {e}")),
             }
         }

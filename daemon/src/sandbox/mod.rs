@@ -230,3 +230,44 @@ pub fn make_daemon_undumpable() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_daemon_makes_itself_non_dumpable() {
+        make_daemon_undumpable();
+        // SAFETY: PR_GET_DUMPABLE only reads a process flag.
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 0);
+    }
+
+    #[test]
+    fn each_mode_has_its_sentence() {
+        let missing = Support::Unavailable("this kernel has no Landlock".into());
+        let here = Support::Available { landlock_abi: 7 };
+        let mut s = ExecSandboxSettings::default();
+        assert_eq!(
+            missing.sentence(&s),
+            "exec is not sandboxed: this kernel has no Landlock"
+        );
+        assert!(!missing.active(&s));
+        assert_eq!(
+            here.sentence(&s),
+            "exec is sandboxed (Landlock ABI 7, seccomp; network on)"
+        );
+        assert!(here.active(&s));
+        s.mode = ExecSandboxMode::Required;
+        assert_eq!(
+            missing.sentence(&s),
+            "exec is refused: tools.exec.sandbox is required but this kernel has no Landlock"
+        );
+        s.mode = ExecSandboxMode::Off;
+        assert!(!here.active(&s));
+        assert_eq!(
+            here.sentence(&s),
+            "exec is not sandboxed: tools.exec.sandbox is off"
+        );
+    }
+}
