@@ -79,7 +79,7 @@ fn for_people(args: fmt::Arguments) -> String {
 /// serde_json wrote it: the data must reach a program unchanged, and JSON
 /// escapes the C0 controls (ESC is `\u001b`) itself.
 pub fn json(value: &serde_json::Value) {
-    write_out(&value.to_string(), true);
+    write_out(&crate::sanitize::json_escape(&value.to_string()), true);
 }
 
 /// A reply streamed to stdout piece by piece (`sanitize::Pieces`: a `\r\n`

@@ -40,6 +40,26 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Serialized JSON with the characters serde_json leaves raw but a
+/// terminal may act on (DEL, C1 controls, bidi overrides) written as
+/// `\uXXXX` escapes: the same data for a JSON reader, nothing for a
+/// terminal that shows `--json` output. Such characters can only stand
+/// inside JSON strings, where the escape means the same character.
+pub fn json_escape(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(acts) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if acts(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// Whether a terminal may act on `c` rather than show it.
 fn acts(c: char) -> bool {
     match c {
@@ -195,5 +215,20 @@ mod tests {
         // An escape sequence split between pieces is shown in pieces.
         assert_eq!(p.next("\x1b"), "\\u{1b}");
         assert_eq!(p.next("[2J"), "[2J");
+    }
+
+    #[test]
+    fn json_keeps_its_data_and_hides_what_a_terminal_acts_on() {
+        let value = serde_json::json!({"text": "a\u{7f}b\u{9b}c\u{202e}d\u{1b}e ✓"});
+        let text = value.to_string();
+        let escaped = json_escape(&text);
+        assert!(
+            !escaped
+                .chars()
+                .any(|c| matches!(c, '\u{7f}' | '\u{9b}' | '\u{202e}' | '\u{1b}')),
+            "{escaped}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&escaped).unwrap();
+        assert_eq!(back, value);
     }
 }
