@@ -188,6 +188,10 @@ fn find(lines: &[String], needle: &[String], from: usize) -> Option<usize> {
     if needle.is_empty() {
         return Some(lines.len());
     }
+    if needle.len() > lines.len() {
+        // Also keeps the range below from starting at 0 over an empty file.
+        return None;
+    }
     let tries: [fn(&str) -> &str; 3] = [|s| s, str::trim_end, str::trim];
     for norm in tries {
         let found = (from..=lines.len().saturating_sub(needle.len())).find(|&start| {
@@ -385,5 +389,16 @@ mod tests {
                 .unwrap_err()
                 .contains("not in the file")
         );
+    }
+
+    #[test]
+    fn a_hunk_against_an_empty_file_is_an_error_not_a_panic() {
+        let hunks = vec![Hunk {
+            anchor: None,
+            old: vec!["a".into()],
+            new: vec!["b".into()],
+        }];
+        let e = apply_hunks("", &hunks, "empty.txt").unwrap_err();
+        assert!(e.contains("not in the file"), "{e}");
     }
 }
