@@ -6,6 +6,7 @@ mod context;
 mod fakellm;
 mod grpc;
 mod guard;
+mod hostile;
 mod lifecycle;
 mod llmock;
 mod mcp;

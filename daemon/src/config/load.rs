@@ -366,6 +366,13 @@ mod tests {
     }
 
     #[test]
+    fn hard_links_are_refused_unless_the_config_allows_them() {
+        assert!(!parse_text("").unwrap().tools.fs.allow_hard_links);
+        let c = parse_text("[tools.fs]\nallow_hard_links = true\n").unwrap();
+        assert!(c.tools.fs.allow_hard_links);
+    }
+
+    #[test]
     fn no_providers_and_nothing_detected_is_a_problem_not_an_error() {
         let c = parse_text("[agents.main]\n").unwrap();
         assert_eq!(c.provider_problem.as_deref(), Some(env::NO_PROVIDER));

@@ -222,6 +222,7 @@ pub struct ToolSettings {
     pub exec_timeout: Duration,
     pub exec_max_output_chars: usize,
     pub max_result_chars: usize,
+    pub fs: FsSettings,
     /// Consecutive replies the loop may drop and ask again (SPEC §7).
     pub max_rollbacks: u32,
     /// A reply without tool calls containing one of these is a refusal and
@@ -242,6 +243,15 @@ pub struct ToolSettings {
 pub struct SubagentLimits {
     pub max_depth: u32,
     pub max_children: u32,
+}
+
+/// `[tools.fs]`: what the file tools may open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FsSettings {
+    /// Use regular files with more than one hard link. Off by default: a
+    /// link's other name may be outside the workspace (made by the owner,
+    /// or by the model through `exec`), so reading it would read that file.
+    pub allow_hard_links: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

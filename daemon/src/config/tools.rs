@@ -18,8 +18,8 @@ use toml::Spanned;
 use super::file::{ConfigFile, LayerSection};
 use super::locate::{ConfigError, Locator, header_span, join_keys};
 use super::{
-    HookEvent, HookSettings, LoopSettings, PolicySettings, SandboxMode, SubagentLimits, ToolLayer,
-    ToolSettings, WebFetchSettings,
+    FsSettings, HookEvent, HookSettings, LoopSettings, PolicySettings, SandboxMode, SubagentLimits,
+    ToolLayer, ToolSettings, WebFetchSettings,
 };
 use crate::home::expand_tilde;
 
@@ -118,6 +118,9 @@ pub(super) fn tool_settings(
         exec_timeout: Duration::from_secs(file.tools.exec.timeout_s.unwrap_or(120)),
         exec_max_output_chars: file.tools.exec.max_output_chars.unwrap_or(30_000),
         max_result_chars: file.tools.max_result_chars.unwrap_or(40_000),
+        fs: FsSettings {
+            allow_hard_links: file.tools.fs.allow_hard_links.unwrap_or(false),
+        },
         max_rollbacks: file.tools.rollback.max_consecutive.unwrap_or(5),
         refusal_keywords: file.tools.rollback.refusal_keywords.clone(),
         loops: loop_settings(loc, file)?,

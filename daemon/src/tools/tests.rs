@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::{ToolContext, ToolOutput, ToolRegistry};
 use crate::config::ToolSettings;
 
-fn ctx(dir: &std::path::Path) -> ToolContext {
+pub(super) fn ctx(dir: &std::path::Path) -> ToolContext {
     ToolContext {
         agent: "main".into(),
         session_key: "agent:main:main".into(),
@@ -24,6 +24,7 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,
             max_result_chars: 40_000,
+            fs: Default::default(),
             max_rollbacks: 5,
             refusal_keywords: Vec::new(),
             loops: crate::config::LoopSettings {
