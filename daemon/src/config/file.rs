@@ -253,6 +253,8 @@ pub struct ToolsSection {
     #[serde(default)]
     pub fs: FsSection,
     pub max_result_chars: Option<usize>,
+    /// Characters a tool call's arguments may have; longer calls are refused.
+    pub max_argument_chars: Option<usize>,
     #[serde(default)]
     pub rollback: RollbackSection,
     #[serde(default)]

@@ -222,6 +222,9 @@ pub struct ToolSettings {
     pub exec_timeout: Duration,
     pub exec_max_output_chars: usize,
     pub max_result_chars: usize,
+    /// Characters a call's arguments may have: a longer call is refused
+    /// and recorded shortened, so one reply cannot bloat the transcript.
+    pub max_argument_chars: usize,
     pub fs: FsSettings,
     /// Consecutive replies the loop may drop and ask again (SPEC §7).
     pub max_rollbacks: u32,

@@ -23,6 +23,11 @@ use super::{
 };
 use crate::home::expand_tilde;
 
+/// Characters a tool call's arguments may have by default: room for a
+/// large file in one `write` (about 50k tokens), far below what would make
+/// a transcript line unreadable over the API.
+pub const DEFAULT_MAX_ARGUMENT_CHARS: usize = 200_000;
+
 /// The groups a `group:` pattern may name.
 pub const GROUPS: &[&str] = &[
     "fs",
@@ -118,6 +123,10 @@ pub(super) fn tool_settings(
         exec_timeout: Duration::from_secs(file.tools.exec.timeout_s.unwrap_or(120)),
         exec_max_output_chars: file.tools.exec.max_output_chars.unwrap_or(30_000),
         max_result_chars: file.tools.max_result_chars.unwrap_or(40_000),
+        max_argument_chars: file
+            .tools
+            .max_argument_chars
+            .unwrap_or(DEFAULT_MAX_ARGUMENT_CHARS),
         fs: FsSettings {
             allow_hard_links: file.tools.fs.allow_hard_links.unwrap_or(false),
         },

@@ -6,6 +6,7 @@
 //! tools.
 
 pub mod approvals;
+pub mod arguments;
 pub mod exec;
 pub mod fs;
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub(super) fn ctx(dir: &std::path::Path) -> ToolContext {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,
             max_result_chars: 40_000,
+            max_argument_chars: 200_000,
             fs: Default::default(),
             max_rollbacks: 5,
             refusal_keywords: Vec::new(),
