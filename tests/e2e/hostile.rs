@@ -139,6 +139,7 @@ async fn a_file_of_several_gigabytes_is_read_and_searched_in_little_memory() {
     );
     assert!(took < Duration::from_secs(10), "the turn took {took:?}");
     let peak_kb = peak_rss_kb(daemon.pid());
+    eprintln!("pincerd's peak RSS: {} kB; the turn took {took:?}", peak_kb);
     assert!(
         peak_kb < 100 * 1024,
         "pincerd's peak RSS was {} MB",
