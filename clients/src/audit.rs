@@ -12,15 +12,15 @@ use crate::rpc;
 
 pub async fn run(ctx: &Ctx, session: Option<String>, limit: u32) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
-    let rows = c
+    let reply = c
         .tools
         .audit(pb::AuditRequest {
             session: session.unwrap_or_default(),
             limit,
         })
         .await?
-        .into_inner()
-        .rows;
+        .into_inner();
+    let rows = reply.rows;
     if ctx.json {
         let v: Vec<_> = rows
             .iter()
@@ -63,6 +63,12 @@ pub async fn run(ctx: &Ctx, session: Option<String>, limit: u32) -> Result<u8, C
             r.duration_ms,
             one_line(&r.decided_by, 24),
             one_line(&r.detail, 80)
+        );
+    }
+    if reply.left_out > 0 {
+        outln!(
+            "note: the {} oldest rows asked for did not fit in one reply; ask for fewer with -n",
+            reply.left_out
         );
     }
     Ok(0)

@@ -138,6 +138,10 @@ pub enum SessionsCommand {
         /// Only the last N entries (default: all).
         #[arg(short = 'n', long)]
         limit: Option<u32>,
+        /// Only entries before this position (a note gives it when a long
+        /// transcript does not fit in one reply).
+        #[arg(long)]
+        before: Option<u64>,
     },
     /// Start the session afresh (the old transcript is kept on disk).
     Reset {

@@ -16,8 +16,19 @@ pub async fn run(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     match command {
         SessionsCommand::List { agent } => list(ctx, &mut c, agent.agent).await,
-        SessionsCommand::Show { session, limit } => {
-            show(ctx, &mut c, session, limit.unwrap_or(0)).await
+        SessionsCommand::Show {
+            session,
+            limit,
+            before,
+        } => {
+            show(
+                ctx,
+                &mut c,
+                session,
+                limit.unwrap_or(0),
+                before.unwrap_or(0),
+            )
+            .await
         }
         SessionsCommand::Reset { session } => {
             let r = c.sessions.reset(session_ref(session)).await?.into_inner();
@@ -67,10 +78,14 @@ pub async fn run(ctx: &Ctx, command: SessionsCommand) -> Result<u8, CliError> {
                 out::json(
                     &json!({"model": p.model, "tool_format": p.tool_format, "sent_at": p.sent_at,
                        "estimated_tokens": p.estimated_tokens, "system": p.system,
-                       "messages": messages, "tools": p.tools}),
+                       "messages": messages, "tools": p.tools,
+                       "note": (!p.note.is_empty()).then_some(&p.note)}),
                 );
             } else {
                 out!("{}", p.text);
+                if !p.note.is_empty() {
+                    outln!("\nnote: {}", p.note);
+                }
             }
             Ok(0)
         }
@@ -97,6 +112,12 @@ async fn list(ctx: &Ctx, c: &mut Clients, agent: Option<String>) -> Result<u8, C
         out::json(&serde_json::Value::Array(v));
         return Ok(0);
     }
+    let left_out = (list.left_out > 0).then(|| {
+        format!(
+            "note: the {} least recently used sessions did not fit in one reply; name one to see it",
+            list.left_out
+        )
+    });
     if list.sessions.is_empty() {
         outln!("no sessions yet; `pincer chat` starts one");
         return Ok(0);
@@ -124,19 +145,35 @@ async fn list(ctx: &Ctx, c: &mut Clients, agent: Option<String>) -> Result<u8, C
             format!("{}/{}", s.input_tokens, s.output_tokens)
         );
     }
+    if let Some(note) = left_out {
+        outln!("{note}");
+    }
     Ok(0)
 }
 
-async fn show(ctx: &Ctx, c: &mut Clients, session: SessionArg, limit: u32) -> Result<u8, CliError> {
+async fn show(
+    ctx: &Ctx,
+    c: &mut Clients,
+    session: SessionArg,
+    limit: u32,
+    before: u64,
+) -> Result<u8, CliError> {
+    // The command that pages back, as the user would type it.
+    let again = match &session.agent {
+        Some(agent) => format!("pincer sessions show --agent {agent} {}", session.session),
+        None => format!("pincer sessions show {}", session.session),
+    };
     let h = c
         .sessions
         .history(pb::HistoryRequest {
             agent: session.agent.unwrap_or_default(),
             session: session.session,
             limit,
+            before,
         })
         .await?
         .into_inner();
+    let shortened = h.entries.iter().filter(|e| e.omitted_chars > 0).count();
     if ctx.json {
         let entries: Vec<serde_json::Value> = h
             .entries
@@ -144,7 +181,9 @@ async fn show(ctx: &Ctx, c: &mut Clients, session: SessionArg, limit: u32) -> Re
             .filter_map(|e| serde_json::from_str(&e.json).ok())
             .collect();
         out::json(
-            &json!({"session": h.session.as_ref().map(session_json), "entries": entries, "recovered_torn_line": h.recovered_torn_line}),
+            &json!({"session": h.session.as_ref().map(session_json), "entries": entries,
+                    "recovered_torn_line": h.recovered_torn_line, "first_index": h.first_index,
+                    "left_out": h.left_out, "shortened": shortened}),
         );
         return Ok(0);
     }
@@ -179,6 +218,19 @@ async fn show(ctx: &Ctx, c: &mut Clients, session: SessionArg, limit: u32) -> Re
     outln!();
     for e in &h.entries {
         print_entry(&e.json);
+    }
+    if shortened > 0 {
+        let chars: u64 = h.entries.iter().map(|e| e.omitted_chars).sum();
+        outln!(
+            "\nnote: {shortened} entries were too long to show whole: their long texts keep their head and tail ({chars} characters omitted, each place marked); the transcript file keeps them whole"
+        );
+    }
+    if h.left_out > 0 {
+        outln!(
+            "note: the {} older entries asked for did not fit in one reply; `{again} --before {}` shows them",
+            h.left_out,
+            h.first_index
+        );
     }
     Ok(0)
 }

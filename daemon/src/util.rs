@@ -22,6 +22,31 @@ pub fn cap_head_tail(text: &str, max_chars: usize) -> String {
     format!("{head}\n[… {omitted} characters omitted …]\n{tail}")
 }
 
+/// Caps every string in `value` (keys excepted) longer than `max_chars`
+/// with [`cap_head_tail`]; returns how many characters were left out.
+pub fn cap_json_strings(value: &mut serde_json::Value, max_chars: usize) -> u64 {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if s.len() > max_chars => {
+            let total = s.chars().count();
+            if total <= max_chars {
+                return 0;
+            }
+            *s = cap_head_tail(s, max_chars);
+            (total - max_chars) as u64
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .map(|v| cap_json_strings(v, max_chars))
+            .sum(),
+        Value::Object(map) => map
+            .values_mut()
+            .map(|v| cap_json_strings(v, max_chars))
+            .sum(),
+        _ => 0,
+    }
+}
+
 /// The first `max_chars` characters, with `…` when cut (for display).
 pub fn preview(text: &str, max_chars: usize) -> String {
     let mut out: String = text.chars().take(max_chars).collect();
@@ -45,6 +70,21 @@ mod tests {
         assert!(capped.ends_with(&text[970..]));
         assert!(capped.contains("910 characters omitted"));
         assert_eq!(cap_head_tail("short", 90), "short");
+    }
+
+    #[test]
+    fn json_strings_are_capped_wherever_they_are() {
+        let mut v =
+            serde_json::json!({"a": "x".repeat(100), "b": [1, "y".repeat(50)], "short": "ok"});
+        assert_eq!(cap_json_strings(&mut v, 30), 70 + 20);
+        assert!(v["a"].as_str().unwrap().contains("70 characters omitted"));
+        assert!(
+            v["b"][1]
+                .as_str()
+                .unwrap()
+                .contains("20 characters omitted")
+        );
+        assert_eq!(v["short"], "ok");
     }
 
     #[test]

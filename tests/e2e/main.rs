@@ -7,6 +7,7 @@ mod escapes;
 mod fakellm;
 mod grpc;
 mod guard;
+mod hostile;
 mod lifecycle;
 mod llmock;
 mod mcp;

@@ -113,7 +113,10 @@ impl ScriptedLlm {
                 "/v1/models",
                 get(|| async { axum::Json(json!({"data": [{"id": "scripted"}]})) }),
             )
-            .with_state(inner.clone());
+            .with_state(inner.clone())
+            // A provider takes prompts of many megabytes (axum's default
+            // limit is 2 MB): tests send such prompts on purpose.
+            .layer(axum::extract::DefaultBodyLimit::max(64 << 20));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         tokio::spawn(async move {

@@ -171,7 +171,7 @@ impl SessionAccess for Hub {
                 Err(e) => return Err(e.to_string()),
             };
             let entries = self
-                .history(row, 0)
+                .history(row, 0, 0)
                 .await
                 .map_err(|e| e.to_string())?
                 .entries;

@@ -11,6 +11,7 @@ use std::time::Instant;
 use super::Event;
 use super::session_log::{Emit, SessionLog};
 use crate::session::transcript::Body;
+use crate::tools::arguments::shorten;
 use crate::tools::pipeline::{CallEnv, CallResult};
 use crate::util::preview;
 
@@ -35,18 +36,22 @@ pub async fn run_recorded(
     deadline: Instant,
     emit: &Emit,
 ) -> Result<CallResult, String> {
+    // A call over the argument cap is refused by the pipeline; it is kept
+    // (and shown) shortened, so it cannot bloat the transcript and every
+    // later prompt.
+    let kept = shorten(call.arguments, env.settings.max_argument_chars);
     log.append(
         turn_id,
         Body::ToolCall {
             call_id: call.id.to_string(),
             name: call.name.to_string(),
-            arguments: call.arguments.to_string(),
+            arguments: kept.to_string(),
         },
     )?;
     emit(Event::ToolStarted {
         call_id: call.id.to_string(),
         name: call.name.to_string(),
-        arguments: call.arguments.to_string(),
+        arguments: kept.into_owned(),
     });
     let started = Instant::now();
     let result = env

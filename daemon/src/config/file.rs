@@ -252,7 +252,11 @@ pub struct SandboxSection {
 pub struct ToolsSection {
     #[serde(default)]
     pub exec: ExecSection,
+    #[serde(default)]
+    pub fs: FsSection,
     pub max_result_chars: Option<usize>,
+    /// Characters a tool call's arguments may have; longer calls are refused.
+    pub max_argument_chars: Option<usize>,
     #[serde(default)]
     pub rollback: RollbackSection,
     #[serde(default)]
@@ -332,6 +336,14 @@ pub struct RollbackSection {
     pub max_consecutive: Option<u32>,
     #[serde(default)]
     pub refusal_keywords: Vec<String>,
+}
+
+/// `[tools.fs]`: the file tools.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsSection {
+    /// Let file tools use files with more than one hard link.
+    pub allow_hard_links: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

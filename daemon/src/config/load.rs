@@ -396,6 +396,20 @@ mod tests {
     }
 
     #[test]
+    fn hard_links_are_refused_unless_the_config_allows_them() {
+        assert!(!parse_text("").unwrap().tools.fs.allow_hard_links);
+        let c = parse_text("[tools.fs]\nallow_hard_links = true\n").unwrap();
+        assert!(c.tools.fs.allow_hard_links);
+    }
+
+    #[test]
+    fn tool_arguments_have_a_cap_that_can_be_set() {
+        assert_eq!(parse_text("").unwrap().tools.max_argument_chars, 200_000);
+        let c = parse_text("[tools]\nmax_argument_chars = 1000\n").unwrap();
+        assert_eq!(c.tools.max_argument_chars, 1000);
+    }
+
+    #[test]
     fn no_providers_and_nothing_detected_is_a_problem_not_an_error() {
         let c = parse_text("[agents.main]\n").unwrap();
         assert_eq!(c.provider_problem.as_deref(), Some(env::NO_PROVIDER));

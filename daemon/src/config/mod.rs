@@ -223,6 +223,10 @@ pub struct ToolSettings {
     pub exec_max_output_chars: usize,
     pub exec_sandbox: ExecSandboxSettings,
     pub max_result_chars: usize,
+    /// Characters a call's arguments may have: a longer call is refused
+    /// and recorded shortened, so one reply cannot bloat the transcript.
+    pub max_argument_chars: usize,
+    pub fs: FsSettings,
     /// Consecutive replies the loop may drop and ask again (SPEC §7).
     pub max_rollbacks: u32,
     /// A reply without tool calls containing one of these is a refusal and
@@ -289,6 +293,15 @@ impl ExecSandboxMode {
 pub struct SubagentLimits {
     pub max_depth: u32,
     pub max_children: u32,
+}
+
+/// `[tools.fs]`: what the file tools may open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FsSettings {
+    /// Use regular files with more than one hard link. Off by default: a
+    /// link's other name may be outside the workspace (made by the owner,
+    /// or by the model through `exec`), so reading it would read that file.
+    pub allow_hard_links: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

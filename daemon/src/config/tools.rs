@@ -18,10 +18,15 @@ use toml::Spanned;
 use super::file::{ConfigFile, LayerSection};
 use super::locate::{ConfigError, Locator, header_span, join_keys};
 use super::{
-    ExecSandboxMode, ExecSandboxSettings, HookEvent, HookSettings, LoopSettings, PolicySettings,
-    SandboxMode, SubagentLimits, ToolLayer, ToolSettings, WebFetchSettings,
+    ExecSandboxMode, ExecSandboxSettings, FsSettings, HookEvent, HookSettings, LoopSettings,
+    PolicySettings, SandboxMode, SubagentLimits, ToolLayer, ToolSettings, WebFetchSettings,
 };
 use crate::home::expand_tilde;
+
+/// Characters a tool call's arguments may have by default: room for a
+/// large file in one `write` (about 50k tokens), far below what would make
+/// a transcript line unreadable over the API.
+pub const DEFAULT_MAX_ARGUMENT_CHARS: usize = 200_000;
 
 /// The groups a `group:` pattern may name.
 pub const GROUPS: &[&str] = &[
@@ -119,6 +124,13 @@ pub(super) fn tool_settings(
         exec_max_output_chars: file.tools.exec.max_output_chars.unwrap_or(30_000),
         exec_sandbox: exec_sandbox(loc, file)?,
         max_result_chars: file.tools.max_result_chars.unwrap_or(40_000),
+        max_argument_chars: file
+            .tools
+            .max_argument_chars
+            .unwrap_or(DEFAULT_MAX_ARGUMENT_CHARS),
+        fs: FsSettings {
+            allow_hard_links: file.tools.fs.allow_hard_links.unwrap_or(false),
+        },
         max_rollbacks: file.tools.rollback.max_consecutive.unwrap_or(5),
         refusal_keywords: file.tools.rollback.refusal_keywords.clone(),
         loops: loop_settings(loc, file)?,

@@ -1,4 +1,7 @@
 //! `pincer.v1.Agent`: Chat streams a turn's events; Abort stops a turn.
+//! Each event's texts are capped ([`fit::EVENT_CHARS`]) so that no event
+//! outgrows a client's message limit, whatever the model sent; the
+//! transcript keeps them whole.
 
 use pincer_proto::v1 as pb;
 use pincer_proto::v1::chat_event::Event as PbEvent;
@@ -6,8 +9,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::{MAX_MESSAGE_BYTES, State};
+use super::{MAX_MESSAGE_BYTES, State, fit};
 use crate::agent::Event;
+use crate::tools::arguments::shorten;
 
 pub struct AgentService {
     state: State,
@@ -113,15 +117,17 @@ pub fn to_proto(event: Event) -> pb::ChatEvent {
             agent,
             model,
         }),
-        Event::Text(text) => PbEvent::TextDelta(pb::TextDelta { text }),
+        Event::Text(text) => PbEvent::TextDelta(pb::TextDelta {
+            text: fit::text(text, fit::EVENT_CHARS),
+        }),
         Event::ToolStarted {
             call_id,
             name,
             arguments,
         } => PbEvent::ToolCallStarted(pb::ToolCallStarted {
-            call_id,
-            name,
-            arguments_json: arguments,
+            call_id: fit::text(call_id, 300),
+            name: fit::text(name, 300),
+            arguments_json: shorten(&arguments, fit::EVENT_CHARS).into_owned(),
         }),
         Event::ToolFinished {
             call_id,
@@ -130,8 +136,8 @@ pub fn to_proto(event: Event) -> pb::ChatEvent {
             result,
             duration_ms,
         } => PbEvent::ToolCallFinished(pb::ToolCallFinished {
-            call_id,
-            name,
+            call_id: fit::text(call_id, 300),
+            name: fit::text(name, 300),
             status: status.into(),
             result,
             duration_ms,
@@ -176,7 +182,7 @@ pub fn to_proto(event: Event) -> pb::ChatEvent {
         } => PbEvent::ApprovalRequested(pb::ApprovalRequested {
             id,
             tool,
-            arguments_json: arguments,
+            arguments_json: shorten(&arguments, fit::EVENT_CHARS).into_owned(),
             expires_in_s,
         }),
         Event::Finished {
@@ -185,14 +191,14 @@ pub fn to_proto(event: Event) -> pb::ChatEvent {
             model_calls,
             tool_calls,
         } => PbEvent::TurnFinished(pb::TurnFinished {
-            text,
+            text: fit::text(text, fit::EVENT_CHARS),
             stop_reason: stop_reason.into(),
             model_calls,
             tool_calls,
         }),
         Event::Error { code, message } => PbEvent::Error(pb::TurnError {
             code: code.into(),
-            message,
+            message: fit::text(message, fit::NOTE_CHARS),
         }),
     };
     pb::ChatEvent { event: Some(event) }

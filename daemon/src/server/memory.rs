@@ -9,7 +9,7 @@ use pincer_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::State;
+use super::{State, fit};
 
 pub struct MemoryService {
     state: State,
@@ -159,7 +159,9 @@ impl pb::memory_server::Memory for MemoryService {
             .map_err(|e| Status::internal(e.to_string()))?;
         match read {
             Ok((text, start, end)) => Ok(Response::new(pb::MemoryGetResponse {
-                text,
+                // A memory file (a transcript, with `sessions = true`) may
+                // hold a line of any length.
+                text: fit::text(text, fit::REPLY_BYTES / 4),
                 start_line: start as u32,
                 end_line: end as u32,
             })),

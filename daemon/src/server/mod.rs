@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod daemon;
+pub mod fit;
 pub mod memory;
 pub mod sessions;
 pub mod skills;

@@ -1,11 +1,13 @@
 //! `pincer.v1.Sessions`: list, history, reset, delete, compact, and the
 //! last prompt. Each call converts its request, calls the hub's session
-//! verb ([`crate::agent::hub::sessions`]) and converts the answer.
+//! verb ([`crate::agent::hub::sessions`]) and converts the answer, fitted
+//! under the message limit ([`super::fit`]) so any session stays readable.
 
 use pincer_proto::v1 as pb;
+use prost::Message;
 use tonic::{Request, Response, Status};
 
-use super::State;
+use super::{State, fit};
 use crate::agent::compaction::Compacted;
 use crate::agent::hub::sessions::SessionStatus;
 
@@ -32,8 +34,8 @@ fn info(s: SessionStatus) -> pb::SessionInfo {
         input_tokens: row.input_tokens,
         output_tokens: row.output_tokens,
         compactions: row.compactions,
-        last_error: row.last_error.unwrap_or_default(),
-        failure_summary: row.failure_summary.unwrap_or_default(),
+        last_error: fit::text(row.last_error.unwrap_or_default(), fit::NOTE_CHARS),
+        failure_summary: fit::text(row.failure_summary.unwrap_or_default(), fit::NOTE_CHARS),
         entries: s.entries,
     }
 }
@@ -46,8 +48,13 @@ impl pb::sessions_server::Sessions for SessionsService {
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
         let agent = request.into_inner().agent;
         let sessions = self.state.hub.list(&agent).await?;
+        // Most recent first: keep the front, so reverse around `newest`.
+        let infos: Vec<pb::SessionInfo> = sessions.into_iter().rev().map(info).collect();
+        let (mut sessions, left_out) = fit::newest(infos, fit::REPLY_BYTES);
+        sessions.reverse();
         Ok(Response::new(pb::ListSessionsResponse {
-            sessions: sessions.into_iter().map(info).collect(),
+            sessions,
+            left_out: left_out as u32,
         }))
     }
 
@@ -58,22 +65,20 @@ impl pb::sessions_server::Sessions for SessionsService {
         let req = request.into_inner();
         let hub = &self.state.hub;
         let row = hub.find(&req.agent, &req.session).await?;
-        let history = hub.history(row, req.limit as usize).await?;
-        let entries = history
-            .entries
-            .into_iter()
-            .map(|e| pb::TranscriptEntry {
-                json: serde_json::to_string(&e).unwrap_or_default(),
-                kind: e.body.kind().into(),
-                id: e.id,
-                parent_id: e.parent.unwrap_or_default(),
-                timestamp: e.ts,
-            })
-            .collect();
+        let before = usize::try_from(req.before).unwrap_or(usize::MAX);
+        let history = hub.history(row, req.limit as usize, before).await?;
+        let session = info(history.status);
+        let entries = history.entries.iter().map(fit::entry).collect();
+        let (entries, left_out) = fit::newest(
+            entries,
+            fit::REPLY_BYTES.saturating_sub(session.encoded_len()),
+        );
         Ok(Response::new(pb::HistoryResponse {
-            session: Some(info(history.status)),
+            session: Some(session),
             entries,
             recovered_torn_line: history.recovered_torn_line,
+            first_index: history.first_index + left_out as u64,
+            left_out: left_out as u64,
         }))
     }
 
@@ -137,16 +142,6 @@ impl pb::sessions_server::Sessions for SessionsService {
         let hub = &self.state.hub;
         let row = hub.find(&req.agent, &req.session).await?;
         let prompt = hub.last_prompt(&row).await?;
-        Ok(Response::new(pb::PromptResponse {
-            text: prompt.render(),
-            messages_json: serde_json::to_string(&prompt.messages)
-                .map_err(|e| Status::internal(e.to_string()))?,
-            model: prompt.model,
-            tool_format: prompt.tool_format,
-            sent_at: prompt.ts,
-            estimated_tokens: prompt.estimated_tokens,
-            system: prompt.system,
-            tools: prompt.tools,
-        }))
+        Ok(Response::new(fit::prompt(prompt)))
     }
 }

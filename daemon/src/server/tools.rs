@@ -5,8 +5,9 @@
 use pincer_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use super::State;
+use super::{State, fit};
 use crate::tools::ToolSource;
+use crate::tools::arguments::shorten;
 use crate::tools::policy::{self, PolicyInput};
 
 pub struct ToolsService {
@@ -136,7 +137,7 @@ impl pb::tools_server::Tools for ToolsService {
                 session_key: p.session_key,
                 agent: p.agent,
                 tool: p.tool,
-                arguments_json: p.arguments,
+                arguments_json: shorten(&p.arguments, fit::EVENT_CHARS).into_owned(),
             })
             .collect();
         Ok(Response::new(pb::ApprovalsResponse { pending }))
@@ -169,23 +170,28 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<pb::AuditResponse>, Status> {
         let req = request.into_inner();
         let rows = self.state.hub.audit(&req.session, req.limit).await?;
+        // A model names its calls, so a call id can be of any length.
+        let short = |s: String| fit::text(s, 300);
+        let rows = rows
+            .into_iter()
+            .map(|(ts, r)| pb::AuditRow {
+                ts,
+                session_key: short(r.session_key),
+                agent: r.agent,
+                sender: short(r.sender),
+                tool: short(r.tool),
+                call_id: short(r.call_id),
+                args_hash: r.args_hash,
+                outcome: r.outcome,
+                duration_ms: r.duration_ms,
+                decided_by: short(r.decided_by),
+                detail: fit::text(r.detail, fit::NOTE_CHARS),
+            })
+            .collect();
+        let (rows, left_out) = fit::newest(rows, fit::REPLY_BYTES);
         Ok(Response::new(pb::AuditResponse {
-            rows: rows
-                .into_iter()
-                .map(|(ts, r)| pb::AuditRow {
-                    ts,
-                    session_key: r.session_key,
-                    agent: r.agent,
-                    sender: r.sender,
-                    tool: r.tool,
-                    call_id: r.call_id,
-                    args_hash: r.args_hash,
-                    outcome: r.outcome,
-                    duration_ms: r.duration_ms,
-                    decided_by: r.decided_by,
-                    detail: r.detail,
-                })
-                .collect(),
+            rows,
+            left_out: left_out as u32,
         }))
     }
 }

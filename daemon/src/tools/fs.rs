@@ -1,15 +1,21 @@
 //! File tools: `read`, `write`, `edit`, `ls`, `glob`, `grep`. Every path goes
-//! through [`confine`]; walks respect `.gitignore` and are capped so a huge
-//! tree cannot flood the model's context.
+//! through [`confine`], every file is opened through [`super::open`] (regular
+//! files only, never blocking, hard links refused unless allowed); `read`
+//! and `grep` stream files in bounded memory; walks respect `.gitignore`
+//! and are capped so a huge tree cannot flood the model's context.
 
 use std::io::Write;
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
+use super::lines::LineReader;
+use super::open::{MAX_CHANGE_BYTES, check_replaceable, open_regular, read_text, readable};
 use super::paths::{confine, display_relative};
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
+use crate::config::FsSettings;
 
 const FS: &[&str] = &["fs"];
 /// Lines `read` returns when no limit is given.
@@ -18,6 +24,13 @@ const DEFAULT_READ_LINES: usize = 2000;
 const MAX_LINE_CHARS: usize = 2000;
 /// Results `glob` and `grep` return at most.
 const MAX_MATCHES: usize = 500;
+/// Output `read` returns at least, even under a smaller result cap.
+const MIN_READ_OUTPUT: usize = 4096;
+/// Bytes of one line `grep` matches against; the rest of the line is skipped.
+const MAX_GREP_LINE_BYTES: usize = 64 * 1024;
+/// Bytes of one file `grep` searches (a log of gigabytes is not searched
+/// whole within a tool's time limit anyway).
+const MAX_GREP_FILE_BYTES: u64 = 64 << 20;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -148,50 +161,93 @@ async fn read(args: ReadArgs, ctx: ToolContext) -> ToolOutput {
         Ok(p) => p,
         Err(e) => return ToolOutput::error(e),
     };
-    let bytes = match tokio::fs::read(&path).await {
-        Ok(b) => b,
-        Err(e) => return ToolOutput::error(format!("cannot read `{}`: {e}", args.path)),
+    let window = Window {
+        start: args.offset.unwrap_or(1).max(1),
+        limit: args.limit.unwrap_or(DEFAULT_READ_LINES).max(1),
+        // Stopping where the result cap would cut anyway gives the model a
+        // clean place to go on from instead of a hole in the middle.
+        max_output: ctx.settings.max_result_chars.max(MIN_READ_OUTPUT),
     };
-    if bytes.iter().take(8192).any(|&b| b == 0) {
-        return ToolOutput::error(format!(
-            "`{}` is a binary file ({} bytes); read only reads text",
-            args.path,
-            bytes.len()
+    let fs = ctx.settings.fs;
+    let cancel = ctx.cancel.clone();
+    let shown = args.path;
+    match tokio::task::spawn_blocking(move || read_window(&path, &shown, fs, window, &cancel)).await
+    {
+        Ok(Ok(text)) => ToolOutput::ok(text),
+        Ok(Err(e)) => ToolOutput::error(e),
+        Err(e) => ToolOutput::error(format!("read failed: {e}")),
+    }
+}
+
+/// Which lines `read` returns.
+#[derive(Clone, Copy)]
+struct Window {
+    /// First line (1-based).
+    start: usize,
+    limit: usize,
+    /// Bytes of output after which no further line is added.
+    max_output: usize,
+}
+
+/// Streams the file to the lines asked for: nothing before them is kept,
+/// nothing after them is read (but one line, to tell whether more follow).
+fn read_window(
+    path: &Path,
+    shown: &str,
+    fs: FsSettings,
+    w: Window,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let file = open_regular(path, shown, fs)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let failed = |e: std::io::Error| format!("cannot read `{shown}`: {e}");
+    let mut lines = LineReader::new(file, MAX_LINE_CHARS * 4, cancel.clone());
+    if lines.looks_binary().map_err(failed)? {
+        return Err(format!(
+            "`{shown}` is a binary file ({size} bytes); read only reads text"
         ));
     }
-    let text = String::from_utf8_lossy(&bytes);
-    let start = args.offset.unwrap_or(1).max(1);
-    let limit = args.limit.unwrap_or(DEFAULT_READ_LINES).max(1);
-    let total = text.lines().count();
     let mut out = String::new();
-    for (n, line) in text.lines().enumerate().skip(start - 1).take(limit) {
-        let line = if line.chars().count() > MAX_LINE_CHARS {
-            format!(
-                "{}… [line cut]",
-                line.chars().take(MAX_LINE_CHARS).collect::<String>()
-            )
+    let mut seen = 0usize;
+    let mut more = false;
+    while let Some(line) = lines.next_line().map_err(failed)? {
+        seen += 1;
+        if seen < w.start {
+            continue;
+        }
+        let text = String::from_utf8_lossy(line.bytes);
+        let entry = if line.cut || text.chars().count() > MAX_LINE_CHARS {
+            let kept: String = text.chars().take(MAX_LINE_CHARS).collect();
+            format!("{seen:>6}\t{kept}… [line cut]\n")
         } else {
-            line.to_string()
+            format!("{seen:>6}\t{text}\n")
         };
-        out.push_str(&format!("{:>6}\t{line}\n", n + 1));
+        if seen >= w.start + w.limit || (!out.is_empty() && out.len() + entry.len() > w.max_output)
+        {
+            seen -= 1;
+            more = true;
+            break;
+        }
+        out.push_str(&entry);
     }
-    if total == 0 {
-        return ToolOutput::ok(format!("`{}` is empty", args.path));
+    if seen == 0 {
+        return Ok(format!("`{shown}` is empty"));
     }
-    if start > total {
-        return ToolOutput::error(format!(
-            "offset {start} is past the end of `{}` ({total} lines)",
-            args.path
+    if w.start > seen {
+        return Err(format!(
+            "offset {} is past the end of `{shown}` ({seen} lines)",
+            w.start
         ));
     }
-    let last = (start - 1 + limit).min(total);
-    if last < total {
+    if more {
         out.push_str(&format!(
-            "[lines {start}-{last} of {total}; use offset={} to read on]\n",
-            last + 1
+            "[lines {}-{seen} of a {size}-byte file, {} bytes read so far; use offset={} to read on]\n",
+            w.start,
+            lines.consumed,
+            seen + 1
         ));
     }
-    ToolOutput::ok(out)
+    Ok(out)
 }
 
 async fn write(args: WriteArgs, ctx: ToolContext) -> ToolOutput {
@@ -200,9 +256,17 @@ async fn write(args: WriteArgs, ctx: ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(e),
     };
     let len = args.content.len();
-    match tokio::task::spawn_blocking(move || write_atomic(&path, args.content.as_bytes())).await {
+    let fs = ctx.settings.fs;
+    let shown = args.path.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        check_replaceable(&path, &shown, fs)?;
+        write_atomic(&path, args.content.as_bytes())
+            .map_err(|e| format!("cannot write `{shown}`: {e}"))
+    })
+    .await;
+    match result {
         Ok(Ok(())) => ToolOutput::ok(format!("wrote {len} bytes to `{}`", args.path)),
-        Ok(Err(e)) => ToolOutput::error(format!("cannot write `{}`: {e}", args.path)),
+        Ok(Err(e)) => ToolOutput::error(e),
         Err(e) => ToolOutput::error(format!("cannot write `{}`: {e}", args.path)),
     }
 }
@@ -238,31 +302,36 @@ async fn edit(args: EditArgs, ctx: ToolContext) -> ToolOutput {
             "old_string is empty; give the exact text to replace (use write to create a file)",
         );
     }
-    let text = match tokio::fs::read_to_string(&path).await {
-        Ok(t) => t,
-        Err(e) => return ToolOutput::error(format!("cannot read `{}`: {e}", args.path)),
-    };
+    let fs = ctx.settings.fs;
+    match tokio::task::spawn_blocking(move || replace_in(&path, &args, fs)).await {
+        Ok(Ok(done)) => ToolOutput::ok(done),
+        Ok(Err(e)) => ToolOutput::error(e),
+        Err(e) => ToolOutput::error(format!("edit failed: {e}")),
+    }
+}
+
+/// The edit itself, on the blocking pool: read, replace, write back.
+fn replace_in(path: &Path, args: &EditArgs, fs: FsSettings) -> Result<String, String> {
+    let text = read_text(path, &args.path, fs, MAX_CHANGE_BYTES)?;
     let count = text.matches(&args.old_string).count();
     let new_text = match (count, args.replace_all) {
         (0, _) => {
-            return ToolOutput::error(format!(
+            return Err(format!(
                 "old_string was not found in `{}`; read the file and copy the text exactly (whitespace included)",
                 args.path
             ));
         }
         (1, _) | (_, true) => text.replace(&args.old_string, &args.new_string),
         (n, false) => {
-            return ToolOutput::error(format!(
+            return Err(format!(
                 "old_string occurs {n} times in `{}`; include more surrounding text so it is unique, or set replace_all",
                 args.path
             ));
         }
     };
-    match tokio::task::spawn_blocking(move || write_atomic(&path, new_text.as_bytes())).await {
-        Ok(Ok(())) => ToolOutput::ok(format!("replaced {count} occurrence(s) in `{}`", args.path)),
-        Ok(Err(e)) => ToolOutput::error(format!("cannot write `{}`: {e}", args.path)),
-        Err(e) => ToolOutput::error(format!("cannot write `{}`: {e}", args.path)),
-    }
+    write_atomic(path, new_text.as_bytes())
+        .map_err(|e| format!("cannot write `{}`: {e}", args.path))?;
+    Ok(format!("replaced {count} occurrence(s) in `{}`", args.path))
 }
 
 async fn ls(args: LsArgs, ctx: ToolContext) -> ToolOutput {
@@ -355,7 +424,7 @@ async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
         Ok(p) => p,
         Err(e) => return ToolOutput::error(e),
     };
-    let regex = match regex::RegexBuilder::new(&args.pattern)
+    let regex = match regex::bytes::RegexBuilder::new(&args.pattern)
         .case_insensitive(args.ignore_case)
         .size_limit(1 << 20)
         .build()
@@ -369,18 +438,22 @@ async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
         None => None,
     };
     let root = ctx.workspace.clone();
+    let fs = ctx.settings.fs;
     let result = tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        let mut truncated = false;
-        'walk: for entry in ignore::WalkBuilder::new(&base)
+        let mut found = Found::default();
+        for entry in ignore::WalkBuilder::new(&base)
             .hidden(false)
             .build()
             .flatten()
         {
-            if ctx.cancel.is_cancelled() {
+            if ctx.cancel.is_cancelled() || found.truncated {
                 break;
             }
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
+            // The walk does not follow symlinks: this is the entry itself.
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if !meta.file_type().is_file() {
                 continue;
             }
             if let Some(f) = &filter
@@ -389,44 +462,110 @@ async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
             {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(entry.path()) else {
+            if !readable(&meta, fs) {
+                found.hard_linked += 1;
+                continue;
+            }
+            let shown = display_relative(&root, entry.path());
+            // Opened like `read` opens: a file swapped for a FIFO since the
+            // walk saw it is refused, not waited on.
+            let Ok(file) = open_regular(entry.path(), &shown, fs) else {
                 continue;
             };
-            if bytes.iter().take(8192).any(|&b| b == 0) {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            let shown = display_relative(&root, entry.path());
-            for (n, line) in text.lines().enumerate() {
-                if regex.is_match(line) {
-                    if out.len() >= MAX_MATCHES {
-                        truncated = true;
-                        break 'walk;
-                    }
-                    out.push(format!(
-                        "{shown}:{}: {}",
-                        n + 1,
-                        crate::util::preview(line.trim_end(), 300)
-                    ));
-                }
-            }
+            search_file(file, &shown, &regex, &ctx.cancel, &mut found);
         }
-        (out, truncated)
+        found
     })
     .await;
     match result {
-        Ok((lines, _)) if lines.is_empty() => {
-            ToolOutput::ok(format!("no matches for `{}`", args.pattern))
-        }
-        Ok((lines, truncated)) => {
-            let mut out = lines.join("\n");
-            if truncated {
-                out.push_str(&format!(
-                    "\n[stopped at {MAX_MATCHES} matches; narrow the search]"
-                ));
-            }
-            ToolOutput::ok(out)
-        }
+        Ok(found) => found.report(&args.pattern),
         Err(e) => ToolOutput::error(format!("grep failed: {e}")),
+    }
+}
+
+/// What grep found, and what it left out.
+#[derive(Default)]
+struct Found {
+    lines: Vec<String>,
+    truncated: bool,
+    /// Files skipped because they have several hard links.
+    hard_linked: usize,
+    /// Files read only up to [`MAX_GREP_FILE_BYTES`].
+    stopped_in: Vec<String>,
+}
+
+impl Found {
+    fn report(self, pattern: &str) -> ToolOutput {
+        let mut notes = Vec::new();
+        if self.truncated {
+            notes.push(format!(
+                "[stopped at {MAX_MATCHES} matches; narrow the search]"
+            ));
+        }
+        if !self.stopped_in.is_empty() {
+            notes.push(format!(
+                "[searched only the first {} MiB of {}]",
+                MAX_GREP_FILE_BYTES >> 20,
+                self.stopped_in.join(", ")
+            ));
+        }
+        if self.hard_linked > 0 {
+            notes.push(format!(
+                "[skipped {} file(s) with several hard links; [tools.fs] allow_hard_links lets file tools read them]",
+                self.hard_linked
+            ));
+        }
+        let mut out = if self.lines.is_empty() {
+            format!("no matches for `{pattern}`")
+        } else {
+            self.lines.join("\n")
+        };
+        for note in notes {
+            out.push('\n');
+            out.push_str(&note);
+        }
+        ToolOutput::ok(out)
+    }
+}
+
+/// Searches one file line by line, in bounded memory and time: binary
+/// files (a NUL early on, or later: the rest is not text) and the bytes
+/// past [`MAX_GREP_FILE_BYTES`] are skipped.
+fn search_file(
+    file: std::fs::File,
+    shown: &str,
+    regex: &regex::bytes::Regex,
+    cancel: &CancellationToken,
+    found: &mut Found,
+) {
+    use std::io::Read;
+    let mut lines = LineReader::new(
+        file.take(MAX_GREP_FILE_BYTES),
+        MAX_GREP_LINE_BYTES,
+        cancel.clone(),
+    );
+    if lines.looks_binary().unwrap_or(true) {
+        return;
+    }
+    let mut n = 0usize;
+    while let Ok(Some(line)) = lines.next_line() {
+        n += 1;
+        if line.bytes.contains(&0) {
+            return;
+        }
+        if regex.is_match(line.bytes) {
+            if found.lines.len() >= MAX_MATCHES {
+                found.truncated = true;
+                return;
+            }
+            let text = String::from_utf8_lossy(line.bytes);
+            found.lines.push(format!(
+                "{shown}:{n}: {}",
+                crate::util::preview(text.trim_end(), 300)
+            ));
+        }
+    }
+    if lines.consumed >= MAX_GREP_FILE_BYTES {
+        found.stopped_in.push(shown.to_string());
     }
 }

@@ -2,17 +2,23 @@
 //! (derived from its Rust argument type, or given by an MCP server); the
 //! [`registry`] holds them; the [`policy`] pipeline decides which an agent,
 //! chat and sender are offered; [`paths`] confines file tools to the
-//! workspace; [`fs`] and [`exec`] are core tools.
+//! workspace and [`open`] the files in it; [`fs`] and [`exec`] are core
+//! tools.
 
 pub mod address;
 pub mod approvals;
+pub mod arguments;
 pub mod exec;
 pub mod fs;
+#[cfg(test)]
+mod fs_tests;
 pub mod hooks;
 pub mod jobs;
+pub mod lines;
 pub mod loops;
 pub mod mcp;
 pub mod memory;
+pub mod open;
 pub mod origin;
 pub mod patch;
 pub mod paths;

@@ -25,8 +25,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::fs::write_atomic;
+use super::open::{MAX_CHANGE_BYTES, check_replaceable, read_text};
 use super::paths::confine;
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
+use crate::config::FsSettings;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -188,6 +190,10 @@ fn find(lines: &[String], needle: &[String], from: usize) -> Option<usize> {
     if needle.is_empty() {
         return Some(lines.len());
     }
+    if needle.len() > lines.len() {
+        // Also keeps the range below from starting at 0 over an empty file.
+        return None;
+    }
     let tries: [fn(&str) -> &str; 3] = [|s| s, str::trim_end, str::trim];
     for norm in tries {
         let found = (from..=lines.len().saturating_sub(needle.len())).find(|&start| {
@@ -242,7 +248,9 @@ enum Change {
     Remove(PathBuf),
 }
 
-fn plan(root: &Path, ops: &[Op]) -> Result<(Vec<Change>, Vec<String>), String> {
+/// Every change the patch makes, checked against the disk; nothing is
+/// written yet. Files are opened as every file tool opens them.
+fn plan(root: &Path, ops: &[Op], fs: FsSettings) -> Result<(Vec<Change>, Vec<String>), String> {
     let mut changes = Vec::new();
     let mut summary = Vec::new();
     for op in ops {
@@ -262,6 +270,7 @@ fn plan(root: &Path, ops: &[Op]) -> Result<(Vec<Change>, Vec<String>), String> {
                 if !p.is_file() {
                     return Err(format!("`{path}` is not a file in the workspace"));
                 }
+                check_replaceable(&p, path, fs)?;
                 changes.push(Change::Remove(p));
                 summary.push(format!("deleted {path}"));
             }
@@ -271,12 +280,12 @@ fn plan(root: &Path, ops: &[Op]) -> Result<(Vec<Change>, Vec<String>), String> {
                 hunks,
             } => {
                 let p = confine(root, path)?;
-                let text = std::fs::read_to_string(&p)
-                    .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+                let text = read_text(&p, path, fs, MAX_CHANGE_BYTES)?;
                 let updated = apply_hunks(&text, hunks, path)?;
                 match move_to {
                     Some(to) => {
                         let target = confine(root, to)?;
+                        check_replaceable(&target, to, fs)?;
                         changes.push(Change::Write(target, updated));
                         changes.push(Change::Remove(p));
                         summary.push(format!("updated {path} and moved it to {to}"));
@@ -298,8 +307,9 @@ async fn apply_patch(args: ApplyPatchArgs, ctx: ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(format!("the patch cannot be read: {e}")),
     };
     let root = ctx.workspace.clone();
+    let fs = ctx.settings.fs;
     let result = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
-        let (changes, summary) = plan(&root, &ops)?;
+        let (changes, summary) = plan(&root, &ops, fs)?;
         for change in changes {
             match change {
                 Change::Write(p, content) => write_atomic(&p, content.as_bytes())
@@ -385,5 +395,16 @@ mod tests {
                 .unwrap_err()
                 .contains("not in the file")
         );
+    }
+
+    #[test]
+    fn a_hunk_against_an_empty_file_is_an_error_not_a_panic() {
+        let hunks = vec![Hunk {
+            anchor: None,
+            old: vec!["a".into()],
+            new: vec!["b".into()],
+        }];
+        let e = apply_hunks("", &hunks, "empty.txt").unwrap_err();
+        assert!(e.contains("not in the file"), "{e}");
     }
 }

@@ -1,5 +1,5 @@
 //! Around every tool call (SPEC §8.4), in order: policy (is the tool
-//! offered here?), argument validation, loop detection, `before_tool_call`
+//! offered here?), argument size and validation, loop detection, `before_tool_call`
 //! hooks, the owner's approval for `ask` tools, execution with the abort
 //! signal and a time limit,
 //! `after_tool_call` hooks, secret redaction, the result cap, and one row
@@ -130,7 +130,12 @@ impl CallEnv<'_> {
                 "workspace".into(),
             );
         }
-        // 2. Arguments: parsed, aliases fixed, validated.
+        // 2. Arguments: not too large, parsed, aliases fixed, validated.
+        if let Some(why) =
+            super::arguments::refusal(name, raw_arguments, self.settings.max_argument_chars)
+        {
+            return (done(ToolOutput::error(why), "error"), "validation".into());
+        }
         let mut args = match tool.prepare(raw_arguments) {
             Ok(a) => a,
             Err(e) => return (done(e, "error"), "validation".into()),

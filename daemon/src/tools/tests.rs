@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::{ToolContext, ToolOutput, ToolRegistry};
 use crate::config::ToolSettings;
 
-fn ctx(dir: &std::path::Path) -> ToolContext {
+pub(super) fn ctx(dir: &std::path::Path) -> ToolContext {
     ToolContext {
         agent: "main".into(),
         session_key: "agent:main:main".into(),
@@ -25,6 +25,8 @@ fn ctx(dir: &std::path::Path) -> ToolContext {
             exec_max_output_chars: 300,
             exec_sandbox: Default::default(),
             max_result_chars: 40_000,
+            max_argument_chars: 200_000,
+            fs: Default::default(),
             max_rollbacks: 5,
             refusal_keywords: Vec::new(),
             loops: crate::config::LoopSettings {

@@ -28,8 +28,10 @@ pub struct SessionStatus {
 #[derive(Debug)]
 pub struct SessionHistory {
     pub status: SessionStatus,
-    /// The newest entries (all when no limit was asked for).
+    /// The newest entries asked for (all when no limit was asked for).
     pub entries: Vec<Entry>,
+    /// The position of the first of them in the transcript.
+    pub first_index: u64,
     /// A torn last line (a crash mid-write) was found and ignored.
     pub recovered_torn_line: bool,
 }
@@ -95,18 +97,29 @@ impl Hub {
         }
     }
 
-    /// The transcript as recorded on disk; `limit` newest entries (0: all).
-    pub async fn history(&self, row: SessionRow, limit: usize) -> Result<SessionHistory, HubError> {
+    /// The transcript as recorded on disk: the `limit` newest entries (0:
+    /// all) before position `before` (0: up to the newest).
+    pub async fn history(
+        &self,
+        row: SessionRow,
+        limit: usize,
+        before: usize,
+    ) -> Result<SessionHistory, HubError> {
         let path = self.transcript_path(&row);
         let (entries, recovery) = tokio::task::spawn_blocking(move || Transcript::read(&path))
             .await
             .map_err(|e| HubError::Transcript(std::io::Error::other(e)))?
             .map_err(HubError::Transcript)?;
         let total = entries.len();
-        let skip = if limit == 0 {
+        let end = if before == 0 {
+            total
+        } else {
+            before.min(total)
+        };
+        let start = if limit == 0 {
             0
         } else {
-            total.saturating_sub(limit)
+            end.saturating_sub(limit)
         };
         Ok(SessionHistory {
             status: SessionStatus {
@@ -114,7 +127,8 @@ impl Hub {
                 row,
                 entries: total as u64,
             },
-            entries: entries.into_iter().skip(skip).collect(),
+            entries: entries.into_iter().skip(start).take(end - start).collect(),
+            first_index: start as u64,
             recovered_torn_line: recovery.torn_tail,
         })
     }

@@ -1,0 +1,139 @@
+//! How the file tools open workspace files. [`confine`](super::paths::confine)
+//! checks a path's *name*; this checks the *file* the name leads to, so a
+//! hostile model cannot turn a confined name into something else:
+//!
+//! - only regular files: a FIFO would block `open()` or a read until
+//!   someone writes it (a thread stuck past every timeout, and a shutdown
+//!   that waits for it), and a device or socket is no text to read. The
+//!   type is checked with `lstat` before opening, and again with `fstat`
+//!   on the descriptor, opened with `O_NONBLOCK` (so even a FIFO swapped in
+//!   between returns at once) and `O_NOFOLLOW` (so a symlink swapped in
+//!   after `confine` is not followed);
+//! - no hard links unless `[tools.fs] allow_hard_links`: another name of
+//!   the same file may be outside the workspace, where `confine` cannot
+//!   see it, and reading or writing the workspace's name would read or
+//!   change that file.
+
+use std::fs::{File, FileType, Metadata, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use crate::config::FsSettings;
+
+/// Size of the largest file `edit` and `apply_patch` change: they hold it
+/// in memory, twice.
+pub const MAX_CHANGE_BYTES: u64 = 16 << 20;
+
+/// Opens the confined `path` for reading; `shown` is the path as the model
+/// wrote it, for the refusal.
+pub fn open_regular(path: &Path, shown: &str, fs: FsSettings) -> Result<File, String> {
+    let before = std::fs::symlink_metadata(path).map_err(|e| cannot_read(shown, &e))?;
+    check(&before, shown, fs)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => {
+                format!(
+                    "`{shown}` became a symbolic link while it was being opened; it was not read"
+                )
+            }
+            _ => cannot_read(shown, &e),
+        })?;
+    let opened = file.metadata().map_err(|e| cannot_read(shown, &e))?;
+    check(&opened, shown, fs)?;
+    if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) {
+        return Err(format!(
+            "`{shown}` was replaced while it was being opened; it was not read"
+        ));
+    }
+    Ok(file)
+}
+
+/// Reads a whole text file of at most `max_bytes` (edit and apply_patch
+/// change files in memory, so their size is bounded).
+pub fn read_text(
+    path: &Path,
+    shown: &str,
+    fs: FsSettings,
+    max_bytes: u64,
+) -> Result<String, String> {
+    let file = open_regular(path, shown, fs)?;
+    let len = file.metadata().map_err(|e| cannot_read(shown, &e))?.len();
+    if len > max_bytes {
+        return Err(too_big(shown, len, max_bytes));
+    }
+    let mut bytes = Vec::new();
+    // `take`: the file may grow after the size was read.
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| cannot_read(shown, &e))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_big(shown, bytes.len() as u64, max_bytes));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| format!("`{shown}` is not UTF-8 text; it can only be changed with exec"))
+}
+
+/// Checks that writing `path` (by replacing it) is allowed: nothing there
+/// yet, or a regular file with one link.
+pub fn check_replaceable(path: &Path, shown: &str, fs: FsSettings) -> Result<(), String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => check(&meta, shown, fs),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot write `{shown}`: {e}")),
+    }
+}
+
+/// Whether a file the walk found may be read: a regular file, and not
+/// hard-linked unless allowed (grep skips the others).
+pub fn readable(meta: &Metadata, fs: FsSettings) -> bool {
+    meta.file_type().is_file() && (meta.nlink() <= 1 || fs.allow_hard_links)
+}
+
+/// The refusal for anything but a regular file with one link (or more,
+/// when allowed), as a sentence for the model.
+fn check(meta: &Metadata, shown: &str, fs: FsSettings) -> Result<(), String> {
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        return Err(format!(
+            "`{shown}` is {}, not a regular file; file tools only open regular files",
+            describe(kind)
+        ));
+    }
+    if meta.nlink() > 1 && !fs.allow_hard_links {
+        return Err(format!(
+            "`{shown}` has {} hard links: another name of the same file may be outside the workspace, so file tools neither read nor write it (the owner can allow hard-linked files with [tools.fs] allow_hard_links = true)",
+            meta.nlink()
+        ));
+    }
+    Ok(())
+}
+
+fn describe(kind: FileType) -> &'static str {
+    if kind.is_dir() {
+        "a folder"
+    } else if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a special file"
+    }
+}
+
+fn cannot_read(shown: &str, e: &std::io::Error) -> String {
+    format!("cannot read `{shown}`: {e}")
+}
+
+fn too_big(shown: &str, len: u64, max: u64) -> String {
+    format!(
+        "`{shown}` is {len} bytes; edit and apply_patch change files of up to {max} bytes (use exec for larger ones)"
+    )
+}
