@@ -37,6 +37,7 @@ mod rules;
 #[cfg(target_os = "linux")]
 mod seccomp;
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::config::{ExecSandboxMode, ExecSandboxSettings};
@@ -201,7 +202,11 @@ impl Sandbox {
             })
             .collect();
         let dir = root.path().join(safe);
-        std::fs::create_dir_all(&dir)
+        // 0700 all the way down, even if a cleaner removed the root.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
             .map_err(|e| format!("cannot make the temp folder {}: {e}", dir.display()))?;
         Ok(dir)
     }
@@ -241,6 +246,79 @@ mod tests {
         make_daemon_undumpable();
         // SAFETY: PR_GET_DUMPABLE only reads a process flag.
         assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }, 0);
+    }
+
+    /// The launcher's command line: the workspace and the temp folder
+    /// writable, `PINCER_HOME` nowhere, the program after `--`; bare where
+    /// the settings say off.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_sandboxed_command_is_the_launcher_with_the_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("home"));
+        let ws = dir.path().join("home/workspace");
+        std::fs::create_dir_all(home.secrets_dir()).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        let sandbox = Sandbox {
+            support: Support::Available { landlock_abi: 7 },
+            ..Sandbox::new(&home)
+        };
+        let jail = Jail {
+            write: vec![ws.clone()],
+            tmp_name: "main",
+        };
+        let settings = ExecSandboxSettings {
+            network: false,
+            ..Default::default()
+        };
+        let cmd = sandbox.command(&settings, &jail, "sh").unwrap();
+        let std = cmd.as_std();
+        assert_eq!(std.get_program(), "/proc/self/exe");
+        let args: Vec<String> = std
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args[0], SUBCOMMAND);
+        let ws = std::fs::canonicalize(&ws).unwrap();
+        let home_root = std::fs::canonicalize(home.root()).unwrap();
+        let pairs: Vec<(&str, &str)> = args[1..]
+            .chunks(2)
+            .take_while(|c| c[0] != "--no-network" && c[0] != "--")
+            .map(|c| (c[0].as_str(), c[1].as_str()))
+            .collect();
+        assert!(
+            pairs.contains(&("--write", ws.to_str().unwrap())),
+            "{args:?}"
+        );
+        assert!(pairs.contains(&("--read", "/usr")), "{args:?}");
+        assert!(
+            !pairs
+                .iter()
+                .any(|(_, p)| std::path::Path::new(p) == home_root
+                    || std::path::Path::new(p).starts_with(home_root.join("secrets"))),
+            "{args:?}"
+        );
+        assert!(
+            args.ends_with(&["--no-network".into(), "--".into(), "sh".into()]),
+            "{args:?}"
+        );
+        let tmp = std
+            .get_envs()
+            .find(|(k, _)| *k == "TMPDIR")
+            .and_then(|(_, v)| v)
+            .unwrap();
+        assert!(
+            pairs.contains(&("--write", tmp.to_str().unwrap())),
+            "{args:?}"
+        );
+
+        let off = ExecSandboxSettings {
+            mode: ExecSandboxMode::Off,
+            ..Default::default()
+        };
+        let bare = sandbox.command(&off, &jail, "sh").unwrap();
+        assert_eq!(bare.as_std().get_program(), "sh");
+        assert_eq!(bare.as_std().get_args().count(), 0);
     }
 
     #[test]
