@@ -356,3 +356,49 @@ async fn a_transcript_and_prompt_written_before_the_caps_stay_readable() {
         &text[text.len().saturating_sub(500)..]
     );
 }
+
+/// `web_fetch` does not go through `HTTP(S)_PROXY` unless the config says
+/// so: a proxy resolves names itself, so the address the SSRF check
+/// vetted would not be the one fetched. With a dead proxy in the
+/// environment the fetch still reaches the host; with `use_env_proxy`
+/// it goes to the proxy and fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn web_fetch_ignores_environment_proxies_unless_told() {
+    for (use_proxy, fetched) in [(false, true), (true, false)] {
+        let llm = ScriptedLlm::start().await.expect("scripted llm");
+        let home = TestHome::new();
+        home.write_config(&format!(
+            "{}\n[tools.web_fetch]\nallow_private = true\nuse_env_proxy = {use_proxy}\n",
+            pincer_testkit::harness::provider_config(
+                "openai",
+                &format!("{}/v1", llm.base_url()),
+                ""
+            )
+        ));
+        // By name: NO_PROXY below exempts the provider's address only.
+        let target = format!("{}/some/page", llm.base_url()).replace("127.0.0.1", "localhost");
+        llm.script(
+            "[proxy]",
+            vec![
+                Step::tool("web_fetch", json!({"url": target})),
+                Step::text("done"),
+            ],
+        );
+        // Port 9 (discard) on loopback: nothing listens, a proxy there
+        // refuses every connection. The model's own calls (providers do
+        // use the environment's proxy) are exempted by NO_PROXY.
+        let _d = home.start_with_env(&[
+            ("HTTP_PROXY", "http://127.0.0.1:9"),
+            ("http_proxy", "http://127.0.0.1:9"),
+            ("NO_PROXY", "127.0.0.1"),
+            ("no_proxy", "127.0.0.1"),
+        ]);
+        home.cli(&["send", "[proxy] fetch it"]).await;
+        let result = pincer_testkit::requests::tool_results(&llm.journal()[1]).join("\n");
+        assert_eq!(
+            !result.contains("cannot fetch"),
+            fetched,
+            "use_env_proxy = {use_proxy}: {result}"
+        );
+    }
+}

@@ -302,6 +302,7 @@ pub struct SubagentsSection {
 #[serde(deny_unknown_fields)]
 pub struct WebFetchSection {
     pub allow_private: Option<bool>,
+    pub use_env_proxy: Option<bool>,
     #[serde(default)]
     pub allow_hosts: Vec<String>,
 }

@@ -310,6 +310,10 @@ pub struct WebFetchSettings {
     pub allow_private: bool,
     /// Hosts reachable even when they resolve to private addresses.
     pub allow_hosts: Vec<String>,
+    /// Go through `HTTP(S)_PROXY` from the environment. Off by default:
+    /// a proxy resolves names itself, so the address checked is not
+    /// necessarily the one fetched.
+    pub use_env_proxy: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

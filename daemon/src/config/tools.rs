@@ -150,6 +150,7 @@ pub(super) fn tool_settings(
         web_fetch: WebFetchSettings {
             allow_private: file.tools.web_fetch.allow_private.unwrap_or(false),
             allow_hosts: file.tools.web_fetch.allow_hosts.clone(),
+            use_env_proxy: file.tools.web_fetch.use_env_proxy.unwrap_or(false),
         },
     })
 }

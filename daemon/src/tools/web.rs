@@ -94,7 +94,13 @@ async fn web_fetch(args: WebFetchArgs, ctx: ToolContext) -> ToolOutput {
             Err(e) => return ToolOutput::error(e),
         };
         let host = url.host_str().unwrap_or_default().to_string();
-        let client = match reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if !settings.use_env_proxy {
+            // A proxy would resolve the name itself: the address vetted
+            // above would not be the one fetched (DNS rebinding).
+            builder = builder.no_proxy();
+        }
+        let client = match builder
             .redirect(reqwest::redirect::Policy::none())
             .timeout(TIMEOUT)
             .resolve(&host, addr)
