@@ -407,6 +407,7 @@ fn web_ctx(dir: &std::path::Path, allow_private: bool, hosts: &[&str]) -> ToolCo
     settings.web_fetch = crate::config::WebFetchSettings {
         allow_private,
         allow_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        use_env_proxy: false,
     };
     c.settings = Arc::new(settings);
     c
