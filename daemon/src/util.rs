@@ -1,4 +1,5 @@
-//! Small helpers shared across modules: time stamps and text capping.
+//! Small helpers shared across modules: time stamps, text capping, and
+//! reading a file that must be a regular one.
 
 /// The current time as RFC 3339 (UTC).
 pub fn now_rfc3339() -> String {
@@ -56,6 +57,25 @@ pub fn preview(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// The bytes of the regular file at `path`, at most `max_bytes` of them.
+/// Opened without blocking and checked on the descriptor, so a FIFO or
+/// device put where a file was expected (even between a check and the
+/// read) is refused at once instead of blocking the caller.
+pub fn read_regular(path: &std::path::Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +113,20 @@ mod tests {
         let capped = cap_head_tail(&text, 30);
         assert!(capped.contains("470 characters omitted"));
         assert_eq!(preview("数据库", 2), "数据…");
+    }
+
+    #[test]
+    fn read_regular_refuses_a_fifo_at_once_and_caps_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("AGENTS.md");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let started = std::time::Instant::now();
+        assert!(read_regular(&fifo, 100).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        let file = dir.path().join("a.md");
+        std::fs::write(&file, "0123456789").unwrap();
+        assert_eq!(read_regular(&file, 4).unwrap(), b"0123");
     }
 }

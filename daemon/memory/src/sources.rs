@@ -172,7 +172,20 @@ pub const OUTSIDE: &str = "it is a link to a file outside the workspace";
 
 /// Markdown as is, a transcript as one `role: text` line per message line.
 fn read_text(file: &SourceFile) -> std::io::Result<String> {
-    let raw = std::fs::read(&file.abs)?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Without blocking, and checked on the descriptor: a FIFO swapped in
+    // for a note after the walk saw a file is refused, not waited on; and
+    // no more than the size limit is read whatever the file grew to.
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&file.abs)?;
+    if !handle.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut raw = Vec::new();
+    handle.take(MAX_FILE_BYTES).read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     Ok(match file.kind {
         SourceKind::Sessions => transcript_text(&text),

@@ -38,6 +38,9 @@ pub struct Trimmed {
     pub cap: usize,
 }
 
+/// Bytes of a bootstrap file read at most (far above any cap in chars).
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
 /// Which files to read and how much of them.
 #[derive(Debug, Clone, Copy)]
 pub struct Caps {
@@ -63,7 +66,9 @@ pub fn load(workspace: &Path, names: &[&str], caps: Caps) -> Vec<BootstrapFile> 
         if !meta.is_file() {
             continue;
         }
-        let Ok(bytes) = std::fs::read(&path) else {
+        // A FIFO swapped in after the check is refused, not waited on; a
+        // file of gigabytes is read no further than MAX_FILE_BYTES.
+        let Ok(bytes) = crate::util::read_regular(&path, MAX_FILE_BYTES) else {
             continue;
         };
         let text = String::from_utf8_lossy(&bytes);

@@ -25,6 +25,9 @@ pub struct Skill {
     pub problem: Option<String>,
 }
 
+/// Bytes of a `SKILL.md` read at most (only its front matter is used).
+const MAX_SKILL_BYTES: u64 = 1 << 20;
+
 /// The skills of a workspace, sorted by folder name. Folders without a
 /// `SKILL.md` are ignored; links are not followed.
 pub fn discover(workspace: &Path) -> Vec<Skill> {
@@ -43,7 +46,10 @@ pub fn discover(workspace: &Path) -> Vec<Skill> {
         if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Ok(bytes) = crate::util::read_regular(&path, MAX_SKILL_BYTES) else {
+            continue;
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
             continue;
         };
         out.push(parse(&folder, &text));
