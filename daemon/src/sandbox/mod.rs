@@ -17,11 +17,11 @@
 //!   command can reach pincerd's socket (Landlock before ABI 9 does not
 //!   cover `connect()` to a path) nor any other local daemon that acts
 //!   for the user (systemd's bus, ssh-agent, docker); no io_uring (it
-//!   would bypass the socket rule); no network sockets when
+//!   would bypass the socket rule); no sockets at all when
 //!   `network = false`.
-//! - **No privileges**: `no_new_privs`, and every capability dropped from
-//!   the bounding set, so a daemon running as root starts commands that
-//!   keep root's uid but none of its powers.
+//! - **No privileges**: `no_new_privs`, and every capability dropped (the
+//!   bounding, ambient and own sets), so a daemon running as root starts
+//!   commands that keep root's uid but none of its powers.
 //!
 //! Whether the kernel offers this is probed once ([`probe`]); what happens
 //! where it does not follows `tools.exec.sandbox` (`auto`: run and say so;
