@@ -1,0 +1,13 @@
+//! The channel layer (SPEC §11): what every chat bridge shares, whatever
+//! the platform. A bridge (Telegram, Discord: crates of their own) turns
+//! platform events into an [`Inbound`] message and delivers replies within
+//! the platform's [`Capabilities`]; everything between — who may talk to
+//! the agent, which messages were already handled, how a long answer is
+//! cut — is decided here once, so both bridges behave the same.
+//!
+//! This crate knows no platform and nothing of the daemon: the daemon
+//! reaches it (and it the daemon) through narrow seams.
+
+pub mod message;
+
+pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
