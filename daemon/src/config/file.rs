@@ -27,6 +27,20 @@ pub struct ConfigFile {
     pub memory: MemorySection,
     #[serde(default)]
     pub context: ContextSection,
+    /// Which agent answers which chats (SPEC §11).
+    #[serde(default)]
+    pub bindings: Vec<Spanned<BindingSection>>,
+}
+
+/// One `[[bindings]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BindingSection {
+    pub channel: Spanned<String>,
+    pub account: Option<String>,
+    pub group: Option<String>,
+    pub peer: Option<String>,
+    pub agent: Spanned<String>,
 }
 
 /// `[context]`: bootstrap caps, the history guard and compaction (SPEC §9).

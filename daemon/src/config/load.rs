@@ -150,6 +150,7 @@ fn resolve(
     tools
         .hooks
         .extend(plugins.plugins.iter().flat_map(|p| p.hooks.clone()));
+    let bindings = super::bindings::parse(&loc, &file, &agents)?;
     Ok(Config {
         source: path.map(Path::to_path_buf),
         daemon,
@@ -167,8 +168,7 @@ fn resolve(
         plugins: plugins.plugins,
         plugin_problems: plugins.problems,
         provider_problem,
-        // `[[bindings]]` are parsed with the channels (the bridges).
-        bindings: Vec::new(),
+        bindings,
         text_hash: if path.is_some() {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -262,6 +262,41 @@ mod tests {
         assert!(p.reason.contains("not an absolute path"), "{}", p.reason);
         let p = problem("[mcp.r]\nurl = \"http://127.0.0.1:9/mcp\"\nsandbox = true\n");
         assert!(p.reason.contains("only a stdio server"), "{}", p.reason);
+    }
+
+    #[test]
+    fn bindings_parse_and_bad_ones_are_located() {
+        let agents = "[agents.main]\n[agents.helper]\n";
+        let c = parse_text(&format!(
+            "{agents}[[bindings]]\nchannel = \"Telegram\"\ngroup = \"-100123\"\nagent = \"helper\"\n[[bindings]]\nchannel = \"discord\"\npeer = \"42\"\nagent = \"main\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.bindings.len(), 2);
+        assert_eq!(c.bindings[0].channel, "telegram");
+        assert_eq!(c.bindings[0].group.as_deref(), Some("-100123"));
+        assert_eq!(c.bindings[0].agent, "helper");
+        assert_eq!(c.bindings[1].peer.as_deref(), Some("42"));
+
+        let p = problem(&format!(
+            "{agents}[[bindings]]\nchannel = \"irc\"\nagent = \"main\"\n"
+        ));
+        assert_eq!(p.line, 4);
+        assert!(p.reason.contains("unknown channel `irc`"), "{}", p.reason);
+        let p = problem(&format!(
+            "{agents}[[bindings]]\nchannel = \"telegram\"\nagent = \"nobody\"\n"
+        ));
+        assert_eq!(p.line, 5);
+        assert!(p.reason.contains("no agent `nobody`"), "{}", p.reason);
+        let p = problem(&format!(
+            "{agents}[[bindings]]\nchannel = \"telegram\"\npeer = \" \"\nagent = \"main\"\n"
+        ));
+        assert!(
+            p.reason.contains("an empty id matches nothing"),
+            "{}",
+            p.reason
+        );
+        let p = problem("[[bindings]]\nchannel = \"telegram\"\nagnet = \"main\"\n");
+        assert!(p.reason.contains("agent"), "{}", p.reason);
     }
 
     #[test]
