@@ -118,3 +118,43 @@ async fn a_channel_stranger_gets_messaging_and_no_runtime() {
         ]
     );
 }
+
+/// A `[[bindings]]` entry routes a channel's chat to its agent, with that
+/// agent's tool layer; a peer no binding names goes to the default agent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_binding_routes_a_peer_to_its_agent() {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    home.write_config(&format!(
+        "{}\n[agents.helper]\nmodel = \"default\"\ntools = {{ deny = [\"sessions_spawn\"] }}\n\n[[bindings]]\nchannel = \"telegram\"\npeer = \"777\"\nagent = \"helper\"\n",
+        provider_config("openai", &format!("{}/v1", llm.base_url()), "")
+    ));
+    let _d = home.start();
+    let list = |peer: &'static str| {
+        let home = &home;
+        async move {
+            home.cli(&[
+                "--json",
+                "tools",
+                "list",
+                "--channel",
+                "telegram",
+                "--peer",
+                peer,
+            ])
+            .await
+            .json()
+        }
+    };
+    let bound = list("777").await;
+    assert_eq!(bound["agent"], "helper", "{bound}");
+    let spawn = bound["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "sessions_spawn")
+        .unwrap();
+    assert_eq!(spawn["offered"], false, "{spawn}");
+    let other = list("778").await;
+    assert_eq!(other["agent"], "main", "{other}");
+}

@@ -37,16 +37,15 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let req = request.into_inner();
         let hub = &self.state.hub;
-        let agent_id = hub.agent_id(&req.agent)?;
         let rt = hub.runtime();
         let config = rt.config();
-        let Some(agent) = config.agent(&agent_id) else {
-            return Err(Status::not_found(format!("no agent `{agent_id}`")));
-        };
-        // Exactly what such a chat is offered: the origin comes from the
-        // routing layer, as a bridge's message's would.
-        let origin = if req.channel.trim().is_empty() {
-            crate::routing::owner(&hub.resolve_key(&agent_id, "")?)
+        // Exactly what such a chat is offered: with a channel, the agent
+        // (unless named) and the origin come from the routing layer, as a
+        // bridge's message's would.
+        let (agent_id, origin) = if req.channel.trim().is_empty() {
+            let agent_id = hub.agent_id(&req.agent)?;
+            let origin = crate::routing::owner(&hub.resolve_key(&agent_id, "")?);
+            (agent_id, origin)
         } else {
             let peer = req.peer.trim();
             let inbound = crate::routing::Inbound {
@@ -59,9 +58,17 @@ impl pb::tools_server::Tools for ToolsService {
                     name: peer.to_string(),
                 },
             };
-            crate::routing::route(&config, &inbound)
-                .map_err(|e| Status::invalid_argument(e.to_string()))?
-                .origin
+            let route = crate::routing::route(&config, &inbound)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let agent_id = if req.agent.trim().is_empty() {
+                route.agent
+            } else {
+                hub.agent_id(&req.agent)?
+            };
+            (agent_id, route.origin)
+        };
+        let Some(agent) = config.agent(&agent_id) else {
+            return Err(Status::not_found(format!("no agent `{agent_id}`")));
         };
         let input = PolicyInput::for_origin(agent, &origin, None);
         let registry = rt.tool_registry().await;
