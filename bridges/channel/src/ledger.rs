@@ -34,7 +34,11 @@
 //!
 //! On start, the bridge asks [`Ledger::unanswered`] and finishes each
 //! message listed there before reading new ones: a message with a plan has
-//! its pending chunks sent, one without has its turn run (once more).
+//! its pending chunks sent, one without has its turn run (once more) after
+//! [`Ledger::retrying`] counts the attempt. A message whose turn crashes the
+//! daemon every time would otherwise be retried forever: past a limit of
+//! its choosing the bridge settles it with [`Ledger::answered`] instead
+//! (telling the user, if it likes, that the message could not be handled).
 //!
 //! # What happens at each crash point
 //!
@@ -174,6 +178,9 @@ pub enum Claim {
 pub struct Unanswered {
     pub inbound: Inbound,
     pub received_at: i64,
+    /// Turns started for it: 1 for the turn after the claim, one more for
+    /// each [`Ledger::retrying`].
+    pub attempts: u32,
     /// An answer was planned: send [`Ledger::pending_chunks`], do not run
     /// the turn again.
     pub planned: bool,
@@ -200,6 +207,7 @@ const MIGRATIONS: &[&str] = &[
         payload TEXT NOT NULL,
         received_at INTEGER NOT NULL,
         answered_at INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 1,
         UNIQUE (channel, account, message_id)
     );
     CREATE INDEX inbound_unanswered ON inbound (channel, account, seq)
@@ -346,7 +354,7 @@ impl Ledger {
     /// first: the work a restart owes.
     pub fn unanswered(&self, channel: &str, account: &str) -> Result<Vec<Unanswered>, LedgerError> {
         let mut stmt = self.conn.prepare(
-            "SELECT payload, received_at,
+            "SELECT payload, received_at, attempts,
                     EXISTS (SELECT 1 FROM chunks WHERE chunks.inbound = inbound.seq)
              FROM inbound
              WHERE channel = ?1 AND account = ?2 AND answered_at IS NULL
@@ -356,19 +364,36 @@ impl Ledger {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, i64>(1)?,
-                r.get::<_, bool>(2)?,
+                r.get::<_, u32>(2)?,
+                r.get::<_, bool>(3)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (payload, received_at, planned) = row?;
+            let (payload, received_at, attempts, planned) = row?;
             out.push(Unanswered {
                 inbound: serde_json::from_str(&payload)?,
                 received_at,
+                attempts,
                 planned,
             });
         }
         Ok(out)
+    }
+
+    /// Counts one more turn started for an unanswered message (after a
+    /// restart) and returns the attempts so far, this one included.
+    pub fn retrying(&mut self, key: Key<'_>) -> Result<u32, LedgerError> {
+        self.conn
+            .query_row(
+                "UPDATE inbound SET attempts = attempts + 1
+                 WHERE channel = ?1 AND account = ?2 AND message_id = ?3
+                 RETURNING attempts",
+                params![key.channel, key.account, key.message_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| key.not_claimed())
     }
 
     /// Stores the chunk texts of the answer to `key`, in sending order.

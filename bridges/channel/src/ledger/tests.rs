@@ -79,6 +79,7 @@ fn unanswered_survives_reopen_until_answered() {
         vec![Unanswered {
             inbound: inbound("1"),
             received_at: 10,
+            attempts: 1,
             planned: false,
         }]
     );
@@ -393,4 +394,42 @@ fn a_crash_inside_a_confirmation_resends_only_that_chunk() {
     let owed = ledger.unanswered("telegram", "main").unwrap();
     assert_eq!(owed.len(), 1);
     assert!(owed[0].planned);
+}
+
+#[test]
+fn retries_are_counted_across_reopen() {
+    let (_dir, path) = fresh();
+    let mut ledger = Ledger::open(&path).unwrap();
+    ledger.claim(&inbound("1"), 1).unwrap();
+    drop(ledger);
+
+    let mut ledger = Ledger::open(&path).unwrap();
+    assert_eq!(
+        ledger.unanswered("telegram", "main").unwrap()[0].attempts,
+        1
+    );
+    assert_eq!(ledger.retrying(key("1")).unwrap(), 2);
+    drop(ledger);
+
+    let mut ledger = Ledger::open(&path).unwrap();
+    assert_eq!(
+        ledger.unanswered("telegram", "main").unwrap()[0].attempts,
+        2
+    );
+    assert_eq!(ledger.retrying(key("1")).unwrap(), 3);
+    assert!(matches!(
+        ledger.retrying(key("9")),
+        Err(LedgerError::NotClaimed { .. })
+    ));
+    // Giving up settles it: not owed any more, and still a duplicate.
+    ledger.answered(key("1"), 2).unwrap();
+    assert!(ledger.unanswered("telegram", "main").unwrap().is_empty());
+    assert_eq!(ledger.claim(&inbound("1"), 3).unwrap(), Claim::Duplicate);
+}
+
+#[test]
+fn a_ledger_can_move_to_a_blocking_thread() {
+    fn send<T: Send>() {}
+    send::<Ledger>();
+    send::<LedgerError>();
 }
