@@ -84,7 +84,7 @@
 //! before a cutoff; messages still owed an answer are kept. The window must
 //! be longer than the platform redelivers (Telegram keeps updates for 24
 //! hours; Discord is read from the per-channel cursor onward), so seven days
-//! is ample.
+//! ([`RETENTION_SECS`]) is ample.
 //!
 //! Times are Unix seconds, passed in by the caller.
 
@@ -94,6 +94,10 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::message::Inbound;
+
+/// How long settled messages are kept by default: [`Ledger::prune`] with
+/// `now - RETENTION_SECS`. Far longer than any platform redelivers.
+pub const RETENTION_SECS: i64 = 7 * 24 * 60 * 60;
 
 /// What can go wrong with the ledger.
 #[derive(Debug, thiserror::Error)]
