@@ -8,6 +8,8 @@
 //! This crate knows no platform and nothing of the daemon: the daemon
 //! reaches it (and it the daemon) through narrow seams.
 
+pub mod ledger;
 pub mod message;
 
+pub use ledger::{Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
