@@ -8,6 +8,13 @@
 //! This crate knows no platform and nothing of the daemon: the daemon
 //! reaches it (and it the daemon) through narrow seams.
 
+pub mod access;
+pub mod context;
 pub mod message;
 
+pub use access::{
+    AccessPolicy, Approved, Decision, Denied, DmPolicy, GroupRule, Pairing, PairingError,
+    PendingCode, PendingView,
+};
+pub use context::{ContextBuffer, ContextKey, ContextLine};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
