@@ -8,7 +8,9 @@
 //!
 //! - Bounded: a buffer keeps the last `limit` messages of each chat
 //!   ([`TELEGRAM_LIMIT`] 50 by default, [`DISCORD_LIMIT`] 20); pushing one
-//!   more drops the oldest. A limit of 0 keeps nothing.
+//!   more drops the oldest. A limit of 0 keeps nothing. At most
+//!   [`MAX_CHATS`] conversations are held (members can open threads at
+//!   will): a new one beyond that evicts the one written to longest ago.
 //! - [`ContextBuffer::take`] returns a chat's messages oldest first and
 //!   clears them: each is handed to the agent once.
 //! - Bounded again when rendered ([`render`]): one line per message,
@@ -35,6 +37,8 @@ pub const DEFAULT_LIMIT: usize = TELEGRAM_LIMIT;
 pub const MAX_TEXT_CHARS: usize = 500;
 /// Characters of one sender's name at most.
 pub const MAX_NAME_CHARS: usize = 64;
+/// Conversations (chat, thread) held at most.
+pub const MAX_CHATS: usize = 1_000;
 
 /// Which conversation a context message belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -103,6 +107,9 @@ impl ContextBuffer {
             text: cap_chars(&line.text, MAX_TEXT_CHARS),
             at: line.at,
         };
+        if !self.chats.contains_key(&key) && self.chats.len() >= MAX_CHATS {
+            self.evict_stalest();
+        }
         let lines = self.chats.entry(key).or_default();
         while lines.len() >= self.limit {
             lines.pop_front();
@@ -126,6 +133,23 @@ impl ContextBuffer {
     /// The chat's kept messages, oldest first; the chat's buffer is cleared.
     pub fn take(&mut self, key: &ContextKey) -> Vec<ContextLine> {
         self.chats.remove(key).map(Vec::from).unwrap_or_default()
+    }
+
+    /// Drops the conversation whose newest message is the oldest.
+    fn evict_stalest(&mut self) {
+        let stalest = self
+            .chats
+            .iter()
+            .min_by_key(|(_, lines)| lines.back().map_or(0, |l| l.at))
+            .map(|(key, _)| key.clone());
+        if let Some(key) = stalest {
+            self.chats.remove(&key);
+        }
+    }
+
+    /// How many conversations are held.
+    pub fn chats(&self) -> usize {
+        self.chats.len()
     }
 
     /// How many messages are kept for `key`.
@@ -243,6 +267,26 @@ mod tests {
         assert_eq!(buf.len(&key("g1", None)), 1);
         assert_eq!(buf.len(&key("g2", None)), 1);
         assert_eq!(buf.len(&discord), 1);
+    }
+
+    #[test]
+    fn at_most_max_chats_and_the_stalest_goes() {
+        let mut buf = ContextBuffer::new(2);
+        buf.push(key("g0", Some("t0")), line("a", "old", 5));
+        for i in 1..MAX_CHATS {
+            buf.push(key("g0", Some(&format!("t{i}"))), line("a", "x", 10));
+        }
+        // The oldest conversation gets a fresh message: now t1 is stalest.
+        buf.push(key("g0", Some("t0")), line("a", "fresh", 20));
+        assert_eq!(buf.chats(), MAX_CHATS);
+        buf.push(key("g1", None), line("a", "new", 30));
+        assert_eq!(buf.chats(), MAX_CHATS);
+        assert_eq!(buf.len(&key("g1", None)), 1);
+        assert_eq!(buf.len(&key("g0", Some("t0"))), 2);
+        let gone = (1..MAX_CHATS)
+            .filter(|i| buf.len(&key("g0", Some(&format!("t{i}")))) == 0)
+            .count();
+        assert_eq!(gone, 1);
     }
 
     #[test]
