@@ -8,8 +8,15 @@
 //! This crate knows no platform and nothing of the daemon: the daemon
 //! reaches it (and it the daemon) through narrow seams.
 
+pub mod access;
+pub mod context;
 pub mod ledger;
 pub mod message;
 
+pub use access::{
+    AccessPolicy, Approved, Decision, Denied, DmPolicy, GroupRule, Pairing, PairingError,
+    PendingCode, PendingView,
+};
+pub use context::{ContextBuffer, ContextKey, ContextLine};
 pub use ledger::{Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
