@@ -8,6 +8,8 @@
 //! This crate knows no platform and nothing of the daemon: the daemon
 //! reaches it (and it the daemon) through narrow seams.
 
+pub mod chunk;
 pub mod message;
 
+pub use chunk::{chunks, chunks_for};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
