@@ -22,21 +22,26 @@
 //!   at the start of the next (with its opening line as written, info string
 //!   included), so every chunk renders on its own; those lines count
 //!   towards the limits. A block still open at the end of the text is
-//!   closed too. Fence lines themselves are never cut.
+//!   closed too. Fence lines themselves are never cut, and a cut inside a
+//!   line leaves no piece that would read as a fence on its own line (an
+//!   opening one outside code, the closing one inside) unless nothing
+//!   else fits.
 //! - **What a cut removes.** Only whitespace, and only at a cut: at a
 //!   paragraph cut the line break and the blank lines; at a line cut the
-//!   line break; at a space cut the run of spaces and tabs; at a hard cut
-//!   nothing. Blank lines before the first line with text, and all
-//!   whitespace at the end of the text, are dropped (so empty or whitespace-only text gives no
-//!   chunk at all, and no chunk is ever whitespace only). Nothing else is
-//!   removed, added (besides the fence lines above) or reordered: the text
-//!   between the added fence lines of each chunk is a contiguous piece of
-//!   the input, and what lies between two pieces is whitespace.
+//!   line break; at a space cut the run of spaces and tabs (and the line
+//!   break, if the run ends the line); at a hard cut nothing. Blank lines
+//!   before the first line with text, and all whitespace at the end of the
+//!   text, are dropped: empty or whitespace-only text gives no chunk, and
+//!   no chunk is whitespace only. Nothing else is removed, added (besides
+//!   the fence lines above) or reordered: what a chunk holds between its
+//!   added fence lines is a contiguous piece of the input, verbatim, and
+//!   what lies between two pieces is whitespace.
 //! - **Absurd limits.** A code block whose opening line, closing line and
 //!   one character do not fit in `max_chars` (or when `max_lines` is below
 //!   3) is cut as plain text: no text is lost and the limits still hold,
 //!   but its chunks may not render as code. With a platform's limits this
-//!   needs a fence line of about 2,000 characters.
+//!   needs a fence line of about 2,000 characters. Likewise a chunk that
+//!   would start with more indentation than it can hold drops it.
 
 use std::ops::Range;
 
@@ -760,8 +765,9 @@ mod tests {
                 assert!(!out.is_empty());
             }
         }
-        // One character per chunk: all of them, in order.
+        // One character per chunk: all of them, in order; 0 counts as 1.
         assert_eq!(check("ab c", 1, None, false), ["a", "b", "c"]);
+        assert_eq!(check("ab c", 0, Some(0), false), ["a", "b", "c"]);
     }
 
     /// Lines of Markdown: text with multibyte words, inline code and long
