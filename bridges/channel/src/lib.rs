@@ -9,6 +9,7 @@
 //! reaches it (and it the daemon) through narrow seams.
 
 pub mod access;
+pub mod chunk;
 pub mod context;
 pub mod ledger;
 pub mod message;
@@ -17,6 +18,7 @@ pub use access::{
     AccessPolicy, Approved, Decision, Denied, DmPolicy, GroupRule, Pairing, PairingError,
     PendingCode, PendingView,
 };
+pub use chunk::{chunks, chunks_for};
 pub use context::{ContextBuffer, ContextKey, ContextLine};
 pub use ledger::{Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
