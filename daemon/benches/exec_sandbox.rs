@@ -41,7 +41,7 @@ fn bench(c: &mut Criterion) {
             b.to_async(&rt).iter(|| async {
                 let jail = Jail {
                     write: vec![workspace.clone()],
-                    tmp_name: "main",
+                    tmp_name: "agents/main",
                 };
                 let status = sandbox
                     .command(&settings, &jail, "sh")

@@ -93,7 +93,8 @@ pub struct Sandbox {
 pub struct Jail<'a> {
     /// The workspace, or an MCP server's folder.
     pub write: Vec<PathBuf>,
-    /// Names its private temp folder (an agent id, a server name).
+    /// Names its private temp folder: `agents/<id>`, `hooks/<name>`,
+    /// `mcp/<server>` (one per kind and name, so none shares another's).
     pub tmp_name: &'a str,
 }
 
@@ -186,22 +187,26 @@ impl Sandbox {
         Ok(cmd)
     }
 
-    /// `<tmp>/<name>`, made on first use.
+    /// `<tmp>/<name>`, made on first use; each `/`-separated part of
+    /// `name` is made a safe file name.
     fn private_tmp(&self, name: &str) -> Result<PathBuf, String> {
         let Some(root) = &self.tmp else {
             return Err("the sandbox has no temp folder (see the log)".into());
         };
-        let safe: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let dir = root.path().join(safe);
+        let mut dir = root.path().to_path_buf();
+        for part in name.split('/').filter(|p| !p.is_empty()) {
+            let safe: String = part
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            dir.push(safe);
+        }
         // 0700 all the way down, even if a cleaner removed the root.
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -265,7 +270,7 @@ mod tests {
         };
         let jail = Jail {
             write: vec![ws.clone()],
-            tmp_name: "main",
+            tmp_name: "agents/main",
         };
         let settings = ExecSandboxSettings {
             network: false,

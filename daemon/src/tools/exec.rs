@@ -1,6 +1,7 @@
 //! `exec`: runs a shell command in the workspace, in its own process group,
-//! with a timeout, confined by the exec sandbox ([`crate::sandbox`]). Output (stdout and stderr interleaved) is capped by
-//! keeping its head and tail. An abort or timeout kills the whole process
+//! with a timeout, confined by the exec sandbox ([`crate::sandbox`]).
+//! Output (stdout and stderr interleaved) is capped by keeping its head and
+//! tail. An abort or timeout kills the whole process
 //! group, so background children die with it; so does pincerd's death,
 //! even by `kill -9` ([`crate::children`]).
 
@@ -59,9 +60,10 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
         .map(Duration::from_secs)
         .unwrap_or(ctx.settings.exec_timeout)
         .min(Duration::from_secs(24 * 3600));
+    let tmp_name = format!("agents/{}", ctx.agent);
     let jail = Jail {
         write: vec![ctx.workspace.clone()],
-        tmp_name: &ctx.agent,
+        tmp_name: &tmp_name,
     };
     let mut cmd = match ctx.sandbox.command(&ctx.settings.exec_sandbox, &jail, "sh") {
         Ok(cmd) => cmd,

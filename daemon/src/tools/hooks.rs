@@ -143,9 +143,12 @@ async fn run(hook: &HookSettings, facts: &CallFacts<'_>, input: &Value) -> Resul
         return Err("it has no command".into());
     };
     let mut cmd = if hook.sandbox {
+        // A temp folder of its own: not one the model's commands can
+        // plant files in.
+        let tmp_name = format!("hooks/{}", hook.name);
         let jail = Jail {
             write: vec![facts.workspace.to_path_buf()],
-            tmp_name: facts.agent,
+            tmp_name: &tmp_name,
         };
         facts.sandbox.command(facts.exec, &jail, program)?
     } else {

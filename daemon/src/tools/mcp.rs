@@ -203,7 +203,7 @@ impl McpServer {
                     return Err(format!("the MCP server `{name}` has no command"));
                 };
                 let mut cmd = if *sandbox {
-                    let tmp_name = format!("mcp-{name}");
+                    let tmp_name = format!("mcp/{name}");
                     let jail = Jail {
                         write: cwd.iter().cloned().collect(),
                         tmp_name: &tmp_name,
