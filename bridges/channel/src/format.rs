@@ -26,7 +26,12 @@
 //!   | soft and hard line breaks | a newline |
 //!
 //!   Blocks are separated by a blank line (list items of a tight list by a
-//!   single newline). All text is escaped (`&` `<` `>` as entities, and `"`
+//!   single newline). Telegram's nesting rules are kept: a style already
+//!   open is not opened again (`**a **b** c**` is one `<b>`), no code or
+//!   link inside a link, no blockquote inside a blockquote. (Bold or
+//!   italic around inline code, and code inside a quote, are written as
+//!   such: Telegram's documentation is ambiguous there; what it would not
+//!   take is what the plain-text retry is for.) All text is escaped (`&` `<` `>` as entities, and `"`
 //!   too inside `href`), so the output is valid whatever the input:
 //!   unclosed emphasis stays literal text, every tag written is one of the
 //!   allowed ones and is closed, in order.
@@ -130,6 +135,27 @@ struct Renderer {
     owed: bool,
     /// Cells written in the current table row.
     cells: usize,
+    /// Open `<b>`, `<i>`, `<s>` (headings and table headers count as
+    /// bold): a style already open is not opened again.
+    styles: [usize; 3],
+}
+
+/// The inline styles, as indices into `Renderer::styles`.
+#[derive(Clone, Copy)]
+enum Style {
+    Bold,
+    Italic,
+    Strike,
+}
+
+impl Style {
+    fn tags(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Bold => ("<b>", "</b>"),
+            Self::Italic => ("<i>", "</i>"),
+            Self::Strike => ("<s>", "</s>"),
+        }
+    }
 }
 
 impl Renderer {
@@ -147,6 +173,7 @@ impl Renderer {
             code: None,
             owed: false,
             cells: 0,
+            styles: [0; 3],
         }
     }
 
@@ -187,6 +214,24 @@ impl Renderer {
     fn tag(&mut self, s: &str) {
         if self.html {
             self.raw(s);
+        }
+    }
+
+    /// Opens a style (HTML), unless it is open already.
+    fn open(&mut self, style: Style) {
+        let depth = &mut self.styles[style as usize];
+        *depth += 1;
+        if *depth == 1 {
+            self.tag(style.tags().0);
+        }
+    }
+
+    /// Closes a style (HTML) opened by [`Self::open`].
+    fn close(&mut self, style: Style) {
+        let depth = &mut self.styles[style as usize];
+        *depth = depth.saturating_sub(1);
+        if *depth == 0 {
+            self.tag(style.tags().1);
         }
     }
 
@@ -291,7 +336,7 @@ impl Renderer {
             Tag::Paragraph | Tag::Heading { .. } | Tag::HtmlBlock => {
                 self.block();
                 if matches!(tag, Tag::Heading { .. }) {
-                    self.tag("<b>");
+                    self.open(Style::Bold);
                 }
             }
             Tag::BlockQuote(_) => {
@@ -345,7 +390,7 @@ impl Renderer {
             Tag::Table(_) => self.block(),
             Tag::TableHead => {
                 self.cells = 0;
-                self.tag("<b>");
+                self.open(Style::Bold);
             }
             Tag::TableRow => {
                 self.newline();
@@ -357,9 +402,9 @@ impl Renderer {
                 }
                 self.cells += 1;
             }
-            Tag::Emphasis => self.tag("<i>"),
-            Tag::Strong => self.tag("<b>"),
-            Tag::Strikethrough => self.tag("<s>"),
+            Tag::Emphasis => self.open(Style::Italic),
+            Tag::Strong => self.open(Style::Bold),
+            Tag::Strikethrough => self.open(Style::Strike),
             Tag::Link { dest_url, .. } => {
                 let tag = self.html && !self.in_tag_link() && allowed_url(&dest_url);
                 if tag {
@@ -399,7 +444,7 @@ impl Renderer {
                 self.end_block(2);
             }
             TagEnd::Heading(_) => {
-                self.tag("</b>");
+                self.close(Style::Bold);
                 self.end_block(2);
             }
             TagEnd::BlockQuote(_) => {
@@ -435,24 +480,28 @@ impl Renderer {
                 self.end_block(1);
             }
             TagEnd::Table => self.end_block(2),
-            TagEnd::TableHead => self.tag("</b>"),
-            TagEnd::Emphasis => self.tag("</i>"),
-            TagEnd::Strong => self.tag("</b>"),
-            TagEnd::Strikethrough => self.tag("</s>"),
+            TagEnd::TableHead => self.close(Style::Bold),
+            TagEnd::Emphasis => self.close(Style::Italic),
+            TagEnd::Strong => self.close(Style::Bold),
+            TagEnd::Strikethrough => self.close(Style::Strike),
             TagEnd::Link | TagEnd::Image => {
                 let Some(link) = self.links.pop() else {
                     return;
                 };
-                if link.tag {
-                    self.raw("</a>");
-                    return;
-                }
                 let text = self.out.get(link.start..).unwrap_or("");
                 let mut url = String::new();
                 if self.html {
                     escape_into(&mut url, &link.url, false);
                 } else {
                     url.push_str(&link.url);
+                }
+                if link.tag {
+                    // A link with no text shows its URL.
+                    if text.is_empty() {
+                        self.raw(&url);
+                    }
+                    self.raw("</a>");
+                    return;
                 }
                 let bare = url.strip_prefix("mailto:").unwrap_or(&url);
                 if url.is_empty() || text == url || text == bare {
@@ -582,6 +631,23 @@ mod tests {
     }
 
     #[test]
+    fn a_style_already_open_is_not_opened_again() {
+        assert_eq!(
+            html("# **bold** head\n\n**a *b **c** d* e** ***x***"),
+            "<b>bold head</b>\n\n<b>a <i>b c d</i> e</b> <i><b>x</b></i>"
+        );
+    }
+
+    #[test]
+    fn empty_links_show_the_url() {
+        assert_eq!(
+            html("[](https://x.y) [](/rel)"),
+            "<a href=\"https://x.y\">https://x.y</a> /rel"
+        );
+        assert_eq!(plain("[](https://x.y) [](/rel)"), "https://x.y /rel");
+    }
+
+    #[test]
     fn headings_are_bold_lines() {
         let md = "# Title\n## Sub *x*\ntext";
         assert_eq!(html(md), "<b>Title</b>\n\n<b>Sub <i>x</i></b>\n\ntext");
@@ -649,8 +715,9 @@ mod tests {
     ];
 
     /// Checks `out` is valid Telegram HTML: only allowed tags (and
-    /// `blockquote`), closed in order; entities only `&lt;` `&gt;` `&amp;`
-    /// `&quot;`; no `<` or `>` outside tags.
+    /// `blockquote`), closed in order, none inside itself, no code in a
+    /// link; entities only `&lt;` `&gt;` `&amp;` `&quot;`; no `<` or `>`
+    /// outside tags.
     fn check_telegram_html(out: &str) -> Result<(), String> {
         let mut stack: Vec<String> = Vec::new();
         let mut rest = out;
@@ -692,6 +759,16 @@ mod tests {
                             return Err(format!("tag <{inner}> not allowed in {out:?}"));
                         }
                         check_entities(attrs)?;
+                        // Telegram nests no entity in itself, nor code in
+                        // a link or a link in code.
+                        let clash = stack.iter().any(|open| {
+                            open == name
+                                || (name == "a" && ["code", "pre"].contains(&open.as_str()))
+                                || (open == "a" && ["code", "pre"].contains(&name))
+                        });
+                        if clash {
+                            return Err(format!("<{inner}> nested badly in {out:?}"));
+                        }
                         stack.push(name.to_owned());
                     }
                     rest = &rest[end + 1..];
@@ -730,6 +807,8 @@ mod tests {
         for bad in [
             "<b>x",
             "<b><i>x</b></i>",
+            "<b><b>x</b></b>",
+            "<a href=\"h\"><code>x</code></a>",
             "<div>x</div>",
             "a & b",
             "a > b",
