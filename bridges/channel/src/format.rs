@@ -17,7 +17,7 @@
 //!   | fenced or indented code | `<pre><code class="language-x">` (`<pre>` without a language) |
 //!   | `[text](url)` | `<a href="url">text</a>` for `http`, `https`, `tg` and `mailto` URLs; any other URL (relative, `javascript:`, …) or a link inside a link: `text (url)` as text |
 //!   | `# heading` | the heading as a bold line |
-//!   | lists | one line per item, `• ` or `1. ` (the list's own numbering), nested lists indented two spaces per level; task items `[x] `/`[ ] ` |
+//!   | lists | one line per item, `• ` or `1. ` (the list's own numbering), an item's other lines and nested lists indented by the width of its marker; task items `[x] `/`[ ] ` |
 //!   | `> quote` | `<blockquote>` (a quote inside a quote adds no tag: Telegram nests no blockquote) |
 //!   | `---` | a line `———` |
 //!   | tables | one line per row, cells joined by ` \| `, the header row bold (no alignment: proportional fonts would break it anyway) |
@@ -31,10 +31,13 @@
 //!   link inside a link, no blockquote inside a blockquote. (Bold or
 //!   italic around inline code, and code inside a quote, are written as
 //!   such: Telegram's documentation is ambiguous there; what it would not
-//!   take is what the plain-text retry is for.) All text is escaped (`&` `<` `>` as entities, and `"`
-//!   too inside `href`), so the output is valid whatever the input:
-//!   unclosed emphasis stays literal text, every tag written is one of the
-//!   allowed ones and is closed, in order.
+//!   take is what the plain-text retry is for.)
+//!
+//!   All text is escaped (`&` `<` `>` as entities, and `"` too inside
+//!   `href`, where whitespace and control characters are percent-encoded),
+//!   so the output is valid whatever the input: unclosed emphasis stays
+//!   literal text, every tag written is one of the allowed ones and is
+//!   closed, in order.
 //!
 //!   Raw HTML is never passed through: the answer is model output, which
 //!   is untrusted (it may quote a web page or be steered by one), and
@@ -89,6 +92,21 @@ fn escape_into(out: &mut String, text: &str, quote: bool) {
             '>' => out.push_str("&gt;"),
             '"' if quote => out.push_str("&quot;"),
             c => out.push(c),
+        }
+    }
+}
+
+/// Escapes a URL for `href`: as an attribute, and with whitespace and
+/// control characters percent-encoded (Telegram takes no space in a URL).
+fn escape_url_into(out: &mut String, url: &str) {
+    for c in url.chars() {
+        if c.is_whitespace() || c.is_control() {
+            let mut utf8 = [0; 4];
+            for byte in c.encode_utf8(&mut utf8).bytes() {
+                out.push_str(&format!("%{byte:02X}"));
+            }
+        } else {
+            escape_into(out, c.encode_utf8(&mut [0; 4]), true);
         }
     }
 }
@@ -409,7 +427,7 @@ impl Renderer {
                 let tag = self.html && !self.in_tag_link() && allowed_url(&dest_url);
                 if tag {
                     self.raw("<a href=\"");
-                    escape_into(&mut self.out, &dest_url, true);
+                    escape_url_into(&mut self.out, &dest_url);
                     self.out.push_str("\">");
                 }
                 self.prefix();
@@ -608,6 +626,14 @@ mod tests {
              bad (javascript:alert(1)) rel (/x) https://auto.io"
         );
         assert_eq!(plain("<a@b.c>"), "a@b.c");
+    }
+
+    #[test]
+    fn href_whitespace_is_percent_encoded() {
+        assert_eq!(
+            html("[a](<https://x.y/a b\u{a0}>)"),
+            "<a href=\"https://x.y/a%20b%C2%A0\">a</a>"
+        );
     }
 
     #[test]
@@ -909,6 +935,22 @@ mod tests {
         fn html_is_valid_for_arbitrary_strings(md in any::<String>()) {
             let out = html(&md);
             prop_assert!(check_telegram_html(&out).is_ok(), "{:?}", check_telegram_html(&out));
+        }
+
+        #[test]
+        fn plain_adds_no_markup(md in markdownish()) {
+            let out = plain(&md);
+            for c in ['<', '&', '*', '`', '_', '[', ']'] {
+                prop_assert!(
+                    md.contains(c) || !out.contains(c),
+                    "{:?} introduced in {:?}", c, out
+                );
+            }
+        }
+
+        #[test]
+        fn markdown_is_the_identity(md in any::<String>()) {
+            prop_assert_eq!(render(&md, Formatting::Markdown), md);
         }
 
         #[test]
