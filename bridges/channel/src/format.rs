@@ -247,7 +247,10 @@ impl Renderer {
     /// Closes a style (HTML) opened by [`Self::open`].
     fn close(&mut self, style: Style) {
         let depth = &mut self.styles[style as usize];
-        *depth = depth.saturating_sub(1);
+        if *depth == 0 {
+            return;
+        }
+        *depth -= 1;
         if *depth == 0 {
             self.tag(style.tags().1);
         }
