@@ -11,6 +11,7 @@
 pub mod access;
 pub mod chunk;
 pub mod context;
+pub mod format;
 pub mod ledger;
 pub mod message;
 
@@ -20,5 +21,6 @@ pub use access::{
 };
 pub use chunk::{chunks, chunks_for};
 pub use context::{ContextBuffer, ContextKey, ContextLine};
+pub use format::render;
 pub use ledger::{Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
