@@ -57,17 +57,25 @@ pub fn preview(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// Opens `path` for reading so that nothing can block or redirect the
+/// open: `O_NONBLOCK` (a FIFO returns at once), `O_NOFOLLOW` (a symlink in
+/// the last part is refused with ELOOP), `O_NOCTTY`. The caller checks
+/// the descriptor's type.
+pub fn open_without_blocking(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path)
+}
+
 /// The bytes of the regular file at `path`, at most `max_bytes` of them.
 /// Opened without blocking and checked on the descriptor, so a FIFO or
 /// device put where a file was expected (even between a check and the
 /// read) is refused at once instead of blocking the caller.
 pub fn read_regular(path: &std::path::Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
-        .open(path)?;
+    let file = open_without_blocking(path)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }

@@ -48,6 +48,10 @@ pub use probe::{Support, probe};
 /// The launcher's subcommand of `pincerd`.
 pub const SUBCOMMAND: &str = "sandbox-exec";
 
+/// pincerd itself as the launcher: this very binary, even after an upgrade
+/// replaced the file on disk.
+const SELF_EXE: &str = "/proc/self/exe";
+
 impl Support {
     /// Whether commands run sandboxed under `settings`.
     pub fn active(&self, settings: &ExecSandboxSettings) -> bool {
@@ -112,8 +116,7 @@ impl Sandbox {
             support,
             hidden,
             tmp,
-            // This very binary, even after an upgrade replaced the file.
-            launcher: PathBuf::from("/proc/self/exe"),
+            launcher: PathBuf::from(SELF_EXE),
         }
     }
 
@@ -124,7 +127,7 @@ impl Sandbox {
             support: Support::Unavailable(why.into()),
             hidden: Vec::new(),
             tmp: None,
-            launcher: PathBuf::from("/proc/self/exe"),
+            launcher: PathBuf::from(SELF_EXE),
         }
     }
 
@@ -161,14 +164,14 @@ impl Sandbox {
         jail: &Jail<'_>,
         program: &str,
     ) -> Result<tokio::process::Command, String> {
-        match (&self.support, settings.mode) {
-            (_, ExecSandboxMode::Off) | (Support::Unavailable(_), ExecSandboxMode::Auto) => {
-                return Ok(tokio::process::Command::new(program));
-            }
-            (Support::Unavailable(_), ExecSandboxMode::Required) => {
-                return Err(self.sentence(settings));
-            }
-            (Support::Available { .. }, _) => {}
+        if !self.active(settings) {
+            // Not active under `required` means the kernel lacks it.
+            return match settings.mode {
+                ExecSandboxMode::Required => Err(self.sentence(settings)),
+                ExecSandboxMode::Auto | ExecSandboxMode::Off => {
+                    Ok(tokio::process::Command::new(program))
+                }
+            };
         }
         let tmp = self.private_tmp(jail.tmp_name)?;
         let mut write: Vec<PathBuf> = jail.write.iter().map(|p| canonical(p)).collect();
@@ -278,7 +281,7 @@ mod tests {
         };
         let cmd = sandbox.command(&settings, &jail, "sh").unwrap();
         let std = cmd.as_std();
-        assert_eq!(std.get_program(), "/proc/self/exe");
+        assert_eq!(std.get_program(), SELF_EXE);
         let args: Vec<String> = std
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())

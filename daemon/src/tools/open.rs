@@ -14,9 +14,9 @@
 //!   see it, and reading or writing the workspace's name would read or
 //!   change that file.
 
-use std::fs::{File, FileType, Metadata, OpenOptions};
+use std::fs::{File, FileType, Metadata};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 use crate::config::FsSettings;
@@ -30,18 +30,12 @@ pub const MAX_CHANGE_BYTES: u64 = 16 << 20;
 pub fn open_regular(path: &Path, shown: &str, fs: FsSettings) -> Result<File, String> {
     let before = std::fs::symlink_metadata(path).map_err(|e| cannot_read(shown, &e))?;
     check(&before, shown, fs)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => {
-                format!(
-                    "`{shown}` became a symbolic link while it was being opened; it was not read"
-                )
-            }
-            _ => cannot_read(shown, &e),
-        })?;
+    let file = crate::util::open_without_blocking(path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => {
+            format!("`{shown}` became a symbolic link while it was being opened; it was not read")
+        }
+        _ => cannot_read(shown, &e),
+    })?;
     let opened = file.metadata().map_err(|e| cannot_read(shown, &e))?;
     check(&opened, shown, fs)?;
     if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) {
