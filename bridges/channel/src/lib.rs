@@ -9,18 +9,28 @@
 //! reaches it (and it the daemon) through narrow seams.
 
 pub mod access;
+pub mod bridge;
 pub mod chunk;
 pub mod context;
 pub mod format;
+pub mod health;
+pub mod host;
 pub mod ledger;
 pub mod message;
+pub mod pairings;
+pub mod platform;
 
 pub use access::{
     AccessPolicy, Approved, Decision, Denied, DmPolicy, GroupRule, Pairing, PairingError,
     PendingCode, PendingView,
 };
+pub use bridge::{Bridge, BridgeError, BridgeSettings};
 pub use chunk::{chunks, chunks_for};
 pub use context::{ContextBuffer, ContextKey, ContextLine};
 pub use format::render;
+pub use health::{Health, HealthSnapshot};
+pub use host::{ApprovalRequest, Command, Host, HostError, TurnEvent};
 pub use ledger::{Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
+pub use pairings::{Pairings, PairingsError};
+pub use platform::{BoxFuture, Button, ButtonPress, Event, Incoming, Platform, SendError, Target};

@@ -94,6 +94,11 @@ pub trait Platform: Send + Sync + 'static {
     /// Which bot account of the channel this is (`default` when one).
     fn account(&self) -> &str;
 
+    /// The bot's own user name without `@` (`pincer_bot`), to tell
+    /// `/status@pincer_bot` from a command meant for another bot; empty
+    /// where the platform has none.
+    fn bot_username(&self) -> &str;
+
     /// What outbound messages may be.
     fn capabilities(&self) -> Capabilities;
 

@@ -1,0 +1,873 @@
+//! The bridge: one bot account of one platform, driven the same way for
+//! every platform. A platform's reader hands it [`Incoming`] events
+//! ([`Bridge::receive`]); it answers through the [`Platform`] and reaches
+//! the daemon through the [`Host`].
+//!
+//! # One message, start to end
+//!
+//! 1. **Claim** ([`Bridge::receive`]): the message is recorded in the
+//!    [`Ledger`] and the platform's cursor moved past it, in one
+//!    transaction, before the reader asks the platform for more. A message
+//!    seen before (a restart, a server that ignores `offset`) stops here.
+//! 2. **In order per chat**: claimed messages wait in their chat's queue;
+//!    one worker per chat takes them in arrival order, so a person's second
+//!    message never overtakes the first.
+//! 3. **Access** ([`crate::access`]): strangers get one pairing code (sent
+//!    through the ledger like an answer: exactly once) and never reach the
+//!    daemon; un-mentioned group messages go to the context buffer; the rest
+//!    pass. The channel's owner always passes in their DM.
+//! 4. **Commands** (`/new`, `/reset`, `/stop`, `/status`, `/help`,
+//!    `/approve ID`, `/deny ID`) are answered without a turn.
+//! 5. **The turn**: the group's context and notes on saved attachments are
+//!    put before the text, and the [`Host`] runs it. The worker moves on as
+//!    soon as the daemon took the message (later messages queue in the
+//!    daemon's session and are answered together); a follower task shows
+//!    "typing…" and waits for the end of the turn.
+//! 6. **Plan, then send**: the answer is cut into chunks within the
+//!    platform's limits and the chunks are stored in the ledger before the
+//!    first is sent; each is confirmed there when the platform confirms it.
+//!    A restart sends only the chunks never confirmed ([`Bridge::resume`]).
+//!
+//! # Sending
+//!
+//! Each chunk is rendered for the platform ([`crate::format`]); a
+//! formatting the platform rejects is sent again as plain text, a 429 waits
+//! `retry_after`, a transient error backs off (1 s doubling to 30 s, six
+//! tries), a permanent one (the bot blocked, the chat gone) gives the
+//! answer up and says so in the health. Chunks of one chat go out one
+//! answer at a time, in order.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::access::{AccessPolicy, Decision};
+use crate::chunk::chunks_for;
+use crate::context::{self, ContextBuffer, ContextKey};
+use crate::format::render;
+use crate::health::Health;
+use crate::host::{ApprovalRequest, Command, HELP, Host, HostError, TurnEvent};
+use crate::ledger::{Claim, Key, Ledger, LedgerError};
+use crate::message::{ChatKind, Formatting, Inbound};
+use crate::pairings::Pairings;
+use crate::platform::{Button, ButtonPress, Event, Incoming, Platform, SendError, Target};
+
+/// Turns tried for one message across restarts before the bridge gives
+/// up on it (a message that crashes the daemon every time).
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// How often "typing…" is renewed (Telegram shows it for 5 s).
+const TYPING_EVERY: Duration = Duration::from_secs(4);
+
+/// Transient send errors tried before an answer is left for the next
+/// start.
+const SEND_TRIES: u32 = 6;
+
+/// The longest `retry_after` honoured in one wait.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// Turn ids remembered to send a merged turn's answer once.
+const TURNS_REMEMBERED: usize = 4096;
+
+/// How one bridge behaves; the daemon builds it from the config and
+/// replaces it on reload ([`Bridge::set_settings`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BridgeSettings {
+    pub access: AccessPolicy,
+    /// The owner's user id: passes in DMs, receives approvals, alone may
+    /// answer them.
+    pub owner: Option<String>,
+    /// Un-mentioned group messages kept per chat.
+    pub context_messages: usize,
+    /// The largest attachment saved, in bytes.
+    pub max_attachment_bytes: u64,
+}
+
+impl Default for BridgeSettings {
+    fn default() -> Self {
+        Self {
+            access: AccessPolicy::default(),
+            owner: None,
+            context_messages: context::DEFAULT_LIMIT,
+            max_attachment_bytes: 20 * 1024 * 1024,
+        }
+    }
+}
+
+/// Why the bridge could not record an event; the reader must not move the
+/// platform's cursor past it (it is read again).
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("the ledger task failed: {0}")]
+    Join(String),
+}
+
+/// Random bytes for pairing codes (the OS's, from the daemon).
+pub type Random = Box<dyn FnMut(&mut [u8]) + Send>;
+
+/// An inbound message's ledger key, owned (for blocking tasks).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct MsgKey {
+    channel: String,
+    account: String,
+    message_id: String,
+}
+
+impl MsgKey {
+    fn of(msg: &Inbound) -> Self {
+        Self {
+            channel: msg.channel.clone(),
+            account: msg.account.clone(),
+            message_id: msg.message_id.clone(),
+        }
+    }
+
+    fn key(&self) -> Key<'_> {
+        Key::new(&self.channel, &self.account, &self.message_id)
+    }
+}
+
+/// A chat's queue of claimed messages and whether a worker drains it.
+#[derive(Default)]
+struct ChatQueue {
+    waiting: VecDeque<Inbound>,
+    worker: bool,
+}
+
+/// One bot account of one platform.
+pub struct Bridge {
+    platform: Arc<dyn Platform>,
+    host: Arc<dyn Host>,
+    settings: RwLock<Arc<BridgeSettings>>,
+    ledger: Arc<Mutex<Ledger>>,
+    pairings: Arc<Pairings>,
+    context: Mutex<ContextBuffer>,
+    health: Arc<Health>,
+    random: Mutex<Random>,
+    queues: Mutex<HashMap<String, ChatQueue>>,
+    /// One answer at a time per chat.
+    sending: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    turns: Mutex<(HashSet<String>, VecDeque<String>)>,
+    presses: Mutex<VecDeque<String>>,
+    tasks: TaskTracker,
+    stop: CancellationToken,
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The queue (and send lock) a message belongs to: its chat and thread.
+fn chat_of(msg: &Inbound) -> String {
+    match &msg.thread_id {
+        Some(t) => format!("{}/{t}", msg.chat_id),
+        None => msg.chat_id.clone(),
+    }
+}
+
+/// The text a stranger's code comes with.
+pub fn pairing_text(channel: &str, code: &str) -> String {
+    format!(
+        "Hi! This is a private assistant. To talk to it, ask its owner to approve you with this code (valid for one hour):\n\n{code}\n\n(The owner runs: pincer pairing approve {channel} {code})"
+    )
+}
+
+impl Bridge {
+    /// A bridge over `platform`, recording in `ledger` (shared by all
+    /// bridges of the daemon) and `pairings`.
+    pub fn new(
+        platform: Arc<dyn Platform>,
+        host: Arc<dyn Host>,
+        settings: BridgeSettings,
+        ledger: Arc<Mutex<Ledger>>,
+        pairings: Arc<Pairings>,
+        health: Arc<Health>,
+        random: Random,
+    ) -> Arc<Self> {
+        let context = ContextBuffer::new(settings.context_messages);
+        Arc::new(Self {
+            platform,
+            host,
+            settings: RwLock::new(Arc::new(settings)),
+            ledger,
+            pairings,
+            context: Mutex::new(context),
+            health,
+            random: Mutex::new(random),
+            queues: Mutex::default(),
+            sending: Mutex::default(),
+            turns: Mutex::default(),
+            presses: Mutex::default(),
+            tasks: TaskTracker::new(),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    pub fn channel(&self) -> &str {
+        self.platform.channel()
+    }
+
+    pub fn account(&self) -> &str {
+        self.platform.account()
+    }
+
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    pub fn platform(&self) -> &Arc<dyn Platform> {
+        &self.platform
+    }
+
+    pub fn settings(&self) -> Arc<BridgeSettings> {
+        self.settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Takes in new settings (a config reload); a smaller context limit
+    /// applies from the next message.
+    pub fn set_settings(&self, settings: BridgeSettings) {
+        if settings.context_messages != self.settings().context_messages {
+            let mut ctx = lock(&self.context);
+            *ctx = ContextBuffer::new(settings.context_messages);
+        }
+        *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
+    }
+
+    /// Whether `user_id` is this channel's owner.
+    pub fn is_owner(&self, user_id: &str) -> bool {
+        self.settings().owner.as_deref() == Some(user_id)
+    }
+
+    /// Runs `f` on the ledger in a blocking thread (each commit is an
+    /// fsync).
+    async fn ledger<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Ledger) -> Result<T, LedgerError> + Send + 'static,
+    ) -> Result<T, BridgeError> {
+        let ledger = self.ledger.clone();
+        tokio::task::spawn_blocking(move || f(&mut lock(&ledger)))
+            .await
+            .map_err(|e| BridgeError::Join(e.to_string()))?
+            .map_err(BridgeError::from)
+    }
+
+    /// Where the platform's reader resumes (`scope`: `updates` for
+    /// Telegram).
+    pub async fn cursor(&self, scope: &str) -> Result<Option<String>, BridgeError> {
+        let (channel, account, scope) = (
+            self.channel().to_string(),
+            self.account().to_string(),
+            scope.to_string(),
+        );
+        self.ledger(move |l| l.cursor(&channel, &account, &scope))
+            .await
+    }
+
+    /// Records one event from the platform and starts handling it; returns
+    /// once it is safely recorded (the reader may then move on). An error
+    /// means nothing was recorded: the reader must read it again.
+    pub async fn receive(self: &Arc<Self>, incoming: Incoming) -> Result<(), BridgeError> {
+        self.health.update_seen();
+        let (channel, account) = (self.channel().to_string(), self.account().to_string());
+        let at = now();
+        match incoming.event {
+            Event::Other | Event::Button(_) => {
+                if let Some((scope, value)) = incoming.cursor {
+                    self.ledger(move |l| l.set_cursor(&channel, &account, &scope, &value, at))
+                        .await?;
+                }
+                if let Event::Button(press) = incoming.event {
+                    let this = self.clone();
+                    self.tasks.spawn(async move { this.button(press).await });
+                }
+                Ok(())
+            }
+            Event::Message(mut msg) => {
+                msg.channel = channel;
+                msg.account = account;
+                let copy = msg.clone();
+                let claim = self
+                    .ledger(move |l| match &incoming.cursor {
+                        Some((scope, value)) => l.claim_and_advance(&copy, scope, value, at),
+                        None => l.claim(&copy, at),
+                    })
+                    .await?;
+                if claim == Claim::Duplicate {
+                    tracing::debug!(channel = %msg.channel, message = %msg.message_id, "a message seen before: not answered again");
+                    return Ok(());
+                }
+                self.health.message_in();
+                self.enqueue(msg);
+                Ok(())
+            }
+        }
+    }
+
+    /// Finishes what a previous run left: answers planned but not wholly
+    /// sent are sent, messages claimed but never answered are handled
+    /// again (each at most [`MAX_ATTEMPTS`] times). Call once, before the
+    /// reader starts.
+    pub async fn resume(self: &Arc<Self>) -> Result<usize, BridgeError> {
+        let (channel, account) = (self.channel().to_string(), self.account().to_string());
+        let owed = self
+            .ledger(move |l| l.unanswered(&channel, &account))
+            .await?;
+        let n = owed.len();
+        for item in owed {
+            let msg = item.inbound;
+            if item.planned {
+                let this = self.clone();
+                self.tasks.spawn(async move { this.deliver(&msg).await });
+                continue;
+            }
+            let key = MsgKey::of(&msg);
+            let attempts = self.ledger(move |l| l.retrying(key.key())).await?;
+            if attempts > MAX_ATTEMPTS {
+                tracing::warn!(channel = %msg.channel, message = %msg.message_id, attempts, "giving up on a message that failed every time");
+                let this = self.clone();
+                self.tasks.spawn(async move {
+                    this.reply(
+                        &msg,
+                        "Sorry, I could not handle this message (it failed several times).".into(),
+                    )
+                    .await;
+                });
+                continue;
+            }
+            self.enqueue(msg);
+        }
+        if n > 0 {
+            tracing::info!(channel = %self.channel(), owed = n, "taking up messages left from before the restart");
+        }
+        Ok(n)
+    }
+
+    /// Queues a claimed message behind its chat's earlier ones.
+    fn enqueue(self: &Arc<Self>, msg: Inbound) {
+        let chat = chat_of(&msg);
+        let mut queues = lock(&self.queues);
+        let queue = queues.entry(chat.clone()).or_default();
+        queue.waiting.push_back(msg);
+        if !queue.worker {
+            queue.worker = true;
+            let this = self.clone();
+            self.tasks.spawn(async move { this.drain(chat).await });
+        }
+    }
+
+    async fn drain(self: Arc<Self>, chat: String) {
+        loop {
+            let next = {
+                let mut queues = lock(&self.queues);
+                let Some(queue) = queues.get_mut(&chat) else {
+                    return;
+                };
+                match queue.waiting.pop_front() {
+                    Some(msg) => msg,
+                    None => {
+                        queues.remove(&chat);
+                        return;
+                    }
+                }
+            };
+            self.accept(next).await;
+        }
+    }
+
+    /// Steps 3 to 5 of the module docs for one message.
+    async fn accept(self: &Arc<Self>, msg: Inbound) {
+        let settings = self.settings();
+        let decision = if msg.kind == ChatKind::Direct
+            && settings.owner.as_deref() == Some(msg.sender.id.as_str())
+        {
+            Decision::Pass
+        } else {
+            let mut random = lock(&self.random);
+            match self
+                .pairings
+                .decide(&settings.access, &msg, now() as u64, &mut *random)
+            {
+                Ok(d) => d,
+                Err(e) => {
+                    // Without a saved code a stranger would get a new one
+                    // each message: ignore instead (and say so).
+                    tracing::error!("{e}");
+                    self.health.error(&e.to_string());
+                    Decision::Ignore
+                }
+            }
+        };
+        match decision {
+            Decision::Pass => self.pass(msg, &settings).await,
+            Decision::PassAsContext => {
+                lock(&self.context).push_inbound(&msg, now() as u64);
+                self.settle(&msg).await;
+            }
+            Decision::SendPairingCode { code } => {
+                tracing::info!(channel = %msg.channel, sender = %msg.sender.id, "a stranger was sent a pairing code");
+                self.reply(&msg, pairing_text(&msg.channel, &code)).await;
+            }
+            Decision::Ignore | Decision::AlreadyPending | Decision::TooManyPending => {
+                self.settle(&msg).await;
+            }
+        }
+    }
+
+    async fn pass(self: &Arc<Self>, msg: Inbound, settings: &BridgeSettings) {
+        if let Some(command) = Command::parse(&msg.text, self.platform.bot_username()) {
+            let answer = match &command {
+                Command::Help => Ok(HELP.to_string()),
+                Command::Approve(id) | Command::Deny(id) => {
+                    if settings.owner.as_deref() == Some(msg.sender.id.as_str()) {
+                        self.host
+                            .decide_approval(id, matches!(command, Command::Approve(_)))
+                            .await
+                    } else {
+                        Ok("Only the owner can approve or deny tool calls.".to_string())
+                    }
+                }
+                _ => self.host.command(&msg, &command).await,
+            };
+            match answer {
+                Ok(text) | Err(HostError::Refused(text)) => self.reply(&msg, text).await,
+                Err(HostError::ShuttingDown) => {}
+            }
+            return;
+        }
+        let mut text = msg.text.clone();
+        if msg.kind != ChatKind::Direct {
+            let lines = lock(&self.context).take(&ContextKey::of(&msg));
+            if let Some(block) = context::render(&lines) {
+                text = format!("{block}\n\n{text}");
+            }
+        }
+        for note in self.save_attachments(&msg, settings).await {
+            text.push_str("\n\n");
+            text.push_str(&note);
+        }
+        match self.host.chat(&msg, text).await {
+            Ok(events) => {
+                let this = self.clone();
+                self.tasks
+                    .spawn(async move { this.follow(msg, events).await });
+            }
+            // Left unanswered in the ledger: taken up after the restart.
+            Err(HostError::ShuttingDown) => {}
+            Err(HostError::Refused(why)) => self.reply(&msg, why).await,
+        }
+    }
+
+    /// Saves the message's attachments in the agent's inbox; answers one
+    /// note per attachment for the agent.
+    async fn save_attachments(&self, msg: &Inbound, settings: &BridgeSettings) -> Vec<String> {
+        if msg.attachments.is_empty() {
+            return Vec::new();
+        }
+        let inbox = match self.host.inbox(msg) {
+            Ok(dir) => dir,
+            Err(e) => return vec![format!("[the attachments could not be saved: {e}]")],
+        };
+        let mut notes = Vec::new();
+        for (i, att) in msg.attachments.iter().enumerate() {
+            let name = safe_name(&att.name, &att.kind);
+            let file = format!(
+                "{}-{}-{i}-{name}",
+                msg.chat_id.trim_start_matches('-'),
+                msg.message_id
+            );
+            let dest = inbox.join(&file);
+            if att.size.is_some_and(|s| s > settings.max_attachment_bytes) {
+                notes.push(format!(
+                    "[{} `{}` not saved: larger than the {} MB limit]",
+                    att.kind,
+                    att.name,
+                    settings.max_attachment_bytes / (1024 * 1024)
+                ));
+                continue;
+            }
+            match self
+                .platform
+                .download(att, &dest, settings.max_attachment_bytes)
+                .await
+            {
+                Ok(bytes) => notes.push(format!(
+                    "[{} saved as {} ({bytes} bytes)]",
+                    att.kind,
+                    relative_inbox(&inbox, &file)
+                )),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&dest);
+                    notes.push(format!(
+                        "[{} `{}` could not be saved: {e}]",
+                        att.kind, att.name
+                    ));
+                }
+            }
+        }
+        notes
+    }
+
+    /// Waits for the end of the turn that answers `msg`, showing typing,
+    /// then plans and sends the answer (once per turn).
+    async fn follow(self: Arc<Self>, msg: Inbound, mut events: mpsc::UnboundedReceiver<TurnEvent>) {
+        let target = Target::reply(&msg);
+        let typing = self.platform.capabilities().typing;
+        let mut tick = tokio::time::interval(TYPING_EVERY);
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(TurnEvent::Started { .. } | TurnEvent::Text(_)) => {}
+                    Some(TurnEvent::Finished { turn_id, text }) => {
+                        if self.first_answer(&turn_id) && !text.trim().is_empty() {
+                            self.reply(&msg, text).await;
+                        } else {
+                            self.settle(&msg).await;
+                        }
+                        return;
+                    }
+                    Some(TurnEvent::Failed { turn_id, message }) => {
+                        if self.first_answer(&turn_id) {
+                            self.reply(&msg, format!("Sorry, something went wrong: {message}")).await;
+                        } else {
+                            self.settle(&msg).await;
+                        }
+                        return;
+                    }
+                    // The daemon stopped mid-turn: the message stays owed
+                    // and is taken up after the restart.
+                    None => return,
+                },
+                _ = tick.tick(), if typing => {
+                    let _ = self.platform.typing(&target).await;
+                }
+                _ = self.stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Whether this is the first answer of `turn_id` (a turn answering
+    /// several queued messages is sent once, under the first of them).
+    fn first_answer(&self, turn_id: &str) -> bool {
+        let mut turns = lock(&self.turns);
+        let (seen, order) = &mut *turns;
+        if !seen.insert(turn_id.to_string()) {
+            return false;
+        }
+        order.push_back(turn_id.to_string());
+        if order.len() > TURNS_REMEMBERED
+            && let Some(old) = order.pop_front()
+        {
+            seen.remove(&old);
+        }
+        true
+    }
+
+    /// Marks `msg` handled without an answer.
+    async fn settle(&self, msg: &Inbound) {
+        let key = MsgKey::of(msg);
+        let at = now();
+        if let Err(e) = self.ledger(move |l| l.answered(key.key(), at)).await {
+            tracing::error!("cannot record a handled message: {e}");
+        }
+    }
+
+    /// Plans `text` as the answer to `msg`, then sends it.
+    async fn reply(&self, msg: &Inbound, text: String) {
+        let chunks = chunks_for(&text, &self.platform.capabilities());
+        let key = MsgKey::of(msg);
+        let at = now();
+        if let Err(e) = self
+            .ledger(move |l| l.planned(key.key(), &chunks, at))
+            .await
+        {
+            tracing::error!("cannot record an answer before sending it: {e}");
+            self.health.error(&e.to_string());
+            return;
+        }
+        self.deliver(msg).await;
+    }
+
+    /// Sends the chunks of `msg`'s planned answer the platform has not
+    /// confirmed yet, in order.
+    async fn deliver(&self, msg: &Inbound) {
+        let chat = chat_of(msg);
+        let gate = lock(&self.sending).entry(chat).or_default().clone();
+        let _one_at_a_time = gate.lock().await;
+        let key = MsgKey::of(msg);
+        let pending = {
+            let key = key.clone();
+            match self.ledger(move |l| l.pending_chunks(key.key())).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!("cannot read an answer's chunks: {e}");
+                    return;
+                }
+            }
+        };
+        let target = Target::reply(msg);
+        for (index, chunk) in pending {
+            match self.send_chunk(&target, &chunk).await {
+                Ok(id) => {
+                    self.health.message_out();
+                    let key = key.clone();
+                    let at = now();
+                    if let Err(e) = self
+                        .ledger(move |l| l.confirmed(key.key(), index, &id, at))
+                        .await
+                    {
+                        tracing::error!("cannot record a sent chunk: {e}");
+                        return;
+                    }
+                }
+                Err(
+                    e @ (SendError::Permanent(_)
+                    | SendError::Formatting(_)
+                    | SendError::Unsupported(_)),
+                ) => {
+                    let why = format!("an answer in chat {} was given up: {e}", msg.chat_id);
+                    tracing::warn!("{why}");
+                    self.health.error(&why);
+                    self.settle(msg).await;
+                    return;
+                }
+                Err(e) => {
+                    // Left owed: the next start sends the rest.
+                    let why = format!(
+                        "an answer in chat {} could not be sent yet: {e}",
+                        msg.chat_id
+                    );
+                    tracing::warn!("{why}");
+                    self.health.disconnected(&why);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One chunk with the retry rules of the module docs.
+    async fn send_chunk(&self, target: &Target, markdown: &str) -> Result<String, SendError> {
+        self.send_text(target, markdown, &[]).await
+    }
+
+    async fn send_text(
+        &self,
+        target: &Target,
+        markdown: &str,
+        buttons: &[Button],
+    ) -> Result<String, SendError> {
+        let mut formatting = self.platform.capabilities().formatting;
+        let mut text = render(markdown, formatting);
+        let mut transient = 0;
+        loop {
+            match self.platform.send(target, &text, formatting, buttons).await {
+                Ok(id) => {
+                    self.health.connected();
+                    return Ok(id);
+                }
+                Err(SendError::Formatting(why)) if formatting != Formatting::Plain => {
+                    tracing::debug!("formatting rejected ({why}); sending as plain text");
+                    formatting = Formatting::Plain;
+                    text = render(markdown, Formatting::Plain);
+                }
+                Err(SendError::RetryAfter(wait)) => {
+                    self.health
+                        .error(&format!("rate limited for {}s", wait.as_secs()));
+                    if !self.pause(wait.min(MAX_RETRY_AFTER)).await {
+                        return Err(SendError::Transient("pincerd is stopping".into()));
+                    }
+                }
+                Err(SendError::Transient(why)) if transient + 1 < SEND_TRIES => {
+                    let wait = Duration::from_secs((1u64 << transient).min(30));
+                    transient += 1;
+                    tracing::debug!("send failed ({why}); trying again in {wait:?}");
+                    if !self.pause(wait).await {
+                        return Err(SendError::Transient(why));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sleeps unless the bridge stops first; answers whether it slept.
+    async fn pause(&self, wait: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => true,
+            _ = self.stop.cancelled() => false,
+        }
+    }
+
+    /// Shows an approval to the owner in their DM, with buttons. Does
+    /// nothing when the channel has no owner.
+    pub async fn ask_owner(&self, request: &ApprovalRequest) -> Result<(), SendError> {
+        let Some(owner) = self.settings().owner.clone() else {
+            return Ok(());
+        };
+        let mut args: String = request.arguments.chars().take(600).collect();
+        if args.len() < request.arguments.len() {
+            args.push('…');
+        }
+        let text = format!(
+            "Approval needed: agent `{}` wants to run `{}` with\n```\n{}\n```\nSession {}. It expires in {} min; answer with the buttons, or /approve {} or /deny {}.",
+            request.agent,
+            request.tool,
+            args.replace("```", "'''"),
+            request.session,
+            request.expires_in_s.div_ceil(60),
+            request.id,
+            request.id
+        );
+        let buttons = [
+            Button {
+                label: "Approve".into(),
+                data: format!("approve:{}", request.id),
+            },
+            Button {
+                label: "Deny".into(),
+                data: format!("deny:{}", request.id),
+            },
+        ];
+        self.send_text(&Target::direct(owner), &text, &buttons)
+            .await
+            .map(|_| ())
+    }
+
+    /// A press on an approval button: the owner's decides, anyone else's
+    /// is told no.
+    async fn button(self: Arc<Self>, press: ButtonPress) {
+        {
+            let mut seen = lock(&self.presses);
+            if seen.contains(&press.id) {
+                return;
+            }
+            seen.push_back(press.id.clone());
+            if seen.len() > 256 {
+                seen.pop_front();
+            }
+        }
+        let decision = press
+            .data
+            .split_once(':')
+            .and_then(|(verb, id)| match verb {
+                "approve" => Some((true, id)),
+                "deny" => Some((false, id)),
+                _ => None,
+            });
+        let Some((allow, id)) = decision else {
+            let _ = self.platform.answer_button(&press.id, "").await;
+            return;
+        };
+        if !self.is_owner(&press.sender_id) {
+            tracing::warn!(sender = %press.sender_id, "an approval button pressed by someone other than the owner: refused");
+            let _ = self
+                .platform
+                .answer_button(&press.id, "Only the owner can answer this.")
+                .await;
+            return;
+        }
+        let note = match self.host.decide_approval(id, allow).await {
+            Ok(note) | Err(HostError::Refused(note)) => note,
+            Err(HostError::ShuttingDown) => "pincerd is shutting down".to_string(),
+        };
+        let _ = self.platform.answer_button(&press.id, &note).await;
+        let _ = self
+            .platform
+            .edit(
+                &Target::direct(press.chat_id.clone()),
+                &press.message_id,
+                &note,
+                Formatting::Plain,
+            )
+            .await;
+    }
+
+    /// Sends `text` to a chat outside any answer (the `message` tool),
+    /// with the same rendering and retries.
+    pub async fn send_to(&self, target: &Target, text: &str) -> Result<Vec<String>, SendError> {
+        let mut ids = Vec::new();
+        for chunk in chunks_for(text, &self.platform.capabilities()) {
+            ids.push(self.send_text(target, &chunk, &[]).await?);
+            self.health.message_out();
+        }
+        Ok(ids)
+    }
+
+    /// Sends a file to a chat (the `message` tool).
+    pub async fn send_file_to(
+        &self,
+        target: &Target,
+        path: &Path,
+        caption: &str,
+    ) -> Result<String, SendError> {
+        let id = self.platform.send_file(target, path, caption).await?;
+        self.health.message_out();
+        Ok(id)
+    }
+
+    /// Stops the bridge: waits, at most `grace`, for answers being sent.
+    pub async fn stop(&self, grace: Duration) {
+        self.tasks.close();
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            self.stop.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.tasks.wait()).await;
+        }
+    }
+}
+
+/// A file name made safe: no folders, no leading dots, no control
+/// characters, at most 80 characters; the kind when nothing is left.
+fn safe_name(name: &str, kind: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let cleaned: String = base
+        .chars()
+        .filter(|c| !c.is_control())
+        .map(|c| {
+            if c.is_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .chars()
+        .take(80)
+        .collect();
+    if cleaned.is_empty() {
+        kind.chars().filter(|c| c.is_ascii_alphanumeric()).collect()
+    } else {
+        cleaned
+    }
+}
+
+/// How the agent finds a saved file: `inbox/<file>` from its workspace.
+fn relative_inbox(inbox: &Path, file: &str) -> String {
+    let folder = inbox
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "inbox".into());
+    PathBuf::from(folder).join(file).display().to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,182 @@
+//! The seam to the daemon ([`Host`]): everything a bridge needs from
+//! pincerd, and nothing more. The daemon implements it over its hub and
+//! routing (which agent, which session, which policy: decided there, once);
+//! the bridge never sees a session key or a tool policy.
+//!
+//! A trait because the bridge must not depend on the daemon (the daemon
+//! depends on the bridges), and the bridge's own tests drive it with a
+//! scripted host.
+
+use std::path::PathBuf;
+
+use tokio::sync::mpsc;
+
+use crate::message::Inbound;
+use crate::platform::BoxFuture;
+
+/// What a turn reports back to the bridge, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEvent {
+    /// The turn that will answer this message started. Several queued
+    /// messages of one chat can be answered by one turn: they all see the
+    /// same `turn_id`, and the bridge sends that answer once.
+    Started { turn_id: String },
+    /// Streamed answer text (for the live preview).
+    Text(String),
+    /// The turn ended; `text` is the whole answer (empty: nothing to send,
+    /// as after `/stop`).
+    Finished { turn_id: String, text: String },
+    /// The turn failed; a sentence the chat may read (no secrets: the
+    /// daemon's errors never carry them).
+    Failed { turn_id: String, message: String },
+}
+
+/// Why the host could not take a message or a command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// pincerd is stopping: leave the message unanswered, it is taken up
+    /// again after the restart.
+    #[error("pincerd is shutting down")]
+    ShuttingDown,
+    /// Refused for a reason the sender should read (too long, no such
+    /// session, an agent that is not configured).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// A chat command (SPEC §11). Parsed by [`Command::parse`]; the bridge
+/// answers `/help` itself and turns `/approve` and `/deny` into
+/// [`Host::decide_approval`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `/new`: a fresh session (same as `/reset`).
+    New,
+    /// `/reset`: a fresh session.
+    Reset,
+    /// `/stop`: abort the running turn.
+    Stop,
+    /// `/status`: the session's agent, model, tokens.
+    Status,
+    /// `/help`: the commands.
+    Help,
+    /// `/approve ID`
+    Approve(String),
+    /// `/deny ID`
+    Deny(String),
+}
+
+/// The commands a platform registers (Telegram's `setMyCommands`), with
+/// their one-line descriptions.
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("new", "Start a new conversation"),
+    ("reset", "Start a new conversation"),
+    ("stop", "Stop the answer being written"),
+    ("status", "Show the agent, model and session"),
+    ("help", "List the commands"),
+];
+
+/// The `/help` answer.
+pub const HELP: &str = "Commands:\n/new or /reset: start a new conversation\n/stop: stop the answer being written\n/status: the agent, model and session\n/help: this list\nThe owner also has /approve ID and /deny ID for tool calls waiting for approval.";
+
+impl Command {
+    /// Reads a command at the start of `text`. `/cmd@name` is ours only
+    /// when `name` is `bot_username` (compared case-insensitively);
+    /// anything else, including unknown commands, is `None` (ordinary
+    /// text for the agent).
+    pub fn parse(text: &str, bot_username: &str) -> Option<Self> {
+        let text = text.trim();
+        let rest = text.strip_prefix('/')?;
+        let (word, arg) = match rest.split_once(char::is_whitespace) {
+            Some((w, a)) => (w, a.trim()),
+            None => (rest, ""),
+        };
+        let word = match word.split_once('@') {
+            Some((w, name))
+                if !bot_username.is_empty() && name.eq_ignore_ascii_case(bot_username) =>
+            {
+                w
+            }
+            Some(_) => return None,
+            None => word,
+        };
+        let id = || arg.split_whitespace().next().map(str::to_string);
+        Some(match word.to_ascii_lowercase().as_str() {
+            "new" | "start" => Self::New,
+            "reset" => Self::Reset,
+            "stop" => Self::Stop,
+            "status" => Self::Status,
+            "help" => Self::Help,
+            "approve" => Self::Approve(id()?),
+            "deny" => Self::Deny(id()?),
+            _ => return None,
+        })
+    }
+}
+
+/// An approval waiting for the owner, as the bridge shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    pub id: String,
+    pub agent: String,
+    pub session: String,
+    pub tool: String,
+    /// The call's arguments as JSON text (shortened by the bridge).
+    pub arguments: String,
+    pub expires_in_s: u64,
+}
+
+/// What the bridge needs from the daemon.
+pub trait Host: Send + Sync + 'static {
+    /// Runs `text` (the message with any context and attachment notes
+    /// already added) as a turn for `msg`'s chat and sender: the daemon
+    /// routes it (agent, session, policy) and streams the turn's events.
+    fn chat<'a>(
+        &'a self,
+        msg: &'a Inbound,
+        text: String,
+    ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>>;
+
+    /// Runs a chat command for `msg`'s session; answers the reply text.
+    /// Never called with [`Command::Help`], `Approve` or `Deny`.
+    fn command<'a>(
+        &'a self,
+        msg: &'a Inbound,
+        command: &'a Command,
+    ) -> BoxFuture<'a, Result<String, HostError>>;
+
+    /// The owner allowed or denied approval `id`; answers a short note.
+    fn decide_approval<'a>(
+        &'a self,
+        id: &'a str,
+        allow: bool,
+    ) -> BoxFuture<'a, Result<String, HostError>>;
+
+    /// The folder attachments of `msg` are saved in: the inbox of the
+    /// workspace of the agent that answers the chat (created if missing).
+    fn inbox(&self, msg: &Inbound) -> Result<PathBuf, HostError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_read_with_and_without_the_bot_name() {
+        assert_eq!(Command::parse("/reset", "pincer_bot"), Some(Command::Reset));
+        assert_eq!(Command::parse(" /new ", "pincer_bot"), Some(Command::New));
+        assert_eq!(Command::parse("/start", "pincer_bot"), Some(Command::New));
+        assert_eq!(
+            Command::parse("/STATUS@Pincer_Bot", "pincer_bot"),
+            Some(Command::Status)
+        );
+        assert_eq!(Command::parse("/reset@other_bot", "pincer_bot"), None);
+        assert_eq!(
+            Command::parse("/approve AB12 now", "x"),
+            Some(Command::Approve("AB12".into()))
+        );
+        assert_eq!(Command::parse("/approve", "x"), None, "an id is needed");
+        assert_eq!(Command::parse("/weather", "x"), None);
+        assert_eq!(Command::parse("reset", "x"), None);
+        assert_eq!(Command::parse("/", "x"), None);
+    }
+}
