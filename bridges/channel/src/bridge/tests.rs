@@ -1,1 +1,604 @@
+//! The bridge driven by a recording platform and a scripted host: the
+//! rules of the module docs, each one that can fail.
 
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::access::{DmPolicy, GroupRule};
+use crate::message::{Attachment, Capabilities, Sender};
+use crate::platform::BoxFuture;
+
+#[derive(Default)]
+struct Sent {
+    messages: Vec<(Target, String, Formatting, Vec<Button>)>,
+    failures: VecDeque<SendError>,
+    typing: usize,
+    /// Every send fails (transiently) once this many went out.
+    fail_after: Option<usize>,
+    presses: Vec<(String, String)>,
+    edits: Vec<(String, String)>,
+}
+
+struct FakePlatform {
+    sent: Mutex<Sent>,
+    max_chars: usize,
+}
+
+impl FakePlatform {
+    fn new(max_chars: usize) -> Arc<Self> {
+        Arc::new(Self {
+            sent: Mutex::default(),
+            max_chars,
+        })
+    }
+    fn texts(&self, chat: &str) -> Vec<String> {
+        self.sent
+            .lock()
+            .unwrap()
+            .messages
+            .iter()
+            .filter(|m| m.0.chat_id == chat)
+            .map(|m| m.1.clone())
+            .collect()
+    }
+    fn fail_next(&self, e: SendError) {
+        self.sent.lock().unwrap().failures.push_back(e);
+    }
+}
+
+impl Platform for FakePlatform {
+    fn channel(&self) -> &str {
+        "telegram"
+    }
+    fn account(&self) -> &str {
+        "default"
+    }
+    fn bot_username(&self) -> &str {
+        "pincer_bot"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_chars: self.max_chars,
+            max_lines: None,
+            edits: true,
+            typing: true,
+            threads: true,
+            formatting: Formatting::Html,
+        }
+    }
+    fn send<'a>(
+        &'a self,
+        to: &'a Target,
+        text: &'a str,
+        formatting: Formatting,
+        buttons: &'a [Button],
+    ) -> BoxFuture<'a, Result<String, SendError>> {
+        Box::pin(async move {
+            let mut sent = self.sent.lock().unwrap();
+            if let Some(e) = sent.failures.pop_front() {
+                return Err(e);
+            }
+            if sent.fail_after.is_some_and(|n| sent.messages.len() >= n) {
+                return Err(SendError::Transient("connection reset".into()));
+            }
+            sent.messages
+                .push((to.clone(), text.to_string(), formatting, buttons.to_vec()));
+            Ok(format!("m{}", sent.messages.len()))
+        })
+    }
+    fn edit<'a>(
+        &'a self,
+        _to: &'a Target,
+        message_id: &'a str,
+        text: &'a str,
+        _formatting: Formatting,
+    ) -> BoxFuture<'a, Result<(), SendError>> {
+        Box::pin(async move {
+            self.sent
+                .lock()
+                .unwrap()
+                .edits
+                .push((message_id.to_string(), text.to_string()));
+            Ok(())
+        })
+    }
+    fn typing<'a>(&'a self, _to: &'a Target) -> BoxFuture<'a, Result<(), SendError>> {
+        Box::pin(async move {
+            self.sent.lock().unwrap().typing += 1;
+            Ok(())
+        })
+    }
+    fn send_file<'a>(
+        &'a self,
+        _to: &'a Target,
+        _path: &'a Path,
+        _caption: &'a str,
+    ) -> BoxFuture<'a, Result<String, SendError>> {
+        Box::pin(async move { Err(SendError::Unsupported("files")) })
+    }
+    fn download<'a>(
+        &'a self,
+        attachment: &'a Attachment,
+        dest: &'a Path,
+        max_bytes: u64,
+    ) -> BoxFuture<'a, Result<u64, SendError>> {
+        Box::pin(async move {
+            let body = format!("bytes of {}", attachment.id);
+            if body.len() as u64 > max_bytes {
+                return Err(SendError::Permanent("too large".into()));
+            }
+            std::fs::write(dest, &body).map_err(|e| SendError::Permanent(e.to_string()))?;
+            Ok(body.len() as u64)
+        })
+    }
+    fn answer_button<'a>(
+        &'a self,
+        press_id: &'a str,
+        note: &'a str,
+    ) -> BoxFuture<'a, Result<(), SendError>> {
+        Box::pin(async move {
+            self.sent
+                .lock()
+                .unwrap()
+                .presses
+                .push((press_id.to_string(), note.to_string()));
+            Ok(())
+        })
+    }
+}
+
+/// Answers every message with `answer: <text>` (or a fixed long text),
+/// records what it received.
+struct ScriptedHost {
+    received: Mutex<Vec<(String, String)>>,
+    answer: Mutex<Option<String>>,
+    decided: Mutex<Vec<(String, bool)>>,
+    inbox: PathBuf,
+}
+
+impl ScriptedHost {
+    fn new(inbox: PathBuf) -> Arc<Self> {
+        Arc::new(Self {
+            received: Mutex::default(),
+            answer: Mutex::default(),
+            decided: Mutex::default(),
+            inbox,
+        })
+    }
+    fn received(&self) -> Vec<String> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.1.clone())
+            .collect()
+    }
+}
+
+impl Host for ScriptedHost {
+    fn chat<'a>(
+        &'a self,
+        msg: &'a Inbound,
+        text: String,
+    ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>> {
+        Box::pin(async move {
+            self.received
+                .lock()
+                .unwrap()
+                .push((msg.message_id.clone(), text.clone()));
+            let (tx, rx) = mpsc::unbounded_channel();
+            let answer = self
+                .answer
+                .lock()
+                .unwrap()
+                .clone()
+                .unwrap_or_else(|| format!("answer: {}", msg.text));
+            let turn_id = format!("turn-{}", msg.message_id);
+            tx.send(TurnEvent::Started {
+                turn_id: turn_id.clone(),
+            })
+            .unwrap();
+            tx.send(TurnEvent::Finished {
+                turn_id,
+                text: answer,
+            })
+            .unwrap();
+            Ok(rx)
+        })
+    }
+    fn command<'a>(
+        &'a self,
+        _msg: &'a Inbound,
+        command: &'a Command,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
+        Box::pin(async move { Ok(format!("did {command:?}")) })
+    }
+    fn decide_approval<'a>(
+        &'a self,
+        id: &'a str,
+        allow: bool,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
+        Box::pin(async move {
+            self.decided.lock().unwrap().push((id.to_string(), allow));
+            Ok(format!("{id}: {}", if allow { "approved" } else { "denied" }))
+        })
+    }
+    fn inbox(&self, _msg: &Inbound) -> Result<PathBuf, HostError> {
+        std::fs::create_dir_all(&self.inbox).unwrap();
+        Ok(self.inbox.clone())
+    }
+}
+
+struct Rig {
+    dir: PathBuf,
+    platform: Arc<FakePlatform>,
+    host: Arc<ScriptedHost>,
+    bridge: Arc<Bridge>,
+}
+
+fn settings() -> BridgeSettings {
+    let mut access = AccessPolicy::default();
+    access.allow_from.insert("1".into());
+    access.groups.insert("-100".into(), GroupRule::default());
+    BridgeSettings {
+        access,
+        owner: Some("1".into()),
+        ..Default::default()
+    }
+}
+
+fn rig_in(dir: &Path, max_chars: usize) -> Rig {
+    let platform = FakePlatform::new(max_chars);
+    let host = ScriptedHost::new(dir.join("workspace/inbox"));
+    let ledger = Arc::new(Mutex::new(Ledger::open(&dir.join("channels.db")).unwrap()));
+    let pairings = Arc::new(Pairings::open(&dir.join("pairing.json")).unwrap());
+    let bridge = Bridge::new(
+        platform.clone(),
+        host.clone(),
+        settings(),
+        ledger,
+        pairings,
+        Arc::new(Health::new("polling")),
+        Box::new(|b: &mut [u8]| b.fill(3)),
+    );
+    Rig {
+        dir: dir.to_path_buf(),
+        platform,
+        host,
+        bridge,
+    }
+}
+
+fn rig() -> Rig {
+    // Kept for the test's life: the process's temp dir is cleaned by the
+    // OS, and each test has its own.
+    let dir = tempfile::tempdir().unwrap().keep();
+    rig_in(&dir, 4000)
+}
+
+fn dm(from: &str, id: &str, text: &str) -> Inbound {
+    Inbound {
+        channel: "telegram".into(),
+        account: "default".into(),
+        kind: ChatKind::Direct,
+        chat_id: from.into(),
+        thread_id: None,
+        sender: Sender {
+            id: from.into(),
+            name: format!("user {from}"),
+            is_bot: false,
+        },
+        text: text.into(),
+        mentions_bot: false,
+        reply_to: None,
+        attachments: Vec::new(),
+        message_id: format!("{from}:{id}"),
+    }
+}
+
+fn group(from: &str, id: &str, text: &str, mention: bool) -> Inbound {
+    Inbound {
+        kind: ChatKind::Group,
+        chat_id: "-100".into(),
+        mentions_bot: mention,
+        message_id: format!("-100:{id}"),
+        ..dm(from, id, text)
+    }
+}
+
+fn incoming(msg: Inbound, offset: u64) -> Incoming {
+    Incoming {
+        event: Event::Message(msg),
+        cursor: Some(("updates".into(), offset.to_string())),
+    }
+}
+
+async fn settled(bridge: &Arc<Bridge>) {
+    // The work spawned by `receive` finishes quickly; poll the ledger
+    // until nothing is owed.
+    for _ in 0..200 {
+        let (c, a) = (bridge.channel().to_string(), bridge.account().to_string());
+        let owed = bridge.ledger(move |l| l.unanswered(&c, &a)).await.unwrap();
+        if owed.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("messages still owed an answer");
+}
+
+#[tokio::test]
+async fn an_allowed_dm_is_answered_once_even_when_delivered_twice() {
+    let r = rig();
+    let msg = dm("1", "10", "hello");
+    r.bridge.receive(incoming(msg.clone(), 11)).await.unwrap();
+    r.bridge.receive(incoming(msg, 11)).await.unwrap();
+    settled(&r.bridge).await;
+    assert_eq!(r.platform.texts("1"), vec!["answer: hello"]);
+    assert_eq!(r.host.received().len(), 1);
+    assert_eq!(
+        r.bridge.cursor("updates").await.unwrap().as_deref(),
+        Some("11")
+    );
+}
+
+#[tokio::test]
+async fn a_stranger_gets_one_code_and_never_reaches_the_host() {
+    let r = rig();
+    for i in 0..5 {
+        r.bridge
+            .receive(incoming(dm("666", &i.to_string(), "let me in"), i + 1))
+            .await
+            .unwrap();
+    }
+    settled(&r.bridge).await;
+    let texts = r.platform.texts("666");
+    assert_eq!(texts.len(), 1, "{texts:?}");
+    assert!(texts[0].contains("pincer pairing approve telegram"), "{}", texts[0]);
+    assert!(r.host.received().is_empty());
+}
+
+#[tokio::test]
+async fn un_mentioned_group_messages_come_with_the_next_mention() {
+    let r = rig();
+    r.bridge
+        .receive(incoming(group("7", "1", "the meeting is at 5", false), 1))
+        .await
+        .unwrap();
+    r.bridge
+        .receive(incoming(group("8", "2", "bring cake", false), 2))
+        .await
+        .unwrap();
+    settled(&r.bridge).await;
+    assert!(r.platform.texts("-100").is_empty(), "no reply without a mention");
+    r.bridge
+        .receive(incoming(group("7", "3", "@pincer_bot when is it?", true), 3))
+        .await
+        .unwrap();
+    settled(&r.bridge).await;
+    let got = r.host.received();
+    assert_eq!(got.len(), 1);
+    assert!(got[0].contains("[user 7]: the meeting is at 5"), "{}", got[0]);
+    assert!(got[0].contains("[user 8]: bring cake"), "{}", got[0]);
+    assert!(got[0].ends_with("@pincer_bot when is it?"), "{}", got[0]);
+    assert_eq!(r.platform.texts("-100").len(), 1);
+}
+
+#[tokio::test]
+async fn a_group_not_allowlisted_is_ignored() {
+    let r = rig();
+    let mut msg = group("7", "1", "@pincer_bot hi", true);
+    msg.chat_id = "-999".into();
+    r.bridge.receive(incoming(msg, 1)).await.unwrap();
+    settled(&r.bridge).await;
+    assert!(r.host.received().is_empty());
+    assert!(r.platform.texts("-999").is_empty());
+}
+
+#[tokio::test]
+async fn a_long_answer_goes_out_in_order_and_a_restart_sends_only_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let paragraphs: Vec<String> = (0..6)
+        .map(|i| format!("paragraph {i} {}", "x".repeat(60)))
+        .collect();
+    let answer = paragraphs.join("\n\n");
+    let first = rig_in(dir.path(), 100);
+    *first.host.answer.lock().unwrap() = Some(answer.clone());
+    // Two chunks go out, then the network fails until the daemon "dies".
+    first.platform.sent.lock().unwrap().fail_after = Some(2);
+    first
+        .bridge
+        .receive(incoming(dm("1", "1", "long"), 1))
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if first.platform.texts("1").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.bridge.stop(Duration::from_millis(50)).await;
+    let before = first.platform.texts("1");
+    assert_eq!(before.len(), 2);
+
+    let second = rig_in(dir.path(), 100);
+    assert_eq!(second.bridge.resume().await.unwrap(), 1, "one answer owed");
+    settled(&second.bridge).await;
+    let after = second.platform.texts("1");
+    assert!(second.host.received().is_empty(), "the turn is not run again");
+    let all: Vec<String> = before.into_iter().chain(after).collect();
+    assert_eq!(all, paragraphs, "every chunk once, in order");
+}
+
+#[tokio::test]
+async fn a_message_claimed_but_never_answered_is_handled_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ledger = Ledger::open(&dir.path().join("channels.db"));
+        ledger
+            .unwrap()
+            .claim(&dm("1", "9", "are you there?"), 1)
+            .unwrap();
+    }
+    let r = rig_in(dir.path(), 4000);
+    assert_eq!(r.bridge.resume().await.unwrap(), 1);
+    settled(&r.bridge).await;
+    assert_eq!(r.platform.texts("1"), vec!["answer: are you there?"]);
+}
+
+#[tokio::test]
+async fn several_messages_answered_by_one_turn_get_one_answer() {
+    let r = rig();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx2, rx2) = mpsc::unbounded_channel();
+    for (tx, text) in [(&tx, "merged"), (&tx2, "merged")] {
+        tx.send(TurnEvent::Started { turn_id: "t".into() }).unwrap();
+        tx.send(TurnEvent::Finished {
+            turn_id: "t".into(),
+            text: text.into(),
+        })
+        .unwrap();
+    }
+    let a = dm("1", "1", "a");
+    let b = dm("1", "2", "b");
+    for (m, n) in [(&a, 1), (&b, 2)] {
+        let copy = m.clone();
+        r.bridge
+            .ledger(move |l| l.claim(&copy, n))
+            .await
+            .unwrap();
+    }
+    r.bridge.clone().follow(a, rx).await;
+    r.bridge.clone().follow(b, rx2).await;
+    settled(&r.bridge).await;
+    assert_eq!(r.platform.texts("1"), vec!["merged"]);
+}
+
+#[tokio::test]
+async fn only_the_owner_can_press_an_approval_button() {
+    let r = rig();
+    let request = ApprovalRequest {
+        id: "ab12".into(),
+        agent: "main".into(),
+        session: "agent:main:main".into(),
+        tool: "exec".into(),
+        arguments: "{\"command\":\"ls\"}".into(),
+        expires_in_s: 300,
+    };
+    r.bridge.ask_owner(&request).await.unwrap();
+    {
+        let sent = r.platform.sent.lock().unwrap();
+        let (to, text, _, buttons) = sent.messages.last().unwrap();
+        assert_eq!(to.chat_id, "1", "to the owner's DM");
+        assert!(text.contains("exec"));
+        assert_eq!(buttons.len(), 2);
+        assert_eq!(buttons[0].data, "approve:ab12");
+    }
+    let press = |who: &str, id: &str| Incoming {
+        event: Event::Button(ButtonPress {
+            id: id.into(),
+            sender_id: who.into(),
+            sender_name: "x".into(),
+            chat_id: "1".into(),
+            message_id: "m1".into(),
+            data: "approve:ab12".into(),
+        }),
+        cursor: None,
+    };
+    r.bridge.receive(press("666", "p1")).await.unwrap();
+    r.bridge.receive(press("1", "p2")).await.unwrap();
+    for _ in 0..100 {
+        if r.platform.sent.lock().unwrap().presses.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        *r.host.decided.lock().unwrap(),
+        vec![("ab12".to_string(), true)],
+        "the stranger's press decided nothing"
+    );
+    let presses = r.platform.sent.lock().unwrap().presses.clone();
+    assert!(presses.iter().any(|(id, note)| id == "p1" && note.contains("Only the owner")));
+}
+
+#[tokio::test]
+async fn commands_are_answered_without_a_turn_and_approve_is_owner_only() {
+    let r = rig();
+    r.bridge.receive(incoming(dm("1", "1", "/reset"), 1)).await.unwrap();
+    r.bridge.receive(incoming(dm("1", "2", "/help"), 2)).await.unwrap();
+    let mut other = dm("2", "3", "/approve ab12");
+    other.sender.id = "2".into();
+    r.bridge.set_settings(BridgeSettings {
+        access: AccessPolicy {
+            dm: DmPolicy::Open,
+            ..settings().access
+        },
+        ..settings()
+    });
+    r.bridge.receive(incoming(other, 3)).await.unwrap();
+    settled(&r.bridge).await;
+    assert!(r.host.received().is_empty(), "no turn for a command");
+    let texts = r.platform.texts("1");
+    assert_eq!(texts[0], "did Reset");
+    assert!(texts[1].contains("/reset"));
+    assert!(r.platform.texts("2")[0].contains("Only the owner"));
+    assert!(r.host.decided.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn rejected_formatting_is_sent_again_as_plain_text() {
+    let r = rig();
+    *r.host.answer.lock().unwrap() = Some("**bold** answer".into());
+    r.platform.fail_next(SendError::Formatting("can't parse entities".into()));
+    r.bridge.receive(incoming(dm("1", "1", "hi"), 1)).await.unwrap();
+    settled(&r.bridge).await;
+    let sent = r.platform.sent.lock().unwrap();
+    assert_eq!(sent.messages.len(), 1);
+    assert_eq!(sent.messages[0].2, Formatting::Plain);
+    assert_eq!(sent.messages[0].1, "bold answer");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_waits_retry_after_and_then_sends() {
+    let r = rig();
+    r.platform.fail_next(SendError::RetryAfter(Duration::from_secs(7)));
+    let start = tokio::time::Instant::now();
+    r.bridge.receive(incoming(dm("1", "1", "hi"), 1)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(r.platform.texts("1").is_empty(), "still waiting");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    settled(&r.bridge).await;
+    assert!(start.elapsed() >= Duration::from_secs(7));
+    assert_eq!(r.platform.texts("1"), vec!["answer: hi"]);
+}
+
+#[tokio::test]
+async fn attachments_are_saved_in_the_inbox_and_named() {
+    let r = rig();
+    let mut msg = dm("1", "5", "what is this?");
+    msg.attachments.push(Attachment {
+        id: "file-1".into(),
+        name: "../../etc/passwd".into(),
+        kind: "document".into(),
+        size: Some(10),
+    });
+    msg.attachments.push(Attachment {
+        id: "file-2".into(),
+        name: "huge.bin".into(),
+        kind: "document".into(),
+        size: Some(1 << 40),
+    });
+    r.bridge.receive(incoming(msg, 1)).await.unwrap();
+    settled(&r.bridge).await;
+    let got = r.host.received();
+    assert!(got[0].contains("saved as inbox/1-1:5-0-passwd"), "{}", got[0]);
+    assert!(got[0].contains("`huge.bin` not saved"), "{}", got[0]);
+    let saved = r.dir.join("workspace/inbox/1-1:5-0-passwd");
+    assert_eq!(std::fs::read_to_string(saved).unwrap(), "bytes of file-1");
+}
