@@ -11,6 +11,7 @@ const PROTOS: &[&str] = &[
     "pincer/v1/tools.proto",
     "pincer/v1/memory.proto",
     "pincer/v1/skills.proto",
+    "pincer/v1/channels.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

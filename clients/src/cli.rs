@@ -94,6 +94,16 @@ pub enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// The chat bridges: connected or not, last update, last error, messages.
+    Channels {
+        #[command(subcommand)]
+        command: ChannelsCommand,
+    },
+    /// Pairing codes strangers were sent on a chat channel: list, approve, deny.
+    Pairing {
+        #[command(subcommand)]
+        command: PairingCommand,
+    },
     /// Check or reload the configuration.
     Config {
         #[command(subcommand)]
@@ -252,6 +262,26 @@ pub enum ApprovalsCommand {
     Allow { id: String },
     /// Refuse the call (the model is told).
     Deny { id: String },
+}
+
+#[derive(Subcommand)]
+pub enum ChannelsCommand {
+    /// Each configured bridge: connected, mode, last update, last error,
+    /// pending pairings, messages in and out.
+    Status,
+}
+
+#[derive(Subcommand)]
+pub enum PairingCommand {
+    /// Codes waiting for your answer.
+    List {
+        /// Only this channel (telegram, discord).
+        channel: Option<String>,
+    },
+    /// Let the sender who was given CODE talk to the agent.
+    Approve { channel: String, code: String },
+    /// Ignore the sender who was given CODE from now on.
+    Deny { channel: String, code: String },
 }
 
 #[derive(Subcommand)]

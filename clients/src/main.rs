@@ -8,6 +8,7 @@
 mod abort;
 mod approvals;
 mod audit;
+mod channels;
 mod chat;
 mod cli;
 mod config;
@@ -114,6 +115,8 @@ async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         Command::Logs { follow, lines } => logs::run(ctx, follow, lines).await,
         Command::Tools { command } => tools::run(ctx, command).await,
         Command::Approvals { command } => approvals::run(ctx, command).await,
+        Command::Channels { command } => channels::run(ctx, command).await,
+        Command::Pairing { command } => channels::pairing(ctx, command).await,
         Command::Memory { command } => memory::run(ctx, command).await,
         Command::Skills {
             command: SkillsCommand::List { agent },

@@ -16,6 +16,7 @@ use pincer_proto::v1::daemon_client::DaemonClient;
 use pincer_proto::v1::memory_client::MemoryClient;
 use pincer_proto::v1::sessions_client::SessionsClient;
 use pincer_proto::v1::skills_client::SkillsClient;
+use pincer_proto::v1::channels_client::ChannelsClient;
 use pincer_proto::v1::tools_client::ToolsClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 
@@ -29,6 +30,7 @@ pub struct Clients {
     pub tools: ToolsClient<Channel>,
     pub memory: MemoryClient<Channel>,
     pub skills: SkillsClient<Channel>,
+    pub channels: ChannelsClient<Channel>,
 }
 
 pub fn socket_path(home: &Path) -> PathBuf {
@@ -189,7 +191,8 @@ pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliErr
         daemon: DaemonClient::new(channel.clone()),
         tools: ToolsClient::new(channel.clone()),
         memory: MemoryClient::new(channel.clone()),
-        skills: SkillsClient::new(channel),
+        skills: SkillsClient::new(channel.clone()),
+        channels: ChannelsClient::new(channel),
     })
 }
 

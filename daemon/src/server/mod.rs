@@ -1,10 +1,11 @@
 //! The gRPC server (SPEC §3): the socket ([`socket`]), one module per
 //! service ([`agent`], [`sessions`], [`daemon`], [`tools`], [`memory`],
-//! [`skills`]), plus gRPC health and
+//! [`skills`], [`channels`]), plus gRPC health and
 //! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
 //! request passes the peer-uid check first.
 
 pub mod agent;
+pub mod channels;
 pub mod daemon;
 pub mod fit;
 pub mod memory;
@@ -17,6 +18,7 @@ pub mod tools;
 use std::time::Instant;
 
 use pincer_proto::v1::agent_server::AgentServer;
+use pincer_proto::v1::channels_server::ChannelsServer;
 use pincer_proto::v1::daemon_server::DaemonServer;
 use pincer_proto::v1::memory_server::MemoryServer;
 use pincer_proto::v1::sessions_server::SessionsServer;
@@ -34,6 +36,8 @@ pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 #[derive(Clone)]
 pub struct State {
     pub hub: Hub,
+    /// The chat bridges (status, pairing).
+    pub channels: crate::channels::Channels,
     pub started: Instant,
     /// Cancelled to stop the daemon (Daemon.Shutdown, signals).
     pub stop: CancellationToken,
@@ -67,6 +71,9 @@ pub async fn serve(
         .await;
     health
         .set_serving::<SkillsServer<skills::SkillsService>>()
+        .await;
+    health
+        .set_serving::<ChannelsServer<channels::ChannelsService>>()
         .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
@@ -105,7 +112,10 @@ pub async fn serve(
         .add_service(DaemonServer::new(daemon::DaemonService::new(state.clone())))
         .add_service(ToolsServer::new(tools::ToolsService::new(state.clone())))
         .add_service(MemoryServer::new(memory::MemoryService::new(state.clone())))
-        .add_service(SkillsServer::new(skills::SkillsService::new(state.clone())));
+        .add_service(SkillsServer::new(skills::SkillsService::new(state.clone())))
+        .add_service(ChannelsServer::new(channels::ChannelsService::new(
+            state.clone(),
+        )));
     match (reflection_v1, reflection_v1alpha) {
         (Ok(v1), Ok(v1alpha)) => router = router.add_service(v1).add_service(v1alpha),
         (Err(e), _) | (_, Err(e)) => tracing::error!(error = %e, "gRPC reflection is unavailable"),

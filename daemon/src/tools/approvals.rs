@@ -48,9 +48,20 @@ struct Waiting {
 }
 
 /// The shared store; cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Approvals {
     inner: Arc<Mutex<BTreeMap<String, Waiting>>>,
+    /// Every new request, for the bridges (the owner's DM gets buttons).
+    announced: tokio::sync::broadcast::Sender<PendingApproval>,
+}
+
+impl Default for Approvals {
+    fn default() -> Self {
+        Self {
+            inner: Arc::default(),
+            announced: tokio::sync::broadcast::channel(64).0,
+        }
+    }
 }
 
 impl Approvals {
@@ -86,7 +97,10 @@ impl Approvals {
         };
         let (tx, rx) = oneshot::channel();
         announce(&info);
+        let announced = info.clone();
         self.lock().insert(id.clone(), Waiting { info, answer: tx });
+        // Nobody listening (no bridge with an owner) is fine.
+        let _ = self.announced.send(announced);
         let answer = tokio::select! {
             r = tokio::time::timeout(timeout, rx) => match r {
                 Ok(Ok(true)) => Answer::Allowed,
@@ -97,6 +111,11 @@ impl Approvals {
         };
         self.lock().remove(&id);
         answer
+    }
+
+    /// New requests from now on, as they are made.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<PendingApproval> {
+        self.announced.subscribe()
     }
 
     pub fn pending(&self) -> Vec<PendingApproval> {

@@ -1,0 +1,172 @@
+//! `pincer channels status` and `pincer pairing list|approve|deny`: the
+//! chat bridges' health and the codes strangers were sent.
+
+use pincer_proto::v1 as pb;
+use serde_json::json;
+
+use crate::Ctx;
+use crate::cli::{ChannelsCommand, PairingCommand};
+use crate::error::CliError;
+use crate::out::{self, outln};
+use crate::rpc;
+
+pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
+    let ChannelsCommand::Status = command;
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let channels = c
+        .channels
+        .status(pb::ChannelsStatusRequest {})
+        .await?
+        .into_inner()
+        .channels;
+    if ctx.json {
+        let v: Vec<_> = channels
+            .iter()
+            .map(|s| {
+                json!({"channel": s.channel, "account": s.account, "enabled": s.enabled,
+                       "connected": s.connected, "mode": s.mode, "bot": s.bot,
+                       "last_update": s.last_update, "last_error": s.last_error,
+                       "last_error_at": s.last_error_at, "pending_pairings": s.pending_pairings,
+                       "messages_in": s.messages_in, "messages_out": s.messages_out,
+                       "watchdog_restarts": s.watchdog_restarts})
+            })
+            .collect();
+        out::json(&serde_json::Value::Array(v));
+        return Ok(0);
+    }
+    if channels.is_empty() {
+        outln!("no chat channels are configured (add [channels.telegram] to config.toml; README \"Telegram\")");
+        return Ok(0);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    for s in &channels {
+        let state = if !s.enabled {
+            "disabled".to_string()
+        } else if s.connected {
+            format!("connected ({})", s.mode)
+        } else {
+            format!("NOT connected ({})", s.mode)
+        };
+        let bot = if s.bot.is_empty() {
+            String::new()
+        } else {
+            format!(" as @{}", s.bot)
+        };
+        outln!("{}{bot}: {state}", s.channel);
+        outln!(
+            "  last update: {}",
+            if s.last_update == 0 {
+                "none yet".to_string()
+            } else {
+                ago(now, s.last_update)
+            }
+        );
+        if !s.last_error.is_empty() {
+            outln!("  last error ({}): {}", ago(now, s.last_error_at), s.last_error);
+        }
+        if s.watchdog_restarts > 0 {
+            outln!(
+                "  polls restarted by the watchdog: {}",
+                s.watchdog_restarts
+            );
+        }
+        outln!(
+            "  messages: {} in, {} out; pending pairings: {}",
+            s.messages_in,
+            s.messages_out,
+            s.pending_pairings
+        );
+    }
+    Ok(0)
+}
+
+fn ago(now: u64, then: u64) -> String {
+    let s = now.saturating_sub(then);
+    match s {
+        0..60 => format!("{s} s ago"),
+        60..3600 => format!("{} min ago", s / 60),
+        _ => format!("{} h ago", s / 3600),
+    }
+}
+
+pub async fn pairing(ctx: &Ctx, command: PairingCommand) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let (channel, code, approve) = match command {
+        PairingCommand::List { channel } => {
+            let pairings = c
+                .channels
+                .list_pairings(pb::ListPairingsRequest {
+                    channel: channel.unwrap_or_default(),
+                })
+                .await?
+                .into_inner()
+                .pairings;
+            return list(ctx, &pairings);
+        }
+        PairingCommand::Approve { channel, code } => (channel, code, true),
+        PairingCommand::Deny { channel, code } => (channel, code, false),
+    };
+    let r = c
+        .channels
+        .decide_pairing(pb::DecidePairingRequest {
+            channel,
+            code,
+            approve,
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        out::json(&json!({"channel": r.channel, "sender_id": r.sender_id,
+                          "sender_name": r.sender_name, "approved": r.approved}));
+    } else if r.approved {
+        outln!(
+            "approved {} ({}) on {}: they can talk to the agent now",
+            r.sender_name,
+            r.sender_id,
+            r.channel
+        );
+    } else {
+        outln!(
+            "denied {} ({}) on {}: their messages are ignored from now on",
+            r.sender_name,
+            r.sender_id,
+            r.channel
+        );
+    }
+    Ok(0)
+}
+
+fn list(ctx: &Ctx, pairings: &[pb::Pairing]) -> Result<u8, CliError> {
+    if ctx.json {
+        let v: Vec<_> = pairings
+            .iter()
+            .map(|p| {
+                json!({"channel": p.channel, "code": p.code, "sender_id": p.sender_id,
+                       "sender_name": p.sender_name, "created": p.created, "expires": p.expires})
+            })
+            .collect();
+        out::json(&serde_json::Value::Array(v));
+        return Ok(0);
+    }
+    if pairings.is_empty() {
+        outln!("no pairing codes are waiting");
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    for p in pairings {
+        outln!(
+            "{}  {}  {} ({})  expires in {} min",
+            p.channel,
+            p.code,
+            p.sender_name,
+            p.sender_id,
+            p.expires.saturating_sub(now).div_ceil(60)
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,218 @@
+//! The daemon behind the channel layer's [`Host`] seam: a chat message is
+//! routed (`crate::routing`: agent, session key, the origin with the
+//! chat's policy layers) and handed to the hub like a CLI message; chat
+//! commands call the same hub verbs as the Sessions service; approvals
+//! the same store as `pincer approvals`. Nothing here decides policy.
+
+use std::path::PathBuf;
+
+use pincer_channel::{BoxFuture, ChatKind, Command, Host, HostError, Inbound, TurnEvent};
+use tokio::sync::mpsc;
+
+use crate::agent::Event;
+use crate::agent::hub::{Hub, HubError};
+use crate::routing::{self, Chat, Route, Sender};
+
+/// The hub as the bridges see it.
+#[derive(Clone)]
+pub struct DaemonHost {
+    hub: Hub,
+}
+
+impl DaemonHost {
+    pub fn new(hub: Hub) -> Self {
+        Self { hub }
+    }
+
+    /// The route of a chat message under the live config.
+    fn route(&self, msg: &Inbound) -> Result<Route, HostError> {
+        let config = self.hub.runtime().config();
+        routing::route(&config, &to_routing(msg)).map_err(|e| HostError::Refused(e.to_string()))
+    }
+}
+
+/// The channel layer's message as the routing layer reads it.
+pub fn to_routing(msg: &Inbound) -> routing::Inbound {
+    routing::Inbound {
+        channel: msg.channel.clone(),
+        account: Some(msg.account.clone()),
+        chat: match msg.kind {
+            ChatKind::Direct => Chat::Direct,
+            ChatKind::Group | ChatKind::Thread => Chat::Group(msg.chat_id.clone()),
+        },
+        thread: match msg.kind {
+            ChatKind::Thread => msg.thread_id.clone(),
+            _ => None,
+        },
+        sender: Sender {
+            id: msg.sender.id.clone(),
+            name: msg.sender.name.clone(),
+        },
+    }
+}
+
+fn refused(e: HubError) -> HostError {
+    match e {
+        HubError::ShuttingDown => HostError::ShuttingDown,
+        other => HostError::Refused(other.to_string()),
+    }
+}
+
+impl Host for DaemonHost {
+    fn chat<'a>(
+        &'a self,
+        msg: &'a Inbound,
+        text: String,
+    ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>> {
+        Box::pin(async move {
+            let route = self.route(msg)?;
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            self.hub
+                .chat(route.key, text, route.origin, tx)
+                .await
+                .map_err(refused)?;
+            let (out, events) = mpsc::unbounded_channel();
+            let hub = self.hub.clone();
+            tokio::spawn(async move {
+                let mut turn = String::new();
+                let mut error: Option<String> = None;
+                while let Some(event) = rx.recv().await {
+                    let converted = match event {
+                        Event::TurnStarted { turn_id, .. } => {
+                            turn = turn_id.clone();
+                            error = None;
+                            TurnEvent::Started { turn_id }
+                        }
+                        Event::Text(t) => TurnEvent::Text(t),
+                        Event::Error { message, .. } => {
+                            error = Some(message);
+                            continue;
+                        }
+                        // Aborted by the shutdown: no answer now; the
+                        // message stays owed and is taken up after the
+                        // restart.
+                        Event::Finished { stop_reason, .. }
+                            if stop_reason == "aborted" && hub.is_stopping() =>
+                        {
+                            return;
+                        }
+                        Event::Finished { text, .. } => match error.take() {
+                            Some(message) if text.trim().is_empty() => TurnEvent::Failed {
+                                turn_id: turn.clone(),
+                                message,
+                            },
+                            _ => TurnEvent::Finished {
+                                turn_id: turn.clone(),
+                                text,
+                            },
+                        },
+                        _ => continue,
+                    };
+                    let last = matches!(
+                        converted,
+                        TurnEvent::Finished { .. } | TurnEvent::Failed { .. }
+                    );
+                    if out.send(converted).is_err() || last {
+                        return;
+                    }
+                }
+            });
+            Ok(events)
+        })
+    }
+
+    fn command<'a>(
+        &'a self,
+        msg: &'a Inbound,
+        command: &'a Command,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
+        Box::pin(async move {
+            let route = self.route(msg)?;
+            let key = route.key.to_string();
+            let row = self
+                .hub
+                .runtime()
+                .registry()
+                .find(&key)
+                .await
+                .map_err(|e| HostError::Refused(e.to_string()))?;
+            match command {
+                Command::New | Command::Reset => {
+                    let Some(row) = row else {
+                        return Ok("This is a new conversation already.".into());
+                    };
+                    match self.hub.reset(&row).await {
+                        Ok(_) => Ok("Started a new conversation. The old one is kept in the owner's history.".into()),
+                        Err(HubError::Busy(_)) => Ok(
+                            "An answer is being written; send /stop first, then /reset."
+                                .into(),
+                        ),
+                        Err(e) => Err(refused(e)),
+                    }
+                }
+                Command::Stop => Ok(if self.hub.abort(&key) {
+                    "Stopped.".into()
+                } else {
+                    "Nothing is running.".into()
+                }),
+                Command::Status => {
+                    let config = self.hub.runtime().config();
+                    let model = config
+                        .agent(&route.agent)
+                        .and_then(|a| a.models.first())
+                        .map(|m| m.label())
+                        .unwrap_or_default();
+                    let mut text = format!("Agent {} (model {model}).", route.agent);
+                    match row {
+                        Some(row) => text.push_str(&format!(
+                            "\nSession {} since {}: {} tokens in, {} out{}.",
+                            row.id,
+                            row.created_at,
+                            row.input_tokens,
+                            row.output_tokens,
+                            if self.hub.is_running(&key) {
+                                "; an answer is being written"
+                            } else {
+                                ""
+                            }
+                        )),
+                        None => text.push_str("\nNo conversation yet."),
+                    }
+                    Ok(text)
+                }
+                Command::Help | Command::Approve(_) | Command::Deny(_) => {
+                    Err(HostError::Refused("not a daemon command".into()))
+                }
+            }
+        })
+    }
+
+    fn decide_approval<'a>(
+        &'a self,
+        id: &'a str,
+        allow: bool,
+    ) -> BoxFuture<'a, Result<String, HostError>> {
+        Box::pin(async move {
+            let id = id.trim();
+            Ok(if self.hub.runtime().approvals().decide(id, allow) {
+                tracing::info!(approval = id, allow, "approval answered from a chat by the owner");
+                format!("{} {id}.", if allow { "Approved" } else { "Denied" })
+            } else {
+                format!("No approval {id} is waiting (answered already, or expired).")
+            })
+        })
+    }
+
+    fn inbox(&self, msg: &Inbound) -> Result<PathBuf, HostError> {
+        let route = self.route(msg)?;
+        let config = self.hub.runtime().config();
+        let agent = config
+            .agent(&route.agent)
+            .ok_or_else(|| HostError::Refused(format!("no agent `{}`", route.agent)))?;
+        let inbox = agent.workspace.join("inbox");
+        std::fs::create_dir_all(&inbox).map_err(|e| {
+            HostError::Refused(format!("cannot create {}: {e}", inbox.display()))
+        })?;
+        Ok(inbox)
+    }
+}

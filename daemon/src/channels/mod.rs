@@ -1,0 +1,267 @@
+//! The chat bridges inside pincerd (SPEC §11). The platform-free logic is
+//! the `pincer-channel` crate (access, ledger, chunking, the bridge); each
+//! platform is a crate of its own (`pincer-telegram`). This module attaches
+//! them to the daemon:
+//!
+//! - [`Channels`], the cloneable handle the gRPC `Channels` service and
+//!   the lifecycle part share: the running bridges, the shared delivery
+//!   ledger (`state/channels.db`) and pairing state (`state/pairing.json`),
+//!   status, pairing verbs, approvals forwarded to the owners' DMs;
+//! - [`host`], the [`pincer_channel::Host`] seam over the hub;
+//! - [`part`], the lifecycle part: start, reload, stop;
+//! - [`settings`], the channel config as the bridge's settings;
+//! - `telegram`, the Telegram attachment (cargo feature `telegram`).
+
+pub mod host;
+pub mod part;
+pub mod settings;
+#[cfg(feature = "telegram")]
+mod telegram;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pincer_channel::{
+    ApprovalRequest, Bridge, Health, HealthSnapshot, Ledger, Pairings, PairingsError, Target,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::hub::Hub;
+use crate::home::Home;
+
+/// Why the bridges' state could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelsError {
+    #[error("cannot open the delivery ledger {path}: {source}")]
+    Ledger {
+        path: std::path::PathBuf,
+        source: pincer_channel::LedgerError,
+    },
+    #[error(transparent)]
+    Pairings(#[from] PairingsError),
+}
+
+/// Why a pairing verb failed; mapped to a gRPC status in the server.
+#[derive(Debug, thiserror::Error)]
+pub enum PairingVerbError {
+    #[error("no channel `{0}` is configured (channels: {1})")]
+    UnknownChannel(String, String),
+    #[error(transparent)]
+    Pairings(#[from] PairingsError),
+}
+
+/// One configured bridge as `pincer channels status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelStatus {
+    pub channel: String,
+    pub account: String,
+    pub enabled: bool,
+    pub bot: String,
+    pub health: HealthSnapshot,
+    pub pending_pairings: usize,
+}
+
+/// A bridge the part started: its health exists from the first attempt
+/// to connect; the bridge once connected.
+pub(crate) struct Running {
+    pub(crate) health: Arc<Health>,
+    pub(crate) bridge: Arc<RwLock<Option<Arc<Bridge>>>>,
+    pub(crate) stop: CancellationToken,
+    pub(crate) task: Option<tokio::task::JoinHandle<()>>,
+    /// The settings it was started with (a reload compares).
+    pub(crate) started_with: crate::config::ChannelSettings,
+}
+
+impl Running {
+    pub(crate) fn bridge(&self) -> Option<Arc<Bridge>> {
+        self.bridge
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+struct Inner {
+    hub: Hub,
+    home: Home,
+    ledger: Arc<Mutex<Ledger>>,
+    pairings: Arc<Pairings>,
+    running: Mutex<BTreeMap<String, Running>>,
+}
+
+/// The bridges of this daemon; cheap to clone.
+#[derive(Clone)]
+pub struct Channels {
+    inner: Arc<Inner>,
+}
+
+pub(crate) fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Channels {
+    /// Opens the shared ledger and pairing state under `state/`.
+    pub fn open(home: &Home, hub: Hub) -> Result<Self, ChannelsError> {
+        let path = home.state_dir().join("channels.db");
+        let ledger = Ledger::open(&path).map_err(|source| ChannelsError::Ledger {
+            path: path.clone(),
+            source,
+        })?;
+        let pairings = Pairings::open(&home.state_dir().join("pairing.json"))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                hub,
+                home: home.clone(),
+                ledger: Arc::new(Mutex::new(ledger)),
+                pairings: Arc::new(pairings),
+                running: Mutex::default(),
+            }),
+        })
+    }
+
+    pub(crate) fn hub(&self) -> &Hub {
+        &self.inner.hub
+    }
+
+    pub(crate) fn home(&self) -> &Home {
+        &self.inner.home
+    }
+
+    pub(crate) fn ledger(&self) -> &Arc<Mutex<Ledger>> {
+        &self.inner.ledger
+    }
+
+    pub(crate) fn pairings(&self) -> &Arc<Pairings> {
+        &self.inner.pairings
+    }
+
+    pub(crate) fn running(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The bridge of `channel`, when it is connected.
+    pub fn bridge(&self, channel: &str) -> Option<Arc<Bridge>> {
+        self.running().get(channel).and_then(Running::bridge)
+    }
+
+    /// Every configured bridge (running or not), by channel name.
+    pub fn status(&self) -> Vec<ChannelStatus> {
+        let config = self.hub().runtime().config();
+        let now = now();
+        let running = self.running();
+        config
+            .channels
+            .iter()
+            .map(|(name, settings)| {
+                let run = running.get(name);
+                let bridge = run.and_then(Running::bridge);
+                ChannelStatus {
+                    channel: name.clone(),
+                    account: bridge
+                        .as_ref()
+                        .map(|b| b.account().to_string())
+                        .unwrap_or_else(|| "default".into()),
+                    enabled: settings.enabled,
+                    bot: bridge
+                        .as_ref()
+                        .map(|b| b.platform().bot_username().to_string())
+                        .unwrap_or_default(),
+                    health: run.map(|r| r.health.snapshot()).unwrap_or_default(),
+                    pending_pairings: self.pairings().pending_count(name, now),
+                }
+            })
+            .collect()
+    }
+
+    /// Pending pairing codes (of one channel, or all with `""`).
+    pub fn pairings_list(&self, channel: &str) -> Vec<pincer_channel::access::PendingView> {
+        self.pairings()
+            .list(now())
+            .into_iter()
+            .filter(|p| channel.is_empty() || p.channel == channel)
+            .collect()
+    }
+
+    /// Approves or denies a code; an approved sender is told they can
+    /// talk now. Answers (sender id, sender name).
+    pub async fn decide_pairing(
+        &self,
+        channel: &str,
+        code: &str,
+        approve: bool,
+    ) -> Result<(String, String), PairingVerbError> {
+        let channel = channel.trim().to_lowercase();
+        let config = self.hub().runtime().config();
+        if !config.channels.contains_key(&channel) {
+            return Err(PairingVerbError::UnknownChannel(
+                channel,
+                config.channels.keys().cloned().collect::<Vec<_>>().join(", "),
+            ));
+        }
+        if !approve {
+            let denied = self.pairings().deny(&channel, code, now())?;
+            tracing::info!(channel = %denied.channel, sender = %denied.sender_id, "pairing denied");
+            return Ok((denied.sender_id, denied.sender_name));
+        }
+        let approved = self.pairings().approve(&channel, code, now())?;
+        tracing::info!(channel = %approved.channel, sender = %approved.sender_id, "pairing approved");
+        if let Some(bridge) = self.bridge(&channel) {
+            let to = Target::direct(approved.sender_id.clone());
+            if let Err(e) = bridge
+                .send_to(&to, "You're approved: you can talk to the assistant now.")
+                .await
+            {
+                tracing::warn!("could not tell an approved sender: {e}");
+            }
+        }
+        Ok((approved.sender_id, approved.sender_name))
+    }
+
+    /// Forwards every new approval request to the owners' DMs until
+    /// `stop`.
+    pub(crate) fn forward_approvals(&self, stop: CancellationToken) {
+        let mut requests = self.hub().runtime().approvals().subscribe();
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let pending = tokio::select! {
+                    r = requests.recv() => r,
+                    _ = stop.cancelled() => return,
+                };
+                let pending = match pending {
+                    Ok(p) => p,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!("{n} approval requests were not forwarded to chats (too many at once); `pincer approvals` lists them");
+                        continue;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let request = ApprovalRequest {
+                    id: pending.id.clone(),
+                    agent: pending.agent.clone(),
+                    session: pending.session_key.clone(),
+                    tool: pending.tool.clone(),
+                    arguments: pending.arguments.clone(),
+                    expires_in_s: pending
+                        .expires_at
+                        .duration_since(SystemTime::now())
+                        .map(|d| d.as_secs())
+                        .unwrap_or(0),
+                };
+                let bridges: Vec<_> = this.running().values().filter_map(Running::bridge).collect();
+                for bridge in bridges {
+                    if let Err(e) = bridge.ask_owner(&request).await {
+                        tracing::warn!(channel = %bridge.channel(), "could not send an approval to the owner: {e}");
+                    }
+                }
+            }
+        });
+    }
+}

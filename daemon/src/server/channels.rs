@@ -1,0 +1,115 @@
+//! `pincer.v1.Channels`: the bridges' health (`pincer channels status`)
+//! and the pairing codes (`pincer pairing list|approve|deny`). Converts
+//! and calls [`crate::channels::Channels`]; nothing is decided here.
+
+use pincer_proto::v1 as pb;
+use tonic::{Request, Response, Status};
+
+use super::State;
+use crate::channels::PairingVerbError;
+
+pub struct ChannelsService {
+    state: State,
+}
+
+impl ChannelsService {
+    pub fn new(state: State) -> Self {
+        Self { state }
+    }
+}
+
+impl From<PairingVerbError> for Status {
+    fn from(e: PairingVerbError) -> Self {
+        use pincer_channel::{PairingError, PairingsError};
+        let message = e.to_string();
+        match e {
+            PairingVerbError::UnknownChannel(..) => Status::not_found(message),
+            PairingVerbError::Pairings(PairingsError::Pairing(PairingError::UnknownCode {
+                ..
+            })) => Status::not_found(message),
+            PairingVerbError::Pairings(PairingsError::Pairing(PairingError::Expired { .. })) => {
+                Status::failed_precondition(message)
+            }
+            PairingVerbError::Pairings(_) => Status::internal(message),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::channels_server::Channels for ChannelsService {
+    async fn status(
+        &self,
+        _request: Request<pb::ChannelsStatusRequest>,
+    ) -> Result<Response<pb::ChannelsStatusResponse>, Status> {
+        let channels = self
+            .state
+            .channels
+            .status()
+            .into_iter()
+            .map(|s| {
+                let (last_error_at, last_error) = s.health.last_error.unwrap_or_default();
+                pb::ChannelStatus {
+                    channel: s.channel,
+                    account: s.account,
+                    enabled: s.enabled,
+                    connected: s.health.connected,
+                    mode: s.health.mode,
+                    last_update: s.health.last_update.unwrap_or(0),
+                    last_error,
+                    last_error_at,
+                    pending_pairings: s.pending_pairings as u32,
+                    messages_in: s.health.messages_in,
+                    messages_out: s.health.messages_out,
+                    watchdog_restarts: s.health.watchdog_restarts,
+                    bot: s.bot,
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::ChannelsStatusResponse { channels }))
+    }
+
+    async fn list_pairings(
+        &self,
+        request: Request<pb::ListPairingsRequest>,
+    ) -> Result<Response<pb::ListPairingsResponse>, Status> {
+        let channel = request.into_inner().channel.trim().to_lowercase();
+        let pairings = self
+            .state
+            .channels
+            .pairings_list(&channel)
+            .into_iter()
+            .map(|p| pb::Pairing {
+                channel: p.channel,
+                expires: p.pending.expires(),
+                code: p.pending.code,
+                sender_id: p.pending.sender_id,
+                sender_name: p.pending.sender_name,
+                created: p.pending.created,
+            })
+            .collect();
+        Ok(Response::new(pb::ListPairingsResponse { pairings }))
+    }
+
+    async fn decide_pairing(
+        &self,
+        request: Request<pb::DecidePairingRequest>,
+    ) -> Result<Response<pb::DecidePairingResponse>, Status> {
+        let req = request.into_inner();
+        if req.code.trim().is_empty() {
+            return Err(Status::invalid_argument(
+                "name the code the sender was given (pincer pairing list shows them)",
+            ));
+        }
+        let (sender_id, sender_name) = self
+            .state
+            .channels
+            .decide_pairing(&req.channel, &req.code, req.approve)
+            .await?;
+        Ok(Response::new(pb::DecidePairingResponse {
+            channel: req.channel.trim().to_lowercase(),
+            sender_id,
+            sender_name,
+            approved: req.approve,
+        }))
+    }
+}
