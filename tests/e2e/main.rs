@@ -19,4 +19,5 @@ mod sandbox;
 mod scripted;
 mod sessions_tools;
 mod shutdown;
+mod telegram_emulator;
 mod textformat;

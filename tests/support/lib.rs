@@ -1,9 +1,11 @@
 //! Shared support for the end-to-end tests: the real binaries in temporary
-//! homes ([`harness`]), our scripted LLM ([`scripted`]) and the real test
-//! peers installed by `tests/setup.sh` ([`peers`]).
+//! homes ([`harness`]), our scripted LLM ([`scripted`]), the real test
+//! peers installed by `tests/setup.sh` ([`peers`]) and among them the
+//! Telegram Bot API emulator ([`telegram`]).
 
 pub mod harness;
 pub mod no_landlock;
 pub mod peers;
 pub mod requests;
 pub mod scripted;
+pub mod telegram;
