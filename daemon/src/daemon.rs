@@ -34,6 +34,8 @@ pub enum StartError {
     Registry(#[from] crate::session::registry::RegistryError),
     #[error("{0}")]
     Llm(#[from] crate::llm::LlmError),
+    #[error(transparent)]
+    Channels(#[from] crate::channels::ChannelsError),
     #[error("the gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -105,12 +107,14 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let signals = Signals::install();
     let listener = socket::bind(&home.socket_path())?;
 
+    let channels = crate::channels::Channels::open(&home, hub.clone())?;
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let server = ServerPart::new(
         listener,
         server::State {
             hub: hub.clone(),
+            channels: channels.clone(),
             started,
             stop: stop.clone(),
             reload: reload_tx.clone(),
@@ -122,6 +126,9 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         Parts::default()
             .with(hub.runtime().memory().clone())
             .with(crate::agent::mcp_part::McpPart(hub.runtime().clone()))
+            // Stopped after the server (reverse order): answers of turns
+            // that finish within the grace still go out.
+            .with(crate::channels::part::ChannelsPart::new(channels))
             .with(server),
     );
     parts.start(&config);

@@ -6,6 +6,7 @@
 //! reload and shutdown. See ARCHITECTURE.md for the map.
 
 pub mod agent;
+pub mod channels;
 pub mod children;
 pub mod config;
 pub mod context;

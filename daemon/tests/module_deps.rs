@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
     &["main"],
     &["daemon"],
     &["server"],
+    &["channels"],
     &["agent", "doctor", "routing"],
     &["context", "tools", "memory"],
     &["llm", "session", "lifecycle", "sandbox"],

@@ -69,8 +69,6 @@ pub(crate) struct Running {
     pub(crate) bridge: Arc<RwLock<Option<Arc<Bridge>>>>,
     pub(crate) stop: CancellationToken,
     pub(crate) task: Option<tokio::task::JoinHandle<()>>,
-    /// The settings it was started with (a reload compares).
-    pub(crate) started_with: crate::config::ChannelSettings,
 }
 
 impl Running {
