@@ -115,6 +115,16 @@ impl ChannelSettings {
             .read_for(&format!("[channels.{}]", self.name), "bot token")
     }
 
+    /// The environment variables this channel's secrets are read from (the
+    /// token's, a webhook secret's): kept out of `exec` and redacted.
+    pub fn secret_env_vars(&self) -> impl Iterator<Item = &str> {
+        let webhook = match self.telegram.as_ref().map(|t| &t.mode) {
+            Some(TelegramMode::Webhook(w)) => w.secret.env_var(),
+            _ => None,
+        };
+        self.token.env_var().into_iter().chain(webhook)
+    }
+
     /// Whether `user` is this channel's owner.
     pub fn is_owner(&self, user: &str) -> bool {
         self.owner.as_deref() == Some(user)
@@ -1024,5 +1034,25 @@ mod tests {
         assert_eq!(settings.token().as_deref(), Ok("123:AAsecret-token-value"));
         // The settings hold where the token is, never the token.
         assert!(!format!("{settings:?}").contains("secret-token-value"));
+    }
+
+    #[test]
+    fn the_variables_holding_secrets_are_named() {
+        let c = parse(
+            "[channels.telegram]\nmode = \"webhook\"\n[channels.telegram.webhook]\nurl = \"https://x.example/tg\"\nlisten = \"[::1]:9000\"\nsecret_env = \"TG_HOOK_SECRET\"\n[channels.discord]\ntoken_file = \"discord.token\"\n",
+        );
+        let vars: Vec<&str> = c
+            .channels
+            .values()
+            .flat_map(|c| c.secret_env_vars())
+            .collect();
+        assert_eq!(vars, ["TELEGRAM_BOT_TOKEN", "TG_HOOK_SECRET"]);
+        let Some(TelegramMode::Webhook(w)) =
+            c.channels["telegram"].telegram.as_ref().map(|t| &t.mode)
+        else {
+            panic!("not webhook mode");
+        };
+        assert_eq!(w.listen, "[::1]:9000".parse::<SocketAddr>().unwrap());
+        assert!(w.secret().unwrap_err().contains("$TG_HOOK_SECRET"));
     }
 }
