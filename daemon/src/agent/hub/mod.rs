@@ -628,6 +628,7 @@ mod tests {
                 ..Default::default()
             }],
             main_session: false,
+            prompt: None,
         }
     }
 
