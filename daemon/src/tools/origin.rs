@@ -40,7 +40,8 @@ pub struct ChatOrigin {
     /// The agent's main CLI session (not sandboxed in `non-main` mode).
     pub main_session: bool,
     /// What the config adds to the system prompt for this chat (a group
-    /// entry's `prompt`), after the agent's own instructions.
+    /// entry's `prompt`), after the agent's own instructions; left behind
+    /// when the message travels into another session.
     pub prompt: Option<String>,
 }
 
