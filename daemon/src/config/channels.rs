@@ -272,6 +272,14 @@ pub(super) fn parse(
     Ok(out)
 }
 
+/// `[channels.telegram.webhook]` checked, each key still optional.
+#[derive(Default)]
+struct WebhookKeys {
+    url: Option<String>,
+    listen: Option<SocketAddr>,
+    secret: Option<SecretSource>,
+}
+
 struct Parser<'a> {
     loc: &'a Locator<'a>,
     home: &'a Home,
@@ -461,7 +469,11 @@ impl Parser<'_> {
             Some(m) => match m.get_ref().trim() {
                 "polling" => TelegramMode::Polling { timeout },
                 "webhook" => {
-                    let (url, listen, secret) = webhook.unwrap_or_default();
+                    let WebhookKeys {
+                        url,
+                        listen,
+                        secret,
+                    } = webhook.unwrap_or_default();
                     let Some(url) = url else {
                         return Err(self.err(
                             m.span(),
@@ -491,10 +503,7 @@ impl Parser<'_> {
         Ok(TelegramSettings { mode })
     }
 
-    fn webhook(
-        &self,
-        w: &WebhookSection,
-    ) -> Result<(Option<String>, Option<SocketAddr>, Option<SecretSource>), ConfigError> {
+    fn webhook(&self, w: &WebhookSection) -> Result<WebhookKeys, ConfigError> {
         let url = match &w.url {
             Some(u) => {
                 let value = u.get_ref().trim().to_string();
@@ -525,7 +534,11 @@ impl Parser<'_> {
             (w.secret_env.as_ref(), "secret_env"),
             (w.secret_file.as_ref(), "secret_file"),
         )?;
-        Ok((url, listen, secret))
+        Ok(WebhookKeys {
+            url,
+            listen,
+            secret,
+        })
     }
 
     /// Telegram's own keys in another channel's table.
