@@ -73,7 +73,7 @@ pub struct ChannelSettings {
     /// Where the bot token comes from: `token_env` (default
     /// `TELEGRAM_BOT_TOKEN` / `DISCORD_BOT_TOKEN`) or `token_file` (in
     /// `PINCER_HOME/secrets/`). Read with [`Self::token`].
-    pub token: SecretSource,
+    pub token_source: SecretSource,
     /// `api_url`: the platform's API base (default
     /// `https://api.telegram.org`, `https://discord.com/api/v10`); a
     /// self-hosted Bot API server or an emulator in tests.
@@ -111,7 +111,7 @@ impl ChannelSettings {
     /// The bot token, read now from its variable or file; the error is a
     /// sentence naming them. The value is never logged.
     pub fn token(&self) -> Result<String, String> {
-        self.token
+        self.token_source
             .read_for(&format!("[channels.{}]", self.name), "bot token")
     }
 
@@ -119,10 +119,10 @@ impl ChannelSettings {
     /// token's, a webhook secret's): kept out of `exec` and redacted.
     pub fn secret_env_vars(&self) -> impl Iterator<Item = &str> {
         let webhook = match self.telegram.as_ref().map(|t| &t.mode) {
-            Some(TelegramMode::Webhook(w)) => w.secret.env_var(),
+            Some(TelegramMode::Webhook(w)) => w.secret_source.env_var(),
             _ => None,
         };
-        self.token.env_var().into_iter().chain(webhook)
+        self.token_source.env_var().into_iter().chain(webhook)
     }
 
     /// Whether `user` is this channel's owner.
@@ -142,7 +142,7 @@ pub enum DmPolicy {
     /// A stranger gets a code the owner approves (`pincer pairing approve`).
     #[default]
     Pairing,
-    /// Only the ids in `allow_from` (and the owner).
+    /// Only the ids in `allow_from`.
     Allowlist,
     /// Everyone.
     Open,
@@ -207,14 +207,14 @@ pub struct WebhookSettings {
     pub listen: SocketAddr,
     /// `secret_env` or `secret_file`: the secret token Telegram sends in
     /// `X-Telegram-Bot-Api-Secret-Token` (required).
-    pub secret: SecretSource,
+    pub secret_source: SecretSource,
 }
 
 impl WebhookSettings {
     /// The secret token, read now; the error is a sentence naming its
     /// variable or file.
     pub fn secret(&self) -> Result<String, String> {
-        self.secret
+        self.secret_source
             .read_for("[channels.telegram.webhook]", "secret token")
     }
 }
@@ -366,7 +366,7 @@ impl Parser<'_> {
         Ok(ChannelSettings {
             name: self.name.to_string(),
             enabled: s.enabled.unwrap_or(true),
-            token,
+            token_source: token,
             api_url,
             owner,
             dm_policy,
@@ -489,7 +489,7 @@ impl Parser<'_> {
                     TelegramMode::Webhook(WebhookSettings {
                         url,
                         listen: listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8443))),
-                        secret,
+                        secret_source: secret,
                     })
                 }
                 other => {
@@ -665,7 +665,10 @@ mod tests {
         assert_eq!(c.channels.keys().collect::<Vec<_>>(), ["telegram"]);
         let t = &c.channels["telegram"];
         assert!(t.enabled);
-        assert_eq!(t.token, SecretSource::Env("TELEGRAM_BOT_TOKEN".into()));
+        assert_eq!(
+            t.token_source,
+            SecretSource::Env("TELEGRAM_BOT_TOKEN".into())
+        );
         assert_eq!(t.api_url, "https://api.telegram.org");
         assert_eq!(t.owner, None);
         assert_eq!(t.dm_policy, DmPolicy::Pairing);
@@ -686,7 +689,10 @@ mod tests {
 
         let d = &parse("[channels.discord]\nenabled = false\n").channels["discord"];
         assert!(!d.enabled);
-        assert_eq!(d.token, SecretSource::Env("DISCORD_BOT_TOKEN".into()));
+        assert_eq!(
+            d.token_source,
+            SecretSource::Env("DISCORD_BOT_TOKEN".into())
+        );
         assert_eq!(d.context_messages, 20);
         assert_eq!(d.telegram, None);
     }
@@ -721,7 +727,7 @@ mod tests {
         ));
         let t = &c.channels["telegram"];
         assert_eq!(
-            t.token,
+            t.token_source,
             SecretSource::File("/tmp/pincer-channels-test/secrets/telegram.token".into())
         );
         assert_eq!(t.api_url, "http://127.0.0.1:8081");
@@ -741,7 +747,7 @@ mod tests {
         assert_eq!(w.url, "https://bot.example.org/tg");
         assert_eq!(w.listen, SocketAddr::from(([127, 0, 0, 1], 8443)));
         assert_eq!(
-            w.secret,
+            w.secret_source,
             SecretSource::File("/tmp/pincer-channels-test/secrets/tg-webhook".into())
         );
         let g = t.group("-1001234567890").unwrap();
