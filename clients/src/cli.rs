@@ -193,9 +193,12 @@ pub enum ToolsCommand {
         /// As in a chat on this channel (telegram, discord): default profile `messaging`.
         #[arg(long)]
         channel: Option<String>,
-        /// As this sender in that chat (not an owner: owner-only tools removed).
+        /// As this sender in that chat (unless it is the channel's owner in a DM: owner-only tools removed).
         #[arg(long)]
         peer: Option<String>,
+        /// As in this group (its chat id, e.g. -1001234567890) instead of a DM: the group entry's agent and layers.
+        #[arg(long, requires = "channel", allow_negative_numbers = true)]
+        group: Option<String>,
     },
     /// The audit table: recent tool calls, their outcome and what decided it.
     Audit {

@@ -18,7 +18,8 @@ pub async fn run(ctx: &Ctx, command: ToolsCommand) -> Result<u8, CliError> {
             agent,
             channel,
             peer,
-        } => list(ctx, agent.agent, channel, peer).await,
+            group,
+        } => list(ctx, agent.agent, channel, peer, group).await,
         ToolsCommand::Audit { session, limit } => crate::audit::run(ctx, session, limit).await,
     }
 }
@@ -28,6 +29,7 @@ async fn list(
     agent: Option<String>,
     channel: Option<String>,
     peer: Option<String>,
+    group: Option<String>,
 ) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     let list = c
@@ -36,6 +38,7 @@ async fn list(
             agent: agent.unwrap_or_default(),
             channel: channel.unwrap_or_default(),
             peer: peer.unwrap_or_default(),
+            group: group.unwrap_or_default(),
         })
         .await?
         .into_inner();

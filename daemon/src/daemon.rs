@@ -3,6 +3,7 @@
 //! hub, signals) and where the long-running parts (memory watchers, MCP
 //! servers, the gRPC server: [`crate::lifecycle`]) are composed.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -322,30 +323,8 @@ fn reload(home: &Home, hub: &Hub, parts: &Parts) -> ReloadReport {
 pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     let mut applied = Vec::new();
     let mut restart = Vec::new();
-    for (id, agent) in &new.agents {
-        match old.agents.get(id) {
-            None => applied.push(format!("agent `{id}` added")),
-            Some(a) if a != agent => applied.push(format!("agent `{id}` changed")),
-            _ => {}
-        }
-    }
-    for id in old.agents.keys().filter(|id| !new.agents.contains_key(*id)) {
-        applied.push(format!("agent `{id}` removed"));
-    }
-    for (name, p) in &new.providers {
-        match old.providers.get(name) {
-            None => applied.push(format!("provider `{name}` added")),
-            Some(o) if o != p => applied.push(format!("provider `{name}` changed")),
-            _ => {}
-        }
-    }
-    for name in old
-        .providers
-        .keys()
-        .filter(|n| !new.providers.contains_key(*n))
-    {
-        applied.push(format!("provider `{name}` removed"));
-    }
+    keyed_changes("agent", &old.agents, &new.agents, &mut applied);
+    keyed_changes("provider", &old.providers, &new.providers, &mut applied);
     if old.default_agent != new.default_agent {
         applied.push(format!("default agent is now `{}`", new.default_agent));
     }
@@ -358,6 +337,12 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     if old.context != new.context {
         applied.push("[context] settings changed".into());
     }
+    if old.bindings != new.bindings {
+        applied.push("[[bindings]] changed".into());
+    }
+    // Routing reads owners and group entries on every message; the bridges
+    // will answer for their own connection settings as a part.
+    keyed_changes("channel", &old.channels, &new.channels, &mut applied);
     if old.daemon.max_concurrent_turns != new.daemon.max_concurrent_turns {
         restart.push(format!(
             "daemon.max_concurrent_turns ({} → {})",
@@ -376,5 +361,59 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     (applied, restart)
 }
 
+/// "`what` `name` added / changed / removed" for each entry of two maps.
+fn keyed_changes<V: PartialEq>(
+    what: &str,
+    old: &BTreeMap<String, V>,
+    new: &BTreeMap<String, V>,
+    out: &mut Vec<String>,
+) {
+    for (name, value) in new {
+        match old.get(name) {
+            None => out.push(format!("{what} `{name}` added")),
+            Some(o) if o != value => out.push(format!("{what} `{name}` changed")),
+            _ => {}
+        }
+    }
+    for name in old.keys().filter(|n| !new.contains_key(*n)) {
+        out.push(format!("{what} `{name}` removed"));
+    }
+}
+
 /// How long `--background` waits for the socket.
 pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        let home = Home::at("/tmp/pincer-diff-test");
+        match config::load::parse(&home, std::path::Path::new("/h/config.toml"), text, &|| {
+            None
+        }) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn reload_names_channel_and_binding_changes() {
+        let old = config("[agents.main]\n[channels.telegram]\n[channels.discord]\n");
+        let new = config(
+            "[agents.main]\n[agents.friends]\n[channels.telegram]\nowner = \"1\"\n[[bindings]]\nchannel = \"telegram\"\nagent = \"friends\"\n",
+        );
+        let (applied, restart) = diff(&old, &new);
+        assert_eq!(
+            applied,
+            [
+                "agent `friends` added",
+                "[[bindings]] changed",
+                "channel `telegram` changed",
+                "channel `discord` removed",
+            ]
+        );
+        assert!(restart.is_empty());
+        assert_eq!(diff(&new, &new), (Vec::new(), Vec::new()));
+    }
+}

@@ -158,3 +158,54 @@ async fn a_binding_routes_a_peer_to_its_agent() {
     let other = list("778").await;
     assert_eq!(other["agent"], "main", "{other}");
 }
+
+/// A `[channels.telegram]` group entry routes the group to its agent with
+/// the group's layer and a sender's own layer (`pincer tools list
+/// --channel --group --peer`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_entry_routes_the_group_with_its_layers() {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    home.write_config(&format!(
+        "{}\n[agents.helper]\nmodel = \"default\"\ntools = {{ profile = \"messaging\", allow = [\"web_fetch\"] }}\n\n\
+         [channels.telegram]\n\
+         [channels.telegram.groups.\"-100\"]\nagent = \"helper\"\ntools = {{ deny = [\"web_fetch\"] }}\n\
+         [channels.telegram.groups.\"-100\".senders.\"7\"]\ntools = {{ deny = [\"memory_get\"] }}\n",
+        provider_config("openai", &format!("{}/v1", llm.base_url()), "")
+    ));
+    let _d = home.start();
+    let list = |args: &'static [&'static str]| {
+        let home = &home;
+        async move {
+            let mut all = vec!["--json", "tools", "list", "--channel", "telegram"];
+            all.extend_from_slice(args);
+            home.cli(&all).await.json()
+        }
+    };
+    let tool = |list: &serde_json::Value, name: &str| {
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {list}"))
+            .clone()
+    };
+
+    let member = list(&["--group", "-100", "--peer", "5"]).await;
+    assert_eq!(member["agent"], "helper", "{member}");
+    let web = tool(&member, "web_fetch");
+    assert_eq!(web["offered"], false, "{web}");
+    assert_eq!(web["removed_by"], "channel/group", "{web}");
+    assert_eq!(tool(&member, "memory_get")["offered"], true, "{member}");
+
+    let seven = list(&["--group", "-100", "--peer", "7"]).await;
+    let get = tool(&seven, "memory_get");
+    assert_eq!(get["offered"], false, "{get}");
+    assert_eq!(get["removed_by"], "sender", "{get}");
+
+    // The same person in a DM: the default agent, no group layers.
+    let dm = list(&["--peer", "7"]).await;
+    assert_eq!(dm["agent"], "main", "{dm}");
+    assert_eq!(tool(&dm, "memory_get")["offered"], true, "{dm}");
+}

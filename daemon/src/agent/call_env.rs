@@ -24,7 +24,13 @@ use crate::tools::sessions::SessionAccess;
 use crate::tools::{ToolContext, ToolRegistry};
 
 /// Environment variables that always count as secrets.
-const WELL_KNOWN_SECRETS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"];
+const WELL_KNOWN_SECRETS: &[&str] = &[
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENROUTER_API_KEY",
+    "TELEGRAM_BOT_TOKEN",
+    "DISCORD_BOT_TOKEN",
+];
 
 /// Who runs tools, where, and where their events go.
 pub struct CallScope<'a> {
@@ -114,8 +120,9 @@ fn result_cap(config: &Config, agent: &AgentSettings) -> usize {
     config.tools.max_result_chars.min(window_chars.max(1000))
 }
 
-/// Environment variables that hold API keys: the well-known ones and every
-/// variable a provider reads its key from.
+/// Environment variables that hold secrets: the well-known ones, every
+/// variable a provider reads its key from, and the channels' bot tokens
+/// and webhook secrets.
 fn secret_env(config: &Config) -> Vec<String> {
     let mut vars: Vec<String> = WELL_KNOWN_SECRETS.iter().map(|s| s.to_string()).collect();
     vars.extend(
@@ -123,6 +130,13 @@ fn secret_env(config: &Config) -> Vec<String> {
             .providers
             .values()
             .filter_map(|p| p.api_key.env_var().map(str::to_string)),
+    );
+    vars.extend(
+        config
+            .channels
+            .values()
+            .flat_map(|c| c.secret_env_vars())
+            .map(str::to_string),
     );
     vars.sort();
     vars.dedup();

@@ -107,8 +107,13 @@ impl Turn<'_> {
         let tool_env = self.tool_env(&registry);
         let specs: Vec<ToolSpec> = tool_env.offered.iter().map(|t| t.spec()).collect();
         let chat = crate::context::chat_kind(self.key, &self.origin);
-        let SessionPrompt { system, mode } =
-            crate::context::session_prompt(&self.config.context, self.agent, &chat, &specs);
+        let SessionPrompt { system, mode } = crate::context::session_prompt(
+            &self.config.context,
+            self.agent,
+            &chat,
+            &specs,
+            self.origin.prompt.as_deref(),
+        );
         let window = self.agent.context_window();
         // Volatile, so it rides in front of this turn's message instead of
         // changing the system prompt (SPEC §9: a stable prefix).

@@ -14,11 +14,9 @@
 use std::collections::BTreeMap;
 
 use super::AgentSettings;
+use super::channels::CHANNELS;
 use super::file::ConfigFile;
 use super::locate::{ConfigError, Locator};
-
-/// The channels a binding may name.
-pub const CHANNELS: &[&str] = &["telegram", "discord"];
 
 /// One `[[bindings]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -30,6 +30,83 @@ pub struct ConfigFile {
     /// Which agent answers which chats (SPEC §11).
     #[serde(default)]
     pub bindings: Vec<Spanned<BindingSection>>,
+    /// The chat platforms pincer bridges to (SPEC §11).
+    #[serde(default)]
+    pub channels: ChannelsSection,
+}
+
+/// `[channels]`: one table per platform pincer has a bridge for; any other
+/// name is an unknown key.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelsSection {
+    pub telegram: Option<ChannelSection>,
+    pub discord: Option<ChannelSection>,
+}
+
+/// `[channels.<name>]`: the keys every channel shares, then Telegram's own
+/// (`mode`, `poll_timeout_secs`, `[webhook]`), which another channel
+/// refuses by name (`config::channels`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelSection {
+    pub enabled: Option<bool>,
+    pub token_env: Option<Spanned<String>>,
+    pub token_file: Option<Spanned<String>>,
+    pub api_url: Option<Spanned<String>>,
+    /// An id: a string, or an integer refused with a hint.
+    pub owner: Option<Spanned<toml::Value>>,
+    /// pairing | allowlist | open | disabled
+    pub dm_policy: Option<Spanned<String>>,
+    #[serde(default)]
+    pub allow_from: Vec<Spanned<toml::Value>>,
+    pub require_mention: Option<bool>,
+    pub context_messages: Option<Spanned<usize>>,
+    pub max_attachment_mb: Option<Spanned<u64>>,
+    pub preview: Option<bool>,
+    /// Allowlisted groups by chat id.
+    #[serde(default)]
+    pub groups: BTreeMap<String, Spanned<ChannelGroupSection>>,
+    /// Telegram: polling | webhook
+    pub mode: Option<Spanned<String>>,
+    /// Telegram: the long-polling timeout.
+    pub poll_timeout_secs: Option<Spanned<u64>>,
+    /// Telegram: `[channels.telegram.webhook]`.
+    pub webhook: Option<Spanned<WebhookSection>>,
+}
+
+/// `[channels.telegram.webhook]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSection {
+    pub url: Option<Spanned<String>>,
+    pub listen: Option<Spanned<String>>,
+    pub secret_env: Option<Spanned<String>>,
+    pub secret_file: Option<Spanned<String>>,
+}
+
+/// `[channels.<name>.groups."<chat id>"]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelGroupSection {
+    pub agent: Option<Spanned<String>>,
+    pub require_mention: Option<bool>,
+    pub allow_from: Option<Vec<Spanned<toml::Value>>>,
+    #[serde(default)]
+    pub tools: LayerSection,
+    /// Added to the system prompt of this chat's sessions.
+    pub prompt: Option<String>,
+    /// Per-sender layers, by user id.
+    #[serde(default)]
+    pub senders: BTreeMap<String, Spanned<ChannelSenderSection>>,
+}
+
+/// `[channels.<name>.groups."<chat id>".senders."<user id>"]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelSenderSection {
+    #[serde(default)]
+    pub tools: LayerSection,
 }
 
 /// One `[[bindings]]` entry.

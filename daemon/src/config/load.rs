@@ -3,7 +3,8 @@
 //! [`Config`] by calling the loader of each noun in turn — providers and
 //! models ([`super::models`]), agents ([`super::agents`]), tools, hooks and
 //! policy layers ([`super::tools`]), MCP servers ([`super::mcp`]), plugins
-//! ([`super::plugins`]), memory and context. Problems are located by
+//! ([`super::plugins`]), memory, context, bindings and channels
+//! ([`super::channels`]). Problems are located by
 //! [`super::locate`].
 
 use std::collections::BTreeMap;
@@ -151,6 +152,7 @@ fn resolve(
         .hooks
         .extend(plugins.plugins.iter().flat_map(|p| p.hooks.clone()));
     let bindings = super::bindings::parse(&loc, &file, &agents)?;
+    let channels = super::channels::parse(&loc, home, &file, &agents)?;
     Ok(Config {
         source: path.map(Path::to_path_buf),
         daemon,
@@ -169,6 +171,7 @@ fn resolve(
         plugin_problems: plugins.problems,
         provider_problem,
         bindings,
+        channels,
         text_hash: if path.is_some() {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -307,17 +310,18 @@ mod tests {
         assert!(p.reason.contains("valid keys here"), "{}", p.reason);
     }
 
-    /// `[channels.discord]` used to be reported under `channels.channels`:
-    /// the unknown name was put in place of the header's last segment.
+    /// `[bridges.discord]` (once `[channels.discord]`, before channels
+    /// were configured) used to be reported under `bridges.bridges`: the
+    /// unknown name was put in place of the header's last segment.
     #[test]
     fn unknown_top_level_table_is_reported_under_its_own_key() {
-        let p = problem("[daemon]\nlog_level = \"info\"\n\n[channels.discord]\ntoken = \"x\"\n");
-        assert_eq!(p.key.as_deref(), Some("channels"), "{p}");
+        let p = problem("[daemon]\nlog_level = \"info\"\n\n[bridges.discord]\ntoken = \"x\"\n");
+        assert_eq!(p.key.as_deref(), Some("bridges"), "{p}");
         assert_eq!(p.line, 4, "{p}");
-        assert!(p.reason.contains("unknown key `channels`"), "{}", p.reason);
+        assert!(p.reason.contains("unknown key `bridges`"), "{}", p.reason);
         assert!(
             p.to_string()
-                .starts_with("/h/config.toml:4:2: key `channels`: unknown key `channels`"),
+                .starts_with("/h/config.toml:4:2: key `bridges`: unknown key `bridges`"),
             "{p}"
         );
         // A near miss still gets its suggestion, under its own key.

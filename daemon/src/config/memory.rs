@@ -12,7 +12,7 @@ use toml::Spanned;
 
 use super::file::MemorySection;
 use super::locate::{Locator, header_span};
-use super::models::api_key;
+use super::secret::api_key;
 use super::url::check_http_url;
 use super::{ApiKey, ConfigError};
 use crate::home::{Home, expand_tilde};

@@ -1,8 +1,9 @@
 //! Configuration (SPEC §5): the TOML file's shape ([`file`]), loading
 //! ([`load`]) with errors that name file, line and key ([`locate`]), one
 //! file per noun for resolving it (providers and models, agents, [`tools`],
-//! [`mcp`], [`plugins`], [`memory`], [`context`]), and the zero-config
-//! defaults taken from the environment ([`env`]).
+//! [`mcp`], [`plugins`], [`memory`], [`context`], [`bindings`],
+//! [`channels`], and where secrets come from: [`secret`]), and the
+//! zero-config defaults taken from the environment ([`env`]).
 //!
 //! Everything else in the daemon reads the validated [`Config`], never the
 //! raw file. The config owns the types it parses and depends only on `home`
@@ -11,6 +12,7 @@
 
 mod agents;
 pub mod bindings;
+pub mod channels;
 pub mod context;
 pub mod env;
 pub mod file;
@@ -20,6 +22,7 @@ pub mod mcp;
 pub mod memory;
 mod models;
 pub mod plugins;
+pub mod secret;
 pub mod tools;
 mod url;
 
@@ -32,9 +35,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use bindings::Binding;
+pub use channels::{
+    ChannelSettings, DmPolicy, GroupSettings, TelegramMode, TelegramSettings, WebhookSettings,
+};
 pub use context::{ContextSettings, PromptMode};
 pub use file::{ProviderKind, ToolFormat};
 pub use memory::{EmbedderChoice, MemorySettings};
+pub use secret::SecretSource;
 
 /// Exit status for invalid configuration (`EX_CONFIG`); the service unit does
 /// not restart on it.
@@ -63,6 +70,9 @@ pub struct Config {
     pub context: ContextSettings,
     /// Which agent answers which chat (most specific wins).
     pub bindings: Vec<Binding>,
+    /// `[channels.<name>]` by name (`telegram`, `discord`): only the
+    /// channels the file has a table for.
+    pub channels: BTreeMap<String, ChannelSettings>,
     /// A hash of the file's text (0 without a file): tells whether the
     /// file on disk is still the one the daemon runs (`pincer doctor`).
     pub text_hash: u64,

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use super::file::{ModelSection, ProviderKind, ProviderSection};
 use super::locate::{ConfigError, Locator, join_keys};
+use super::secret::api_key;
 use super::url::check_http_url;
-use super::{ApiKey, ModelTarget, ProviderSettings, RetrySettings, Secret, ToolFormat};
-use crate::home::{Home, expand_tilde};
+use super::{ModelTarget, ProviderSettings, RetrySettings, ToolFormat};
+use crate::home::Home;
 
 pub(super) fn provider_settings(
     home: &Home,
@@ -57,40 +58,6 @@ pub(super) fn provider_settings(
         },
         headers: section.headers.clone(),
     })
-}
-
-/// An API key named by an environment variable or a file in
-/// `PINCER_HOME/secrets/`; `who` starts the sentence when it is missing.
-pub(super) fn api_key(home: &Home, who: &str, env: Option<&str>, file: Option<&str>) -> ApiKey {
-    match (env, file) {
-        (Some(var), _) => match std::env::var(var) {
-            Ok(v) if !v.trim().is_empty() => ApiKey::Found {
-                origin: format!("${var}"),
-                value: Secret(v.trim().to_string()),
-            },
-            _ => ApiKey::Missing {
-                problem: format!(
-                    "{who} reads its API key from ${var}, which is not set in pincerd's environment"
-                ),
-            },
-        },
-        (None, Some(file)) => {
-            let path = home.secrets_dir().join(expand_tilde(file));
-            match std::fs::read_to_string(&path) {
-                Ok(v) if !v.trim().is_empty() => ApiKey::Found {
-                    origin: path.display().to_string(),
-                    value: Secret(v.trim().to_string()),
-                },
-                _ => ApiKey::Missing {
-                    problem: format!(
-                        "{who} reads its API key from {}, which is missing or empty",
-                        path.display()
-                    ),
-                },
-            }
-        }
-        (None, None) => ApiKey::None,
-    }
 }
 
 pub(super) struct ModelResolver<'a> {

@@ -238,7 +238,7 @@ fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSetting
 const PROFILES: &[&str] = &["minimal", "messaging", "coding", "full"];
 
 /// A policy layer, its profile and patterns checked.
-fn layer(loc: &Locator<'_>, section: &LayerSection) -> Result<ToolLayer, ConfigError> {
+pub(super) fn layer(loc: &Locator<'_>, section: &LayerSection) -> Result<ToolLayer, ConfigError> {
     if let Some(ask) = section.ask.first() {
         return Err(loc.at(
             ask.span(),

@@ -79,12 +79,15 @@ pub struct SessionPrompt {
 }
 
 /// The system prompt of one session's turn: reads the bootstrap files and
-/// skills of the agent's workspace and assembles the sections.
+/// skills of the agent's workspace and assembles the sections;
+/// `chat_prompt` is the origin's addition for this chat
+/// ([`ChatOrigin::prompt`]).
 pub fn session_prompt(
     settings: &ContextSettings,
     agent: &AgentSettings,
     chat: &ChatKind,
     tools: &[ToolSpec],
+    chat_prompt: Option<&str>,
 ) -> SessionPrompt {
     let window = agent.context_window();
     let mode = agent
@@ -111,6 +114,7 @@ pub fn session_prompt(
     let system = prompt::assemble(&PromptInputs {
         mode,
         instructions: agent.system_prompt.as_deref(),
+        chat_instructions: chat_prompt,
         tools,
         skills: &skills,
         files: &files,

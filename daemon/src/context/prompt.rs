@@ -1,5 +1,6 @@
 //! The system prompt, assembled from ordered sections (SPEC §9): identity,
-//! safety, tooling, skills, workspace and runtime, project context. Each
+//! the chat's own instructions (a group entry's `prompt`), safety,
+//! tooling, skills, workspace and runtime, project context. Each
 //! section is a small function of plain data, so each can be tested alone
 //! and the whole prompt can be snapshot-tested without a workspace.
 //!
@@ -83,6 +84,8 @@ pub struct PromptInputs<'a> {
     pub mode: PromptMode,
     /// The agent's `system_prompt` from the config.
     pub instructions: Option<&'a str>,
+    /// What the config adds for this chat (`[channels.*.groups.*] prompt`).
+    pub chat_instructions: Option<&'a str>,
     pub tools: &'a [ToolSpec],
     pub skills: &'a [Skill],
     /// Loaded for this mode and chat (see [`super::bootstrap`]).
@@ -92,7 +95,7 @@ pub struct PromptInputs<'a> {
 
 /// The whole system prompt.
 pub fn assemble(p: &PromptInputs<'_>) -> String {
-    let mut sections = vec![identity(p)];
+    let mut sections = vec![identity(p), chat_instructions(p.chat_instructions)];
     if p.mode != PromptMode::None {
         sections.push(safety(&p.runtime.chat));
         sections.push(tooling(p.tools));
@@ -123,6 +126,15 @@ pub fn identity(p: &PromptInputs<'_>) -> String {
         s.push_str(&format!("\n## {}\n{}\n", file.name, file.content));
     }
     s
+}
+
+/// The chat's own instructions, right after the agent's (in every mode:
+/// like `system_prompt`, the owner wrote them for this chat).
+pub fn chat_instructions(text: Option<&str>) -> String {
+    match text.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(text) => format!("# This chat\nThe owner's instructions for this chat:\n{text}\n"),
+        None => String::new(),
+    }
 }
 
 /// Rules that hold whatever the files say.

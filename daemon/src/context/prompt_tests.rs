@@ -74,6 +74,7 @@ fn prompt(dir: &Path, mode: PromptMode, chat: ChatKind, tool_names: &[&str]) -> 
     assemble(&PromptInputs {
         mode,
         instructions: None,
+        chat_instructions: None,
         tools: &tools,
         skills: &skills,
         files: &files,
@@ -219,6 +220,7 @@ fn bootstrap_files_over_their_caps_are_trimmed() {
     let p = assemble(&PromptInputs {
         mode: PromptMode::Full,
         instructions: Some("Reply in English."),
+        chat_instructions: None,
         tools: &tools,
         skills: &[],
         files: &files,
@@ -243,6 +245,7 @@ fn none_mode_is_the_identity_line_and_instructions_only() {
     let p = assemble(&PromptInputs {
         mode: PromptMode::None,
         instructions: Some("You are a terse shell helper."),
+        chat_instructions: None,
         tools: &tools,
         skills: &[],
         files: &files,
@@ -263,4 +266,42 @@ fn auto_mode_is_minimal_for_small_windows() {
     assert_eq!(PromptMode::Auto.resolve(128_000, false), PromptMode::Full);
     assert_eq!(PromptMode::Full.resolve(8_192, false), PromptMode::Full);
     assert_eq!(PromptMode::None.resolve(128_000, true), PromptMode::None);
+}
+
+#[test]
+fn a_group_prompt_follows_the_agents_instructions() {
+    let dir = workspace();
+    let chat = ChatKind::Group {
+        channel: "telegram".into(),
+    };
+    let files = bootstrap::load(dir.path(), &bootstrap_names(PromptMode::Full, &chat), CAPS);
+    let tools = tools(&["memory_search"]);
+    let inputs = PromptInputs {
+        mode: PromptMode::Full,
+        instructions: Some("You help the Tuesday chess club."),
+        chat_instructions: Some("  Answer in French; keep it to two sentences.\n"),
+        tools: &tools,
+        skills: &[],
+        files: &files,
+        runtime: &runtime(chat),
+    };
+    let p = assemble(&inputs);
+    let at = |needle: &str| p.find(needle).unwrap_or_else(|| panic!("no {needle}"));
+    assert!(at("Tuesday chess club") < at("# This chat"));
+    assert!(at("## SOUL.md") < at("# This chat"));
+    assert!(at("# This chat") < at("# Safety"));
+    insta::assert_snapshot!(p);
+    // Also where the prompt is only the identity and the instructions.
+    let p = assemble(&PromptInputs {
+        mode: PromptMode::None,
+        files: &[],
+        ..inputs
+    });
+    assert_eq!(
+        p,
+        format!(
+            "{}\n\nYou help the Tuesday chess club.\n\n# This chat\nThe owner's instructions for this chat:\nAnswer in French; keep it to two sentences.\n",
+            super::prompt::IDENTITY_LINE
+        )
+    );
 }

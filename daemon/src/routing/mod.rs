@@ -5,14 +5,37 @@
 //!
 //! This is the only place an origin is built: the owner at the CLI
 //! ([`owner`]), a chat on a channel ([`route`]: the bridges, and
-//! `pincer tools list --channel --peer`, which must show exactly what such
-//! a chat is offered). The agent is picked by the most specific binding
-//! ([`bindings`]): peer, then group, then account, then channel, then the
-//! default agent.
+//! `pincer tools list --channel --peer [--group]`, which must show exactly
+//! what such a chat is offered).
+//!
+//! **The agent**, most specific first:
+//!
+//! 1. a `[[bindings]]` entry that names the sender (`peer`): a person
+//!    bound to an agent is answered by it everywhere, also in a group
+//!    whose entry names another agent (and then in that agent's session
+//!    of the group);
+//! 2. the group's entry in `[channels.<name>.groups."<chat id>"] agent`;
+//! 3. a binding of the group, then of the account, then of the whole
+//!    channel ([`bindings`]);
+//! 4. the default agent.
+//!
+//! **The origin** comes from `[channels.<name>]`: the chat's layer is the
+//! group entry's `tools` (a DM, or a group without an entry: an empty
+//! layer, so only the channel's default profile `messaging` applies), the
+//! sender layer is the group entry's `senders."<id>"` for this sender, and
+//! the group entry's `prompt` is added to the system prompt.
+//!
+//! **The owner** (`owner = "<id>"`) is the owner only in their own DM:
+//! there they get owner-only tools and `MEMORY.md`, as at the CLI. Their
+//! message in a group is not: everyone in the group reads the answers, so
+//! what only the owner may see or do would be shown to the others, and a
+//! turn that answers several group messages at once would run with the
+//! owner's rights for all of them. (The bridges still treat them as the
+//! owner for approvals, which go to their DM.)
 
 pub mod bindings;
 
-use crate::config::{Config, ToolLayer};
+use crate::config::Config;
 use crate::session::SessionKey;
 use crate::session::key::KeyError;
 pub use crate::tools::origin::{ChatOrigin, ChatPlace};
@@ -58,7 +81,7 @@ pub struct Route {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
-    #[error("the binding for this chat names agent `{0}`, which is not configured")]
+    #[error("the binding or group entry for this chat names agent `{0}`, which is not configured")]
     UnknownAgent(String),
     #[error("this chat cannot have a session: {0}")]
     Key(#[from] KeyError),
@@ -69,13 +92,23 @@ pub fn owner(key: &SessionKey) -> ChatOrigin {
     ChatOrigin::owner(key.is_main())
 }
 
-/// Routes a chat message: the agent of the most specific binding (else
-/// the default agent), a session per DM peer or per group (and thread),
-/// and the origin with the chat's and the sender's policy layers.
+/// Routes a chat message: the agent (the module doc's order), a session
+/// per DM peer or per group (and thread), and the origin with the chat's
+/// and the sender's policy layers and the chat's prompt addition.
 pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
-    let agent = bindings::pick(&config.bindings, inbound)
-        .map(|b| b.agent.clone())
-        .unwrap_or_else(|| config.default_agent.clone());
+    let channel = config.channels.get(&inbound.channel);
+    let group = match (&inbound.chat, channel) {
+        (Chat::Group(id), Some(c)) => c.group(id),
+        _ => None,
+    };
+    let binding = bindings::pick(&config.bindings, inbound);
+    let agent = match binding {
+        Some(b) if b.peer.is_some() => b.agent.clone(),
+        _ => group
+            .and_then(|g| g.agent.clone())
+            .or_else(|| binding.map(|b| b.agent.clone()))
+            .unwrap_or_else(|| config.default_agent.clone()),
+    };
     if !config.agents.contains_key(&agent) {
         return Err(RouteError::UnknownAgent(agent));
     }
@@ -89,9 +122,8 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
     let origin = ChatOrigin {
         sender: format!("{}:{}", inbound.channel, inbound.sender.id),
         name: inbound.sender.name.clone(),
-        // Owners per channel arrive with the channel settings; until then
-        // nobody on a channel is the owner.
-        owner: false,
+        owner: inbound.chat == Chat::Direct
+            && channel.is_some_and(|c| c.is_owner(&inbound.sender.id)),
         chat: match &inbound.chat {
             Chat::Direct => ChatPlace::Direct {
                 channel: inbound.channel.clone(),
@@ -101,11 +133,16 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
             },
         },
         in_channel: true,
-        // The chat's own layer comes from the channel settings (bridges);
-        // an empty layer still makes `messaging` the default profile.
-        channel: vec![ToolLayer::default()],
-        sender_layers: Vec::new(),
+        // Always one layer, empty without a group entry: `in_channel`
+        // makes `messaging` the default profile.
+        channel: vec![group.map(|g| g.tools.clone()).unwrap_or_default()],
+        sender_layers: group
+            .and_then(|g| g.senders.get(&inbound.sender.id))
+            .cloned()
+            .into_iter()
+            .collect(),
         main_session: false,
+        prompt: group.and_then(|g| g.prompt.clone()),
     };
     Ok(Route { agent, key, origin })
 }
@@ -113,20 +150,43 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Binding;
+    use crate::config::{Binding, ToolLayer};
 
     fn config(bindings: Vec<Binding>) -> Config {
-        let home = crate::home::Home::at("/tmp/pincer-routing-test");
-        let mut c = crate::config::load::parse(
-            &home,
-            std::path::Path::new("/h/config.toml"),
-            "[agents.main]\n[agents.friends]\n[agents.family]\n",
-            &|| None,
-        )
-        .unwrap();
+        let mut c = config_text("");
         c.bindings = bindings;
         c
     }
+
+    /// Three agents (`main`, `friends`, `family`) and `extra`.
+    fn config_text(extra: &str) -> Config {
+        let home = crate::home::Home::at("/tmp/pincer-routing-test");
+        crate::config::load::parse(
+            &home,
+            std::path::Path::new("/h/config.toml"),
+            &format!(
+                "[agents.main]\n[agents.friends]\ntools = {{ profile = \"coding\" }}\n[agents.family]\n{extra}"
+            ),
+            &|| None,
+        )
+        .unwrap()
+    }
+
+    fn in_group(group: &str, peer: &str) -> Inbound {
+        Inbound {
+            chat: Chat::Group(group.into()),
+            ..dm(peer)
+        }
+    }
+
+    const CHANNEL: &str = "[channels.telegram]\nowner = \"1\"\n\
+        [channels.telegram.groups.\"-100\"]\n\
+        agent = \"friends\"\n\
+        tools = { deny = [\"exec\"] }\n\
+        prompt = \"Answer in French.\"\n\
+        [channels.telegram.groups.\"-100\".senders.\"7\"]\n\
+        tools = { deny = [\"read\"] }\n\
+        [channels.telegram.groups.\"-200\"]\n";
 
     fn dm(peer: &str) -> Inbound {
         Inbound {
@@ -203,5 +263,100 @@ mod tests {
         let other = SessionKey::from_client("main", "work").unwrap();
         assert!(!owner(&other).main_session);
         assert!(owner(&other).owner);
+    }
+
+    #[test]
+    fn a_group_entry_names_the_agent_below_a_peer_binding_above_a_group_binding() {
+        let c = config_text(&format!(
+            "{CHANNEL}[[bindings]]\nchannel = \"telegram\"\ngroup = \"-100\"\nagent = \"main\"\n\
+             [[bindings]]\nchannel = \"telegram\"\ngroup = \"-200\"\nagent = \"family\"\n\
+             [[bindings]]\nchannel = \"telegram\"\npeer = \"9\"\nagent = \"family\"\n"
+        ));
+        let r = route(&c, &in_group("-100", "5")).unwrap();
+        assert_eq!(r.agent, "friends", "the entry beats the group binding");
+        assert_eq!(r.key.to_string(), "agent:friends:telegram:group:-100");
+        let r = route(&c, &in_group("-100", "9")).unwrap();
+        assert_eq!(r.agent, "family", "a peer binding beats the entry");
+        assert_eq!(r.key.to_string(), "agent:family:telegram:group:-100");
+        // An entry without an agent leaves it to the bindings.
+        assert_eq!(route(&c, &in_group("-200", "5")).unwrap().agent, "family");
+        // A group with no entry and no binding: the default agent.
+        assert_eq!(route(&c, &in_group("-300", "5")).unwrap().agent, "main");
+        // The entry is the group's, not its members' DMs.
+        assert_eq!(route(&c, &dm("5")).unwrap().agent, "main");
+    }
+
+    #[test]
+    fn the_owner_is_the_owner_in_their_dm_only() {
+        let c = config_text(CHANNEL);
+        let r = route(&c, &dm("1")).unwrap();
+        assert!(r.origin.owner);
+        assert!(
+            r.origin.in_channel,
+            "still a channel chat: `messaging` by default"
+        );
+        assert!(!r.origin.main_session);
+        assert!(
+            crate::context::chat_kind(&r.key, &r.origin).is_owner_private(),
+            "the owner's DM sees MEMORY.md"
+        );
+        assert!(!route(&c, &in_group("-100", "1")).unwrap().origin.owner);
+        assert!(!route(&c, &dm("2")).unwrap().origin.owner);
+        // Another channel's owner is nobody here.
+        let mut discord = dm("1");
+        discord.channel = "discord".into();
+        assert!(!route(&c, &discord).unwrap().origin.owner);
+    }
+
+    #[test]
+    fn a_group_entry_brings_its_layer_its_senders_layers_and_its_prompt() {
+        let c = config_text(CHANNEL);
+        let member = route(&c, &in_group("-100", "5")).unwrap().origin;
+        assert_eq!(
+            member.channel,
+            [ToolLayer {
+                deny: vec!["exec".into()],
+                ..Default::default()
+            }]
+        );
+        assert!(member.sender_layers.is_empty());
+        assert_eq!(member.prompt.as_deref(), Some("Answer in French."));
+        let seven = route(&c, &in_group("-100", "7")).unwrap().origin;
+        assert_eq!(seven.sender_layers[0].deny, ["read"]);
+        // A thread of the group is the group.
+        let mut topic = in_group("-100", "7");
+        topic.thread = Some("3".into());
+        assert_eq!(route(&c, &topic).unwrap().origin, seven);
+        // A DM, and a group without an entry: one empty layer, no prompt.
+        for inbound in [dm("7"), in_group("-300", "7")] {
+            let o = route(&c, &inbound).unwrap().origin;
+            assert_eq!(o.channel, [ToolLayer::default()]);
+            assert!(o.sender_layers.is_empty());
+            assert_eq!(o.prompt, None);
+        }
+    }
+
+    /// What the policy makes of it: the group's and the sender's denials
+    /// remove tools the agent (`coding`) would otherwise offer.
+    #[test]
+    fn the_group_and_sender_layers_reach_the_policy() {
+        use crate::tools::ToolRegistry;
+        use crate::tools::policy::{PolicyInput, resolve};
+        let c = config_text(CHANNEL);
+        let registry = ToolRegistry::core();
+        let removed_by = |inbound: &Inbound, tool: &str| {
+            let r = route(&c, inbound).unwrap();
+            let input = PolicyInput::for_origin(&c.agents[&r.agent], &r.origin, None);
+            resolve(&registry, &c.policy, &input)
+                .verdicts
+                .iter()
+                .find(|v| v.tool.name == tool)
+                .and_then(|v| v.removed.as_ref().map(|r| r.layer.clone()))
+        };
+        let group = in_group("-100", "5");
+        assert_eq!(removed_by(&group, "exec").as_deref(), Some("channel/group"));
+        assert_eq!(removed_by(&group, "read"), None);
+        let seven = in_group("-100", "7");
+        assert_eq!(removed_by(&seven, "read").as_deref(), Some("sender"));
     }
 }

@@ -41,17 +41,22 @@ impl pb::tools_server::Tools for ToolsService {
         let config = rt.config();
         // Exactly what such a chat is offered: with a channel, the agent
         // (unless named) and the origin come from the routing layer, as a
-        // bridge's message's would.
+        // bridge's message's would: a DM, or a message in `group`.
         let (agent_id, origin) = if req.channel.trim().is_empty() {
             let agent_id = hub.agent_id(&req.agent)?;
             let origin = crate::routing::owner(&hub.resolve_key(&agent_id, "")?);
             (agent_id, origin)
         } else {
             let peer = req.peer.trim();
+            let group = req.group.trim();
             let inbound = crate::routing::Inbound {
                 channel: req.channel.trim().to_string(),
                 account: None,
-                chat: crate::routing::Chat::Direct,
+                chat: if group.is_empty() {
+                    crate::routing::Chat::Direct
+                } else {
+                    crate::routing::Chat::Group(group.to_string())
+                },
                 thread: None,
                 sender: crate::routing::Sender {
                     id: if peer.is_empty() { "anyone" } else { peer }.to_string(),

@@ -39,6 +39,10 @@ pub struct ChatOrigin {
     pub sender_layers: Vec<ToolLayer>,
     /// The agent's main CLI session (not sandboxed in `non-main` mode).
     pub main_session: bool,
+    /// What the config adds to the system prompt for this chat (a group
+    /// entry's `prompt`), after the agent's own instructions; left behind
+    /// when the message travels into another session.
+    pub prompt: Option<String>,
 }
 
 impl ChatOrigin {
@@ -53,13 +57,15 @@ impl ChatOrigin {
             channel: Vec::new(),
             sender_layers: Vec::new(),
             main_session,
+            prompt: None,
         }
     }
 
     /// Several messages answered in one turn: it runs under every one of
     /// their layers (the most restrictive wins), as the owner only if all
     /// came from the owner, and sandboxed unless all came from the main
-    /// session.
+    /// session. Their chats' prompt additions are all kept, each once, in
+    /// the order the messages came (normally one: a session is one chat).
     pub fn merge(origins: &[ChatOrigin]) -> ChatOrigin {
         let Some(first) = origins.first() else {
             return Self::owner(false);
@@ -85,6 +91,12 @@ impl ChatOrigin {
             if !merged.name.split(", ").any(|n| n == o.name) {
                 merged.name = format!("{}, {}", merged.name, o.name);
             }
+            merged.prompt = match (merged.prompt.take(), &o.prompt) {
+                (Some(mine), Some(theirs)) if !mine.contains(theirs.as_str()) => {
+                    Some(format!("{mine}\n\n{theirs}"))
+                }
+                (mine, theirs) => mine.or_else(|| theirs.clone()),
+            };
         }
         merged
     }
@@ -116,6 +128,7 @@ mod tests {
                 ..Default::default()
             }],
             main_session: false,
+            prompt: None,
         }
     }
 
@@ -140,5 +153,23 @@ mod tests {
         assert!(merged.in_channel);
         let merged = ChatOrigin::merge(&[ChatOrigin::owner(true), ChatOrigin::owner(true)]);
         assert_eq!(merged, ChatOrigin::owner(true));
+    }
+
+    #[test]
+    fn prompt_additions_are_kept_once_each() {
+        let with = |id: &str, prompt: Option<&str>| ChatOrigin {
+            prompt: prompt.map(str::to_string),
+            ..stranger(id, &[])
+        };
+        let merged = ChatOrigin::merge(&[
+            with("1", Some("Answer in French.")),
+            with("2", None),
+            with("3", Some("Answer in French.")),
+        ]);
+        assert_eq!(merged.prompt.as_deref(), Some("Answer in French."));
+        let merged = ChatOrigin::merge(&[with("1", None), with("2", Some("Be brief."))]);
+        assert_eq!(merged.prompt.as_deref(), Some("Be brief."));
+        let merged = ChatOrigin::merge(&[with("1", Some("A.")), with("2", Some("B."))]);
+        assert_eq!(merged.prompt.as_deref(), Some("A.\n\nB."));
     }
 }

@@ -202,8 +202,13 @@ impl Hub {
         nested: bool,
     ) -> Result<(), HubError> {
         // An origin that travels into another session (sessions_send, a
-        // sub-agent) does not carry the main session's exemption with it.
+        // sub-agent) does not carry the main session's exemption with it,
+        // nor its chat's prompt addition: that belongs to the chat the
+        // message was written in. Its layers it keeps.
         origin.main_session &= key.is_main();
+        if nested {
+            origin.prompt = None;
+        }
         if self.is_stopping() {
             return Err(HubError::ShuttingDown);
         }
@@ -628,6 +633,7 @@ mod tests {
                 ..Default::default()
             }],
             main_session: false,
+            prompt: None,
         }
     }
 

@@ -1,0 +1,1077 @@
+//! Channels (SPEC §5, §11): `[channels.telegram]` and `[channels.discord]`
+//! into [`ChannelSettings`], one per table present in the file. The bridge
+//! crates know nothing of the config; the daemon builds their settings
+//! from these, and routing reads the owner and the group entries.
+//!
+//! ```toml
+//! [channels.telegram]
+//! enabled = true                     # default when the table exists
+//! token_env = "TELEGRAM_BOT_TOKEN"   # default; or token_file = "telegram.token" (in PINCER_HOME/secrets/)
+//! api_url = "https://api.telegram.org"
+//! owner = "123456789"                # the owner's user id here (optional)
+//! dm_policy = "pairing"              # pairing | allowlist | open | disabled
+//! allow_from = ["123456789"]         # user ids that may always DM the bot
+//! require_mention = true             # in groups
+//! context_messages = 50              # un-mentioned group messages kept (0..=500)
+//! max_attachment_mb = 20             # larger attachments are not saved
+//! preview = false                    # live preview by editing one message
+//! mode = "polling"                   # Telegram: polling | webhook
+//! poll_timeout_secs = 30             # Telegram: 1..=50
+//! [channels.telegram.webhook]        # Telegram, read in webhook mode
+//! url = "https://bot.example.org/tg" # public https URL Telegram calls (required)
+//! listen = "127.0.0.1:8443"          # where pincerd listens (behind a TLS proxy)
+//! secret_env = "TELEGRAM_WEBHOOK_SECRET"   # or secret_file (required)
+//! [channels.telegram.groups."-1001234567890"]   # an allowlisted group
+//! agent = "friends"
+//! require_mention = false
+//! allow_from = ["42"]                # who may summon the agent; others are context
+//! tools = { deny = ["web_fetch"] }   # the group's policy layer (no `ask`)
+//! prompt = "Answer in French."       # added to this chat's system prompt
+//! [channels.telegram.groups."-1001234567890".senders."42"]
+//! tools = { deny = ["memory_get"] }  # this sender's layer in that group
+//! ```
+//!
+//! The config records where a token comes from, never the token:
+//! [`ChannelSettings::token`] reads it when a bridge starts. Ids are
+//! strings of digits (Telegram and Discord ids are numbers; group chat
+//! ids may be negative); a TOML integer is refused with the string to
+//! write instead.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::file::{ChannelGroupSection, ChannelSection, ConfigFile, WebhookSection};
+use super::locate::{ConfigError, Locator};
+use super::secret::SecretSource;
+use super::tools::layer;
+use super::url::check_http_url;
+use super::{AgentSettings, ToolLayer};
+use crate::home::Home;
+
+/// The channels pincer has bridges for (`[channels.<name>]`,
+/// `[[bindings]] channel`).
+pub const CHANNELS: &[&str] = &["telegram", "discord"];
+
+/// Most group messages kept as context, on any channel.
+pub const MAX_CONTEXT_MESSAGES: usize = 500;
+
+/// Largest `max_attachment_mb` (a self-hosted Telegram Bot API server
+/// downloads up to 2000 MB).
+pub const MAX_ATTACHMENT_MB: u64 = 2000;
+
+/// One `[channels.<name>]` table, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelSettings {
+    /// `telegram` or `discord`.
+    pub name: String,
+    /// `enabled` (default true): a disabled channel's bridge does not run.
+    pub enabled: bool,
+    /// Where the bot token comes from: `token_env` (default
+    /// `TELEGRAM_BOT_TOKEN` / `DISCORD_BOT_TOKEN`) or `token_file` (in
+    /// `PINCER_HOME/secrets/`). Read with [`Self::token`].
+    pub token_source: SecretSource,
+    /// `api_url`: the platform's API base (default
+    /// `https://api.telegram.org`, `https://discord.com/api/v10`); a
+    /// self-hosted Bot API server or an emulator in tests.
+    pub api_url: String,
+    /// `owner`: the owner's user id on this channel. Their DM counts as the
+    /// owner's (owner-only tools, `MEMORY.md`), approvals go to that DM,
+    /// and only they can press approval buttons.
+    pub owner: Option<String>,
+    /// `dm_policy` (default `pairing`).
+    pub dm_policy: DmPolicy,
+    /// `allow_from`: user ids that may always write in DMs.
+    pub allow_from: Vec<String>,
+    /// `require_mention` (default true): in groups, only a message that
+    /// mentions the bot or replies to it is answered.
+    pub require_mention: bool,
+    /// `context_messages` (default 50 on Telegram, 20 on Discord; 0 keeps
+    /// none; at most 500): un-mentioned group messages kept and handed to
+    /// the agent with the next mention.
+    pub context_messages: usize,
+    /// `max_attachment_mb` (default 20 on Telegram, the Bot API's download
+    /// cap; 10 on Discord), in bytes: larger attachments are named, not
+    /// saved; 0 saves none.
+    pub max_attachment_bytes: u64,
+    /// `preview` (default false): show the answer while it is written by
+    /// editing one message (at most once per second).
+    pub preview: bool,
+    /// `[channels.<name>.groups."<chat id>"]`: the allowlisted groups (or
+    /// guild channels); a group not listed is ignored.
+    pub groups: BTreeMap<String, GroupSettings>,
+    /// Telegram's own settings; `None` on other channels.
+    pub telegram: Option<TelegramSettings>,
+}
+
+impl ChannelSettings {
+    /// The bot token, read now from its variable or file; the error is a
+    /// sentence naming them. The value is never logged.
+    pub fn token(&self) -> Result<String, String> {
+        self.token_source
+            .read_for(&format!("[channels.{}]", self.name), "bot token")
+    }
+
+    /// The environment variables this channel's secrets are read from (the
+    /// token's, a webhook secret's): kept out of `exec` and redacted.
+    pub fn secret_env_vars(&self) -> impl Iterator<Item = &str> {
+        let webhook = match self.telegram.as_ref().map(|t| &t.mode) {
+            Some(TelegramMode::Webhook(w)) => w.secret_source.env_var(),
+            _ => None,
+        };
+        self.token_source.env_var().into_iter().chain(webhook)
+    }
+
+    /// Whether `user` is this channel's owner.
+    pub fn is_owner(&self, user: &str) -> bool {
+        self.owner.as_deref() == Some(user)
+    }
+
+    /// The entry of a group chat, if it is allowlisted.
+    pub fn group(&self, chat: &str) -> Option<&GroupSettings> {
+        self.groups.get(chat)
+    }
+}
+
+/// Who may write to the agent in a direct message (`dm_policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DmPolicy {
+    /// A stranger gets a code the owner approves (`pincer pairing approve`).
+    #[default]
+    Pairing,
+    /// Only the ids in `allow_from`.
+    Allowlist,
+    /// Everyone.
+    Open,
+    /// No one.
+    Disabled,
+}
+
+impl DmPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pairing => "pairing",
+            Self::Allowlist => "allowlist",
+            Self::Open => "open",
+            Self::Disabled => "disabled",
+        }
+    }
+}
+
+/// One allowlisted group, guild channel or Telegram channel.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroupSettings {
+    /// `agent`: who answers here (a peer binding of the sender still wins:
+    /// `routing`).
+    pub agent: Option<String>,
+    /// `require_mention`, else the channel's.
+    pub require_mention: bool,
+    /// `allow_from`: when set, only these senders can summon the agent
+    /// here; the others' messages are kept as context only.
+    pub allow_from: Option<Vec<String>>,
+    /// `tools = { profile, allow, deny }`: the group's policy layer.
+    pub tools: ToolLayer,
+    /// `prompt`: added to the system prompt of this chat's sessions.
+    pub prompt: Option<String>,
+    /// `[...senders."<user id>"] tools`: per-sender layers in this group.
+    pub senders: BTreeMap<String, ToolLayer>,
+}
+
+/// `[channels.telegram]`'s own keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelegramSettings {
+    pub mode: TelegramMode,
+}
+
+/// How Telegram's updates arrive (`mode`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TelegramMode {
+    /// `getUpdates` long polling (the default) with `poll_timeout_secs`
+    /// (default 30, 1..=50).
+    Polling { timeout: Duration },
+    /// Telegram calls `[channels.telegram.webhook] url`.
+    Webhook(WebhookSettings),
+}
+
+/// `[channels.telegram.webhook]`, in webhook mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookSettings {
+    /// `url`: the public https URL Telegram posts updates to.
+    pub url: String,
+    /// `listen` (default `127.0.0.1:8443`): where pincerd accepts them. The
+    /// listener speaks plain HTTP, so a non-loopback address must sit
+    /// behind a TLS-terminating proxy.
+    pub listen: SocketAddr,
+    /// `secret_env` or `secret_file`: the secret token Telegram sends in
+    /// `X-Telegram-Bot-Api-Secret-Token` (required).
+    pub secret_source: SecretSource,
+}
+
+impl WebhookSettings {
+    /// The secret token, read now; the error is a sentence naming its
+    /// variable or file.
+    pub fn secret(&self) -> Result<String, String> {
+        self.secret_source
+            .read_for("[channels.telegram.webhook]", "secret token")
+    }
+}
+
+/// What differs between channels.
+struct Defaults {
+    label: &'static str,
+    token_env: &'static str,
+    api_url: &'static str,
+    context_messages: usize,
+    max_attachment_mb: u64,
+}
+
+const TELEGRAM: Defaults = Defaults {
+    label: "Telegram",
+    token_env: "TELEGRAM_BOT_TOKEN",
+    api_url: "https://api.telegram.org",
+    context_messages: 50,
+    max_attachment_mb: 20,
+};
+
+const DISCORD: Defaults = Defaults {
+    label: "Discord",
+    token_env: "DISCORD_BOT_TOKEN",
+    api_url: "https://discord.com/api/v10",
+    context_messages: 20,
+    max_attachment_mb: 10,
+};
+
+/// The `[channels.*]` tables of `file`, each checked.
+pub(super) fn parse(
+    loc: &Locator<'_>,
+    home: &Home,
+    file: &ConfigFile,
+    agents: &BTreeMap<String, AgentSettings>,
+) -> Result<BTreeMap<String, ChannelSettings>, ConfigError> {
+    let mut out = BTreeMap::new();
+    let tables = [
+        ("telegram", &file.channels.telegram, &TELEGRAM),
+        ("discord", &file.channels.discord, &DISCORD),
+    ];
+    for (name, section, defaults) in tables {
+        if let Some(section) = section {
+            let settings = Parser {
+                loc,
+                home,
+                agents,
+                name,
+                defaults,
+            }
+            .channel(section)?;
+            out.insert(name.to_string(), settings);
+        }
+    }
+    Ok(out)
+}
+
+/// `[channels.telegram.webhook]` checked, each key still optional.
+#[derive(Default)]
+struct WebhookKeys {
+    url: Option<String>,
+    listen: Option<SocketAddr>,
+    secret: Option<SecretSource>,
+}
+
+struct Parser<'a> {
+    loc: &'a Locator<'a>,
+    home: &'a Home,
+    agents: &'a BTreeMap<String, AgentSettings>,
+    name: &'static str,
+    defaults: &'static Defaults,
+}
+
+impl Parser<'_> {
+    fn err(&self, span: Range<usize>, why: impl Into<String>) -> ConfigError {
+        self.loc.at(span, why)
+    }
+
+    fn channel(&self, s: &ChannelSection) -> Result<ChannelSettings, ConfigError> {
+        let token = self.secret(
+            (s.token_env.as_ref(), "token_env"),
+            (s.token_file.as_ref(), "token_file"),
+        )?;
+        let token = token.unwrap_or_else(|| SecretSource::Env(self.defaults.token_env.into()));
+        let api_url = match &s.api_url {
+            Some(url) => {
+                let value = url.get_ref().trim().trim_end_matches('/').to_string();
+                check_http_url(&value).map_err(|why| self.err(url.span(), why))?;
+                value
+            }
+            None => self.defaults.api_url.to_string(),
+        };
+        let owner = match &s.owner {
+            Some(v) => Some(self.user_id(v)?),
+            None => None,
+        };
+        let dm_policy = match &s.dm_policy {
+            None => DmPolicy::Pairing,
+            Some(p) => match p.get_ref().trim() {
+                "pairing" => DmPolicy::Pairing,
+                "allowlist" => DmPolicy::Allowlist,
+                "open" => DmPolicy::Open,
+                "disabled" => DmPolicy::Disabled,
+                other => {
+                    return Err(self.err(
+                        p.span(),
+                        format!(
+                            "unknown dm_policy `{other}`: use pairing, allowlist, open or disabled"
+                        ),
+                    ));
+                }
+            },
+        };
+        let allow_from = self.user_ids(&s.allow_from)?;
+        let context_messages = match &s.context_messages {
+            Some(n) if *n.get_ref() > MAX_CONTEXT_MESSAGES => {
+                return Err(self.err(
+                    n.span(),
+                    format!("at most {MAX_CONTEXT_MESSAGES} messages are kept (0 keeps none)"),
+                ));
+            }
+            Some(n) => *n.get_ref(),
+            None => self.defaults.context_messages,
+        };
+        let max_attachment_mb = match &s.max_attachment_mb {
+            Some(n) if *n.get_ref() > MAX_ATTACHMENT_MB => {
+                return Err(self.err(
+                    n.span(),
+                    format!("at most {MAX_ATTACHMENT_MB} MB (0 saves no attachment)"),
+                ));
+            }
+            Some(n) => *n.get_ref(),
+            None => self.defaults.max_attachment_mb,
+        };
+        let require_mention = s.require_mention.unwrap_or(true);
+        let mut groups = BTreeMap::new();
+        for (id, group) in &s.groups {
+            groups.insert(
+                self.chat_id(id, group.span())?,
+                self.group(group.get_ref(), require_mention)?,
+            );
+        }
+        let telegram = if self.name == "telegram" {
+            Some(self.telegram(s)?)
+        } else {
+            self.refuse_telegram_keys(s)?;
+            None
+        };
+        Ok(ChannelSettings {
+            name: self.name.to_string(),
+            enabled: s.enabled.unwrap_or(true),
+            token_source: token,
+            api_url,
+            owner,
+            dm_policy,
+            allow_from,
+            require_mention,
+            context_messages,
+            max_attachment_bytes: max_attachment_mb * 1024 * 1024,
+            preview: s.preview.unwrap_or(false),
+            groups,
+            telegram,
+        })
+    }
+
+    /// An env/file pair: at most one of them, neither empty.
+    fn secret(
+        &self,
+        (env, env_key): (Option<&Spanned<String>>, &str),
+        (file, file_key): (Option<&Spanned<String>>, &str),
+    ) -> Result<Option<SecretSource>, ConfigError> {
+        for (value, key) in [(env, env_key), (file, file_key)] {
+            if let Some(v) = value
+                && v.get_ref().trim().is_empty()
+            {
+                return Err(self.err(v.span(), format!("{key} is empty; leave the key out")));
+            }
+        }
+        match (env, file) {
+            (Some(_), Some(f)) => {
+                Err(self.err(f.span(), format!("set {env_key} or {file_key}, not both")))
+            }
+            (Some(v), None) => Ok(Some(SecretSource::Env(v.get_ref().trim().to_string()))),
+            (None, Some(f)) => Ok(Some(SecretSource::file(self.home, f.get_ref().trim()))),
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn group(
+        &self,
+        g: &ChannelGroupSection,
+        channel_mention: bool,
+    ) -> Result<GroupSettings, ConfigError> {
+        let agent = match &g.agent {
+            Some(a) => {
+                let id = a.get_ref().trim();
+                if !self.agents.contains_key(id) {
+                    let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+                    return Err(self.err(
+                        a.span(),
+                        format!("no agent `{id}` (agents: {})", known.join(", ")),
+                    ));
+                }
+                Some(id.to_string())
+            }
+            None => None,
+        };
+        let allow_from = match &g.allow_from {
+            Some(list) => Some(self.user_ids(list)?),
+            None => None,
+        };
+        let mut senders = BTreeMap::new();
+        for (id, sender) in &g.senders {
+            senders.insert(
+                self.user_key(id, sender.span())?,
+                layer(self.loc, &sender.get_ref().tools)?,
+            );
+        }
+        Ok(GroupSettings {
+            agent,
+            require_mention: g.require_mention.unwrap_or(channel_mention),
+            allow_from,
+            tools: layer(self.loc, &g.tools)?,
+            prompt: g
+                .prompt
+                .as_deref()
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_string),
+            senders,
+        })
+    }
+
+    fn telegram(&self, s: &ChannelSection) -> Result<TelegramSettings, ConfigError> {
+        let timeout = match &s.poll_timeout_secs {
+            Some(n) if !(1..=50).contains(n.get_ref()) => {
+                return Err(self.err(
+                    n.span(),
+                    "poll_timeout_secs must be between 1 and 50 (Telegram holds a poll at most 50 s)",
+                ));
+            }
+            Some(n) => Duration::from_secs(*n.get_ref()),
+            None => Duration::from_secs(30),
+        };
+        // Checked whenever written, used only in webhook mode.
+        let webhook = match &s.webhook {
+            Some(w) => Some(self.webhook(w.get_ref())?),
+            None => None,
+        };
+        let mode = match &s.mode {
+            None => TelegramMode::Polling { timeout },
+            Some(m) => match m.get_ref().trim() {
+                "polling" => TelegramMode::Polling { timeout },
+                "webhook" => {
+                    let WebhookKeys {
+                        url,
+                        listen,
+                        secret,
+                    } = webhook.unwrap_or_default();
+                    let Some(url) = url else {
+                        return Err(self.err(
+                            m.span(),
+                            "webhook mode needs the public https URL Telegram calls: [channels.telegram.webhook] url = \"https://…\"",
+                        ));
+                    };
+                    let Some(secret) = secret else {
+                        return Err(self.err(
+                            m.span(),
+                            "webhook mode needs a secret token: [channels.telegram.webhook] secret_env = \"NAME\" or secret_file = \"file\"",
+                        ));
+                    };
+                    TelegramMode::Webhook(WebhookSettings {
+                        url,
+                        listen: listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8443))),
+                        secret_source: secret,
+                    })
+                }
+                other => {
+                    return Err(self.err(
+                        m.span(),
+                        format!("unknown mode `{other}`: use polling or webhook"),
+                    ));
+                }
+            },
+        };
+        Ok(TelegramSettings { mode })
+    }
+
+    fn webhook(&self, w: &WebhookSection) -> Result<WebhookKeys, ConfigError> {
+        let url = match &w.url {
+            Some(u) => {
+                let value = u.get_ref().trim().to_string();
+                check_http_url(&value).map_err(|why| self.err(u.span(), why))?;
+                if !value.starts_with("https://") {
+                    return Err(self.err(
+                        u.span(),
+                        format!("`{value}` is not https: Telegram calls webhooks over https only"),
+                    ));
+                }
+                Some(value)
+            }
+            None => None,
+        };
+        let listen = match &w.listen {
+            Some(l) => Some(l.get_ref().trim().parse::<SocketAddr>().map_err(|_| {
+                self.err(
+                    l.span(),
+                    format!(
+                        "`{}` is not an address and port such as \"127.0.0.1:8443\"",
+                        l.get_ref()
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        let secret = self.secret(
+            (w.secret_env.as_ref(), "secret_env"),
+            (w.secret_file.as_ref(), "secret_file"),
+        )?;
+        Ok(WebhookKeys {
+            url,
+            listen,
+            secret,
+        })
+    }
+
+    /// Telegram's own keys in another channel's table.
+    fn refuse_telegram_keys(&self, s: &ChannelSection) -> Result<(), ConfigError> {
+        let spans = [
+            ("mode", s.mode.as_ref().map(Spanned::span)),
+            (
+                "poll_timeout_secs",
+                s.poll_timeout_secs.as_ref().map(Spanned::span),
+            ),
+            ("webhook", s.webhook.as_ref().map(Spanned::span)),
+        ];
+        for (key, span) in spans {
+            if let Some(span) = span {
+                return Err(self.err(
+                    span,
+                    format!(
+                        "`{key}` is a Telegram setting; [channels.{}] has no `{key}`",
+                        self.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn user_ids(&self, list: &[Spanned<toml::Value>]) -> Result<Vec<String>, ConfigError> {
+        list.iter().map(|v| self.user_id(v)).collect()
+    }
+
+    /// A user id written as a value: a string of digits.
+    fn user_id(&self, v: &Spanned<toml::Value>) -> Result<String, ConfigError> {
+        let text = match v.get_ref() {
+            toml::Value::String(s) => s.trim(),
+            toml::Value::Integer(n) => {
+                return Err(self.err(v.span(), format!("write ids as strings: \"{n}\", not {n}")));
+            }
+            _ => {
+                return Err(self.err(
+                    v.span(),
+                    format!(
+                        "a {} user id is a string of digits, e.g. \"123456789\"",
+                        self.defaults.label
+                    ),
+                ));
+            }
+        };
+        self.check_id(text, false)
+            .map_err(|why| self.err(v.span(), why))
+    }
+
+    /// A user id written as a table key (`senders."42"`).
+    fn user_key(&self, id: &str, span: Range<usize>) -> Result<String, ConfigError> {
+        self.check_id(id.trim(), false)
+            .map_err(|why| self.err(span, format!("senders.\"{id}\": {why}")))
+    }
+
+    /// A chat id written as a table key (`groups."-100123"`).
+    fn chat_id(&self, id: &str, span: Range<usize>) -> Result<String, ConfigError> {
+        self.check_id(id.trim(), true)
+            .map_err(|why| self.err(span, format!("groups.\"{id}\": {why}")))
+    }
+
+    fn check_id(&self, id: &str, chat: bool) -> Result<String, String> {
+        let label = self.defaults.label;
+        if id.is_empty() {
+            return Err("an empty id matches nobody".into());
+        }
+        let digits = if chat {
+            id.strip_prefix('-').unwrap_or(id)
+        } else {
+            id
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(if chat {
+                format!(
+                    "`{id}` is not a {label} chat id: write the number, e.g. \"-1001234567890\""
+                )
+            } else {
+                format!("`{id}` is not a {label} user id: write the number, e.g. \"123456789\"")
+            });
+        }
+        Ok(id.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{Config, Problem};
+
+    fn parse_in(home: &Home, text: &str) -> Result<Config, ConfigError> {
+        crate::config::load::parse(home, Path::new("/h/config.toml"), text, &|| None)
+    }
+
+    fn parse(text: &str) -> Config {
+        match parse_in(&Home::at("/tmp/pincer-channels-test"), text) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn problem(text: &str) -> Problem {
+        match parse_in(&Home::at("/tmp/pincer-channels-test"), text) {
+            Err(ConfigError::Invalid(p)) => *p,
+            other => panic!("expected a problem, got {other:?}"),
+        }
+    }
+
+    /// The problem's line, dotted key and reason.
+    fn located(text: &str) -> (usize, String, String) {
+        let p = problem(text);
+        (p.line, p.key.unwrap_or_default(), p.reason)
+    }
+
+    const AGENTS: &str = "[agents.main]\n[agents.friends]\n";
+
+    #[test]
+    fn no_table_no_channel_and_an_empty_table_has_the_defaults() {
+        assert!(parse("").channels.is_empty());
+        let c = parse("[channels.telegram]\n");
+        assert_eq!(c.channels.keys().collect::<Vec<_>>(), ["telegram"]);
+        let t = &c.channels["telegram"];
+        assert!(t.enabled);
+        assert_eq!(
+            t.token_source,
+            SecretSource::Env("TELEGRAM_BOT_TOKEN".into())
+        );
+        assert_eq!(t.api_url, "https://api.telegram.org");
+        assert_eq!(t.owner, None);
+        assert_eq!(t.dm_policy, DmPolicy::Pairing);
+        assert!(t.allow_from.is_empty());
+        assert!(t.require_mention);
+        assert_eq!(t.context_messages, 50);
+        assert_eq!(t.max_attachment_bytes, 20 * 1024 * 1024);
+        assert!(!t.preview);
+        assert!(t.groups.is_empty());
+        assert_eq!(
+            t.telegram,
+            Some(TelegramSettings {
+                mode: TelegramMode::Polling {
+                    timeout: Duration::from_secs(30)
+                }
+            })
+        );
+
+        let d = &parse("[channels.discord]\nenabled = false\n").channels["discord"];
+        assert!(!d.enabled);
+        assert_eq!(
+            d.token_source,
+            SecretSource::Env("DISCORD_BOT_TOKEN".into())
+        );
+        assert_eq!(d.context_messages, 20);
+        assert_eq!(d.telegram, None);
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let c = parse(&format!(
+            "{AGENTS}[channels.telegram]\n\
+             token_file = \"telegram.token\"\n\
+             api_url = \"http://127.0.0.1:8081/\"\n\
+             owner = \"123456789\"\n\
+             dm_policy = \"allowlist\"\n\
+             allow_from = [\"123456789\", \" 42 \"]\n\
+             require_mention = false\n\
+             context_messages = 0\n\
+             max_attachment_mb = 50\n\
+             preview = true\n\
+             mode = \"webhook\"\n\
+             poll_timeout_secs = 10\n\
+             [channels.telegram.webhook]\n\
+             url = \"https://bot.example.org/tg\"\n\
+             secret_file = \"tg-webhook\"\n\
+             [channels.telegram.groups.\"-1001234567890\"]\n\
+             agent = \"friends\"\n\
+             allow_from = [\"42\"]\n\
+             tools = {{ profile = \"messaging\", deny = [\"web_fetch\"] }}\n\
+             prompt = \"  Answer in French.  \"\n\
+             [channels.telegram.groups.\"-1001234567890\".senders.\"42\"]\n\
+             tools = {{ deny = [\"memory_get\"] }}\n\
+             [channels.telegram.groups.\"-5\"]\n\
+             require_mention = true\n"
+        ));
+        let t = &c.channels["telegram"];
+        assert_eq!(
+            t.token_source,
+            SecretSource::File("/tmp/pincer-channels-test/secrets/telegram.token".into())
+        );
+        assert_eq!(t.api_url, "http://127.0.0.1:8081");
+        assert!(t.is_owner("123456789") && !t.is_owner("42"));
+        assert_eq!(t.dm_policy, DmPolicy::Allowlist);
+        assert_eq!(t.allow_from, ["123456789", "42"]);
+        assert!(!t.require_mention);
+        assert_eq!(t.context_messages, 0);
+        assert_eq!(t.max_attachment_bytes, 50 * 1024 * 1024);
+        assert!(t.preview);
+        let Some(TelegramSettings {
+            mode: TelegramMode::Webhook(w),
+        }) = &t.telegram
+        else {
+            panic!("{:?}", t.telegram);
+        };
+        assert_eq!(w.url, "https://bot.example.org/tg");
+        assert_eq!(w.listen, SocketAddr::from(([127, 0, 0, 1], 8443)));
+        assert_eq!(
+            w.secret_source,
+            SecretSource::File("/tmp/pincer-channels-test/secrets/tg-webhook".into())
+        );
+        let g = t.group("-1001234567890").unwrap();
+        assert_eq!(g.agent.as_deref(), Some("friends"));
+        assert!(
+            !g.require_mention,
+            "the channel's, when the group says nothing"
+        );
+        assert_eq!(g.allow_from.as_deref(), Some(&["42".to_string()][..]));
+        assert_eq!(g.tools.profile.as_deref(), Some("messaging"));
+        assert_eq!(g.tools.deny, ["web_fetch"]);
+        assert_eq!(g.prompt.as_deref(), Some("Answer in French."));
+        assert_eq!(g.senders["42"].deny, ["memory_get"]);
+        let other = t.group("-5").unwrap();
+        assert!(other.require_mention, "the group's own");
+        assert_eq!(other.agent, None);
+        assert_eq!(other.allow_from, None);
+        assert!(t.group("-6").is_none());
+    }
+
+    #[test]
+    fn webhook_keys_are_ignored_in_polling_mode_but_still_checked() {
+        let c = parse(
+            "[channels.telegram]\npoll_timeout_secs = 50\n[channels.telegram.webhook]\nlisten = \"0.0.0.0:8443\"\n",
+        );
+        assert_eq!(
+            c.channels["telegram"].telegram.as_ref().map(|t| &t.mode),
+            Some(&TelegramMode::Polling {
+                timeout: Duration::from_secs(50)
+            })
+        );
+        let (line, key, why) =
+            located("[channels.telegram]\n[channels.telegram.webhook]\nlisten = \"localhost\"\n");
+        assert_eq!(
+            (line, key.as_str()),
+            (3, "channels.telegram.webhook.listen")
+        );
+        assert!(why.contains("not an address and port"), "{why}");
+    }
+
+    #[test]
+    fn an_unknown_channel_names_the_known_ones() {
+        let (line, key, why) = located("[daemon]\n\n[channels.irc]\nenabled = true\n");
+        assert_eq!(line, 3);
+        assert_eq!(key, "channels.irc");
+        assert!(why.contains("unknown key `irc`"), "{why}");
+        assert!(why.contains("telegram, discord"), "{why}");
+        let (_, key, why) = located("[channels.telegran]\n");
+        assert_eq!(key, "channels.telegran");
+        assert!(why.contains("did you mean `telegram`?"), "{why}");
+    }
+
+    #[test]
+    fn bad_values_are_located_by_line_and_key() {
+        let cases: &[(&str, usize, &str, &str)] = &[
+            (
+                "[channels.telegram]\ntokn_env = \"X\"\n",
+                2,
+                "channels.telegram.tokn_env",
+                "did you mean `token_env`?",
+            ),
+            (
+                "[channels.telegram]\ntoken_env = \"A\"\ntoken_file = \"a\"\n",
+                3,
+                "channels.telegram.token_file",
+                "set token_env or token_file, not both",
+            ),
+            (
+                "[channels.telegram]\ntoken_env = \" \"\n",
+                2,
+                "channels.telegram.token_env",
+                "token_env is empty",
+            ),
+            (
+                "[channels.telegram]\napi_url = \"api.telegram.org\"\n",
+                2,
+                "channels.telegram.api_url",
+                "not an http:// or https:// URL",
+            ),
+            (
+                "[channels.telegram]\ndm_policy = \"friends\"\n",
+                2,
+                "channels.telegram.dm_policy",
+                "use pairing, allowlist, open or disabled",
+            ),
+            (
+                "[channels.telegram]\nallow_from = [\"1\", 123456789]\n",
+                2,
+                "channels.telegram.allow_from",
+                "write ids as strings: \"123456789\", not 123456789",
+            ),
+            (
+                "[channels.telegram]\nallow_from = [\"@bob\"]\n",
+                2,
+                "channels.telegram.allow_from",
+                "`@bob` is not a Telegram user id",
+            ),
+            (
+                "[channels.telegram]\nallow_from = [\"\"]\n",
+                2,
+                "channels.telegram.allow_from",
+                "an empty id matches nobody",
+            ),
+            (
+                "[channels.discord]\nowner = 42\n",
+                2,
+                "channels.discord.owner",
+                "write ids as strings: \"42\"",
+            ),
+            (
+                "[channels.telegram]\nowner = true\n",
+                2,
+                "channels.telegram.owner",
+                "a Telegram user id is a string of digits",
+            ),
+            (
+                "[channels.telegram]\ncontext_messages = 501\n",
+                2,
+                "channels.telegram.context_messages",
+                "at most 500 messages",
+            ),
+            (
+                "[channels.telegram]\ncontext_messages = -1\n",
+                2,
+                "channels.telegram.context_messages",
+                "-1",
+            ),
+            (
+                "[channels.telegram]\nmax_attachment_mb = 5000\n",
+                2,
+                "channels.telegram.max_attachment_mb",
+                "at most 2000 MB",
+            ),
+            (
+                "[channels.telegram]\npoll_timeout_secs = 0\n",
+                2,
+                "channels.telegram.poll_timeout_secs",
+                "between 1 and 50",
+            ),
+            (
+                "[channels.telegram]\npoll_timeout_secs = 51\n",
+                2,
+                "channels.telegram.poll_timeout_secs",
+                "between 1 and 50",
+            ),
+            (
+                "[channels.telegram]\nmode = \"push\"\n",
+                2,
+                "channels.telegram.mode",
+                "use polling or webhook",
+            ),
+            (
+                "[channels.telegram]\nmode = \"webhook\"\n",
+                2,
+                "channels.telegram.mode",
+                "webhook mode needs the public https URL",
+            ),
+            (
+                "[channels.telegram]\nmode = \"webhook\"\n[channels.telegram.webhook]\nurl = \"https://x.example/tg\"\n",
+                2,
+                "channels.telegram.mode",
+                "webhook mode needs a secret token",
+            ),
+            (
+                "[channels.telegram]\n[channels.telegram.webhook]\nurl = \"http://x.example/tg\"\n",
+                3,
+                "channels.telegram.webhook.url",
+                "Telegram calls webhooks over https only",
+            ),
+            (
+                "[channels.telegram]\n[channels.telegram.webhook]\nsecret_env = \"A\"\nsecret_file = \"b\"\n",
+                4,
+                "channels.telegram.webhook.secret_file",
+                "set secret_env or secret_file, not both",
+            ),
+            (
+                "[channels.telegram.webhook]\nport = 8443\n",
+                2,
+                "channels.telegram.webhook.port",
+                "unknown key `port`",
+            ),
+            (
+                "[channels.discord]\nmode = \"webhook\"\n",
+                2,
+                "channels.discord.mode",
+                "`mode` is a Telegram setting; [channels.discord] has no `mode`",
+            ),
+            (
+                "[channels.discord]\nenabled = true\n[channels.discord.webhook]\nurl = \"https://x\"\n",
+                3,
+                "channels.discord.webhook",
+                "`webhook` is a Telegram setting",
+            ),
+        ];
+        for (text, line, key, why) in cases {
+            let (got_line, got_key, got_why) = located(text);
+            assert_eq!(
+                (got_line, got_key.as_str()),
+                (*line, *key),
+                "{text}: {got_why}"
+            );
+            assert!(got_why.contains(why), "{text}: {got_why}");
+        }
+    }
+
+    #[test]
+    fn bad_group_entries_are_located() {
+        let g = "[channels.telegram]\n[channels.telegram.groups.\"-100\"]\n";
+        let cases: &[(String, usize, &str, &str)] = &[
+            (
+                format!("{AGENTS}{g}agent = \"nobody\"\n"),
+                5,
+                "channels.telegram.groups.-100.agent",
+                "no agent `nobody` (agents: friends, main)",
+            ),
+            (
+                format!("{AGENTS}{g}tools = {{ ask = [\"exec\"] }}\n"),
+                5,
+                "channels.telegram.groups.-100.tools",
+                "`ask` is set per agent",
+            ),
+            (
+                format!("{AGENTS}{g}tools = {{ deny = [\"group:nope\"] }}\n"),
+                5,
+                "channels.telegram.groups.-100.tools",
+                "unknown tool group",
+            ),
+            (
+                format!("{AGENTS}{g}allow_from = [42]\n"),
+                5,
+                "channels.telegram.groups.-100.allow_from",
+                "write ids as strings",
+            ),
+            (
+                format!("{AGENTS}{g}agnet = \"main\"\n"),
+                5,
+                "channels.telegram.groups.-100.agnet",
+                "did you mean `agent`?",
+            ),
+            (
+                format!("{AGENTS}[channels.telegram.groups.\"general\"]\nagent = \"main\"\n"),
+                3,
+                "channels.telegram.groups.general",
+                "`general` is not a Telegram chat id",
+            ),
+            (
+                format!(
+                    "{AGENTS}{g}[channels.telegram.groups.\"-100\".senders.\"bob\"]\ntools = {{ deny = [\"exec\"] }}\n"
+                ),
+                5,
+                "channels.telegram.groups.-100.senders.bob",
+                "senders.\"bob\": `bob` is not a Telegram user id",
+            ),
+            (
+                format!(
+                    "{AGENTS}{g}[channels.telegram.groups.\"-100\".senders.\"7\"]\ntool = {{ deny = [\"exec\"] }}\n"
+                ),
+                6,
+                "channels.telegram.groups.-100.senders.7.tool",
+                "did you mean `tools`?",
+            ),
+        ];
+        for (text, line, key, why) in cases {
+            let (got_line, got_key, got_why) = located(text);
+            assert_eq!(
+                (got_line, got_key.as_str()),
+                (*line, *key),
+                "{text}: {got_why}"
+            );
+            assert!(got_why.contains(why), "{text}: {got_why}");
+        }
+    }
+
+    #[test]
+    fn the_token_is_read_from_its_variable_or_file_and_named_when_missing() {
+        // A variable cargo sets for every test process.
+        let c = parse("[channels.telegram]\ntoken_env = \"CARGO_PKG_NAME\"\n");
+        assert_eq!(
+            c.channels["telegram"].token().as_deref(),
+            Ok(env!("CARGO_PKG_NAME"))
+        );
+        let c = parse("[channels.discord]\ntoken_env = \"PINCER_SURELY_UNSET_TOKEN\"\n");
+        assert_eq!(
+            c.channels["discord"].token(),
+            Err("[channels.discord] reads its bot token from $PINCER_SURELY_UNSET_TOKEN, which is not set in pincerd's environment".into())
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        let text = "[channels.telegram]\ntoken_file = \"telegram.token\"\n";
+        let c = parse_in(&home, text).unwrap();
+        let path = dir.path().join("secrets/telegram.token");
+        assert_eq!(
+            c.channels["telegram"].token(),
+            Err(format!(
+                "[channels.telegram] reads its bot token from {}, which is missing or empty",
+                path.display()
+            ))
+        );
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "123:AAsecret-token-value\n").unwrap();
+        let settings = &c.channels["telegram"];
+        assert_eq!(settings.token().as_deref(), Ok("123:AAsecret-token-value"));
+        // The settings hold where the token is, never the token.
+        assert!(!format!("{settings:?}").contains("secret-token-value"));
+    }
+
+    #[test]
+    fn the_variables_holding_secrets_are_named() {
+        let c = parse(
+            "[channels.telegram]\nmode = \"webhook\"\n[channels.telegram.webhook]\nurl = \"https://x.example/tg\"\nlisten = \"[::1]:9000\"\nsecret_env = \"TG_HOOK_SECRET\"\n[channels.discord]\ntoken_file = \"discord.token\"\n",
+        );
+        let vars: Vec<&str> = c
+            .channels
+            .values()
+            .flat_map(|c| c.secret_env_vars())
+            .collect();
+        assert_eq!(vars, ["TELEGRAM_BOT_TOKEN", "TG_HOOK_SECRET"]);
+        let Some(TelegramMode::Webhook(w)) =
+            c.channels["telegram"].telegram.as_ref().map(|t| &t.mode)
+        else {
+            panic!("not webhook mode");
+        };
+        assert_eq!(w.listen, "[::1]:9000".parse::<SocketAddr>().unwrap());
+        assert!(w.secret().unwrap_err().contains("$TG_HOOK_SECRET"));
+    }
+}
