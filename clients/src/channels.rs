@@ -35,7 +35,9 @@ pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
         return Ok(0);
     }
     if channels.is_empty() {
-        outln!("no chat channels are configured (add [channels.telegram] to config.toml; README \"Telegram\")");
+        outln!(
+            "no chat channels are configured (add [channels.telegram] to config.toml; README \"Telegram\")"
+        );
         return Ok(0);
     }
     let now = std::time::SystemTime::now()
@@ -65,13 +67,14 @@ pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
             }
         );
         if !s.last_error.is_empty() {
-            outln!("  last error ({}): {}", ago(now, s.last_error_at), s.last_error);
+            outln!(
+                "  last error ({}): {}",
+                ago(now, s.last_error_at),
+                s.last_error
+            );
         }
         if s.watchdog_restarts > 0 {
-            outln!(
-                "  polls restarted by the watchdog: {}",
-                s.watchdog_restarts
-            );
+            outln!("  polls restarted by the watchdog: {}", s.watchdog_restarts);
         }
         outln!(
             "  messages: {} in, {} out; pending pairings: {}",

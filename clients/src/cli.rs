@@ -120,7 +120,12 @@ pub enum Command {
         lines: usize,
     },
     /// Check config, socket and providers; one sentence per finding.
-    Doctor,
+    Doctor {
+        /// First repair what can be repaired safely (a webhook set on a
+        /// polling Telegram bot is deleted).
+        #[arg(long)]
+        fix: bool,
+    },
 }
 
 /// A session named on the command line, as the user typed it (the daemon

@@ -15,8 +15,14 @@ struct Finding {
     message: String,
 }
 
-pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
+pub async fn run(ctx: &Ctx, fix: bool) -> Result<u8, CliError> {
     let mut findings: Vec<Finding> = Vec::new();
+    if fix {
+        // The repairs talk to the platforms directly: they work whether or
+        // not the daemon runs. Only their lines are kept from this run.
+        let result = pincerd::run(&ctx.home, &["doctor", "--fix"])?;
+        findings.extend(parse(&result.stdout).filter(|f| f.subject == "fixed"));
+    }
     match rpc::connect(&ctx.home, ctx.explicit_home).await {
         Ok(mut c) => {
             findings.push(Finding {
@@ -39,18 +45,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
             });
             // Without the daemon, check the config and providers directly.
             let result = pincerd::run(&ctx.home, &["doctor"])?;
-            for line in String::from_utf8_lossy(&result.stdout).lines() {
-                let mut parts = line.splitn(3, '\t');
-                if let (Some(level), Some(subject), Some(message)) =
-                    (parts.next(), parts.next(), parts.next())
-                {
-                    findings.push(Finding {
-                        level: level.into(),
-                        subject: subject.into(),
-                        message: message.into(),
-                    });
-                }
-            }
+            findings.extend(parse(&result.stdout));
         }
     }
     let failed = findings.iter().any(|f| f.level == "error");
@@ -71,4 +66,19 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
         }
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+/// pincerd's offline findings: one `level<TAB>subject<TAB>message` line each.
+fn parse(stdout: &[u8]) -> impl Iterator<Item = Finding> + '_ {
+    std::str::from_utf8(stdout)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, '\t');
+            Some(Finding {
+                level: parts.next()?.into(),
+                subject: parts.next()?.into(),
+                message: parts.next()?.into(),
+            })
+        })
 }

@@ -121,7 +121,7 @@ async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         Command::Skills {
             command: SkillsCommand::List { agent },
         } => skills::list(ctx, agent.agent).await,
-        Command::Doctor => doctor::run(ctx).await,
+        Command::Doctor { fix } => doctor::run(ctx, fix).await,
     }
 }
 

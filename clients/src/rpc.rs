@@ -12,11 +12,11 @@ use interprocess::local_socket::tokio::Stream as LocalStream;
 use interprocess::local_socket::tokio::prelude::*;
 use interprocess::local_socket::{GenericFilePath, ToFsName};
 use pincer_proto::v1::agent_client::AgentClient;
+use pincer_proto::v1::channels_client::ChannelsClient;
 use pincer_proto::v1::daemon_client::DaemonClient;
 use pincer_proto::v1::memory_client::MemoryClient;
 use pincer_proto::v1::sessions_client::SessionsClient;
 use pincer_proto::v1::skills_client::SkillsClient;
-use pincer_proto::v1::channels_client::ChannelsClient;
 use pincer_proto::v1::tools_client::ToolsClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 

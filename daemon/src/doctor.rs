@@ -78,6 +78,9 @@ pub async fn check_running(
     for provider in config.providers.values() {
         out.push(check_provider(provider).await);
     }
+    for channel in config.channels.values().filter(|c| c.enabled) {
+        out.extend(check_channel(channel).await);
+    }
     for agent in config.agents.values() {
         if agent.models.is_empty() && config.provider_problem.is_none() {
             out.push(finding(
@@ -352,6 +355,117 @@ fn check_dirs(home: &Home) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// One chat channel, asked directly (`getMe`, `getWebhookInfo`): the token,
+/// the API, a webhook that swallows the updates a poll waits for, and the
+/// group privacy mode that hides un-mentioned group messages.
+pub async fn check_channel(channel: &crate::config::ChannelSettings) -> Vec<Finding> {
+    let subject = format!("channel {}", channel.name);
+    let token = match channel.token() {
+        Ok(t) => t,
+        Err(why) => return vec![finding(Level::Error, subject, why)],
+    };
+    match channel.name.as_str() {
+        #[cfg(feature = "telegram")]
+        "telegram" => check_telegram(channel, token, subject).await,
+        other => {
+            let _ = token;
+            vec![finding(
+                Level::Warn,
+                subject,
+                format!(
+                    "this pincerd was built without the {other} bridge; the channel does not run"
+                ),
+            )]
+        }
+    }
+}
+
+#[cfg(feature = "telegram")]
+async fn check_telegram(
+    channel: &crate::config::ChannelSettings,
+    token: String,
+    subject: String,
+) -> Vec<Finding> {
+    use crate::config::TelegramMode;
+    let mut settings = pincer_telegram::TelegramSettings::new(token);
+    settings.api_url = channel.api_url.clone();
+    let telegram = match pincer_telegram::connect(settings).await {
+        Ok(t) => t,
+        Err(e) => return vec![finding(Level::Error, subject, e.to_string())],
+    };
+    let mut out = vec![finding(
+        Level::Ok,
+        subject.clone(),
+        format!(
+            "the bot @{} answers at {}",
+            telegram.username(),
+            channel.api_url
+        ),
+    )];
+    let polling = !matches!(
+        channel.telegram.as_ref().map(|t| &t.mode),
+        Some(TelegramMode::Webhook(_))
+    );
+    match telegram.webhook_info().await {
+        Ok(Some(url)) if polling => out.push(finding(
+            Level::Error,
+            subject.clone(),
+            format!(
+                "a webhook is set on the bot ({url}) while pincerd polls, so Telegram hands no messages to the poll; delete it with `pincer doctor --fix`, or set mode = \"webhook\""
+            ),
+        )),
+        Ok(_) => {}
+        Err(e) => out.push(finding(Level::Warn, subject.clone(), e.to_string())),
+    }
+    let wants_context = !channel.groups.is_empty()
+        && (channel.context_messages > 0 || channel.groups.values().any(|g| !g.require_mention));
+    if wants_context && !telegram.can_read_all_group_messages() {
+        out.push(finding(
+            Level::Warn,
+            subject,
+            "the bot's group privacy mode is on, so Telegram sends it only commands, mentions and replies in groups: un-mentioned messages never arrive as context and require_mention = false has no effect; turn it off in @BotFather (/setprivacy, Disable), then remove the bot from each group and add it again",
+        ));
+    }
+    out
+}
+
+/// Deletes a webhook set on a polling channel's bot (`pincer doctor
+/// --fix`); answers what was done, one sentence per channel.
+pub async fn fix_channels(config: &Config) -> Vec<String> {
+    let mut done = Vec::new();
+    #[cfg(feature = "telegram")]
+    for channel in config
+        .channels
+        .values()
+        .filter(|c| c.enabled && c.name == "telegram")
+    {
+        use crate::config::TelegramMode;
+        if matches!(
+            channel.telegram.as_ref().map(|t| &t.mode),
+            Some(TelegramMode::Webhook(_))
+        ) {
+            continue;
+        }
+        let Ok(token) = channel.token() else { continue };
+        let mut settings = pincer_telegram::TelegramSettings::new(token);
+        settings.api_url = channel.api_url.clone();
+        let Ok(telegram) = pincer_telegram::connect(settings).await else {
+            continue;
+        };
+        if let Ok(Some(url)) = telegram.webhook_info().await {
+            done.push(match telegram.delete_webhook().await {
+                Ok(()) => {
+                    format!("telegram: deleted the webhook {url}; the poll receives messages again")
+                }
+                Err(e) => format!("telegram: could not delete the webhook {url}: {e}"),
+            });
+        }
+    }
+    #[cfg(not(feature = "telegram"))]
+    let _ = config;
+    done
 }
 
 /// Reachability and authentication of one provider, by listing its models.

@@ -40,7 +40,12 @@ enum Command {
     /// Validate config.toml and exit (0 valid, 78 invalid).
     CheckConfig,
     /// Check config, providers and the home folder; print one line per finding.
-    Doctor,
+    Doctor {
+        /// First repair what can be repaired safely (a webhook set on a
+        /// polling Telegram bot is deleted).
+        #[arg(long)]
+        fix: bool,
+    },
     /// Print the provider and model zero-config would use in this
     /// environment, as one JSON object (exit 1 when none is found); what
     /// `pincer init` writes when no daemon runs.
@@ -66,7 +71,7 @@ fn main() -> ExitCode {
     };
     match args.command {
         Some(Command::CheckConfig) => check_config(&home),
-        Some(Command::Doctor) => run_async(doctor_offline(home)),
+        Some(Command::Doctor { fix }) => run_async(doctor_offline(home, fix)),
         Some(Command::ZeroConfig) => zero_config(),
         Some(Command::SandboxExec(_)) => ExitCode::FAILURE,
         None if args.background => start_background(&home),
@@ -139,10 +144,18 @@ fn check_config(home: &Home) -> ExitCode {
     }
 }
 
-async fn doctor_offline(home: Home) -> ExitCode {
-    if let Err(e) = config::load(&home) {
-        println!("error\tconfig\t{e}");
-        return ExitCode::from(EXIT_CONFIG as u8);
+async fn doctor_offline(home: Home, fix: bool) -> ExitCode {
+    let config = match config::load(&home) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("error\tconfig\t{e}");
+            return ExitCode::from(EXIT_CONFIG as u8);
+        }
+    };
+    if fix {
+        for done in doctor::fix_channels(&config).await {
+            println!("ok\tfixed\t{done}");
+        }
     }
     let findings = doctor::check_running(&home, None, None).await;
     let mut worst = Level::Ok;

@@ -156,6 +156,8 @@ pub struct Bridge {
     sending: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     turns: Mutex<(HashSet<String>, VecDeque<String>)>,
     presses: Mutex<VecDeque<String>>,
+    /// Groups not listed that wrote since the start (logged once each).
+    unlisted: Mutex<HashSet<String>>,
     tasks: TaskTracker,
     stop: CancellationToken,
 }
@@ -212,6 +214,7 @@ impl Bridge {
             sending: Mutex::default(),
             turns: Mutex::default(),
             presses: Mutex::default(),
+            unlisted: Mutex::default(),
             tasks: TaskTracker::new(),
             stop: CancellationToken::new(),
         })
@@ -425,6 +428,20 @@ impl Bridge {
                 self.reply(&msg, pairing_text(&msg.channel, &code)).await;
             }
             Decision::Ignore | Decision::AlreadyPending | Decision::TooManyPending => {
+                if msg.kind != ChatKind::Direct
+                    && !settings.access.groups.contains_key(&msg.chat_id)
+                    && lock(&self.unlisted).insert(msg.chat_id.clone())
+                {
+                    // Once per group and run: how the owner learns the id.
+                    tracing::info!(
+                        "{}: a message in group {}, which is not listed under [channels.{}.groups]; add [channels.{}.groups.\"{}\"] to answer there",
+                        msg.channel,
+                        msg.chat_id,
+                        msg.channel,
+                        msg.channel,
+                        msg.chat_id
+                    );
+                }
                 self.settle(&msg).await;
             }
         }

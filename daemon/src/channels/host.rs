@@ -195,7 +195,11 @@ impl Host for DaemonHost {
         Box::pin(async move {
             let id = id.trim();
             Ok(if self.hub.runtime().approvals().decide(id, allow) {
-                tracing::info!(approval = id, allow, "approval answered from a chat by the owner");
+                tracing::info!(
+                    approval = id,
+                    allow,
+                    "approval answered from a chat by the owner"
+                );
                 format!("{} {id}.", if allow { "Approved" } else { "Denied" })
             } else {
                 format!("No approval {id} is waiting (answered already, or expired).")
@@ -210,9 +214,8 @@ impl Host for DaemonHost {
             .agent(&route.agent)
             .ok_or_else(|| HostError::Refused(format!("no agent `{}`", route.agent)))?;
         let inbox = agent.workspace.join("inbox");
-        std::fs::create_dir_all(&inbox).map_err(|e| {
-            HostError::Refused(format!("cannot create {}: {e}", inbox.display()))
-        })?;
+        std::fs::create_dir_all(&inbox)
+            .map_err(|e| HostError::Refused(format!("cannot create {}: {e}", inbox.display())))?;
         Ok(inbox)
     }
 }

@@ -82,7 +82,6 @@ impl Running {
 
 struct Inner {
     hub: Hub,
-    home: Home,
     ledger: Arc<Mutex<Ledger>>,
     pairings: Arc<Pairings>,
     running: Mutex<BTreeMap<String, Running>>,
@@ -113,7 +112,6 @@ impl Channels {
         Ok(Self {
             inner: Arc::new(Inner {
                 hub,
-                home: home.clone(),
                 ledger: Arc::new(Mutex::new(ledger)),
                 pairings: Arc::new(pairings),
                 running: Mutex::default(),
@@ -125,10 +123,6 @@ impl Channels {
         &self.inner.hub
     }
 
-    pub(crate) fn home(&self) -> &Home {
-        &self.inner.home
-    }
-
     pub(crate) fn ledger(&self) -> &Arc<Mutex<Ledger>> {
         &self.inner.ledger
     }
@@ -138,10 +132,7 @@ impl Channels {
     }
 
     pub(crate) fn running(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
-        self.inner
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.inner.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The bridge of `channel`, when it is connected.
@@ -178,6 +169,46 @@ impl Channels {
             .collect()
     }
 
+    /// The running bridges' health as `pincer doctor` findings: a bridge
+    /// that is not connected says why in one sentence.
+    pub fn findings(&self) -> Vec<crate::doctor::Finding> {
+        use crate::doctor::{Finding, Level};
+        self.status()
+            .into_iter()
+            .filter(|s| s.enabled)
+            .map(|s| {
+                let subject = format!("bridge {}", s.channel);
+                let error = s.health.last_error.map(|(_, why)| why);
+                let (level, message) = if s.health.connected {
+                    let mut m = format!(
+                        "connected as @{} ({}); {} messages in, {} out",
+                        s.bot, s.health.mode, s.health.messages_in, s.health.messages_out
+                    );
+                    if s.health.watchdog_restarts > 0 {
+                        m.push_str(&format!(
+                            "; the poll watchdog restarted {} stalled polls",
+                            s.health.watchdog_restarts
+                        ));
+                    }
+                    (Level::Ok, m)
+                } else {
+                    (
+                        Level::Error,
+                        format!(
+                            "not connected: {}",
+                            error.unwrap_or_else(|| "still connecting".into())
+                        ),
+                    )
+                };
+                Finding {
+                    level,
+                    subject,
+                    message,
+                }
+            })
+            .collect()
+    }
+
     /// Pending pairing codes (of one channel, or all with `""`).
     pub fn pairings_list(&self, channel: &str) -> Vec<pincer_channel::access::PendingView> {
         self.pairings()
@@ -200,7 +231,12 @@ impl Channels {
         if !config.channels.contains_key(&channel) {
             return Err(PairingVerbError::UnknownChannel(
                 channel,
-                config.channels.keys().cloned().collect::<Vec<_>>().join(", "),
+                config
+                    .channels
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             ));
         }
         if !approve {
@@ -236,7 +272,9 @@ impl Channels {
                 let pending = match pending {
                     Ok(p) => p,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        tracing::warn!("{n} approval requests were not forwarded to chats (too many at once); `pincer approvals` lists them");
+                        tracing::warn!(
+                            "{n} approval requests were not forwarded to chats (too many at once); `pincer approvals` lists them"
+                        );
                         continue;
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
@@ -253,7 +291,11 @@ impl Channels {
                         .map(|d| d.as_secs())
                         .unwrap_or(0),
                 };
-                let bridges: Vec<_> = this.running().values().filter_map(Running::bridge).collect();
+                let bridges: Vec<_> = this
+                    .running()
+                    .values()
+                    .filter_map(Running::bridge)
+                    .collect();
                 for bridge in bridges {
                     if let Err(e) = bridge.ask_owner(&request).await {
                         tracing::warn!(channel = %bridge.channel(), "could not send an approval to the owner: {e}");

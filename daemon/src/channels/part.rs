@@ -43,7 +43,9 @@ fn mode(settings: &ChannelSettings) -> &'static str {
 
 /// Whether a change needs the bridge reconnected (not just new settings).
 fn reconnects(old: &ChannelSettings, new: &ChannelSettings) -> bool {
-    old.token != new.token || old.api_url != new.api_url || old.telegram != new.telegram
+    old.token_source != new.token_source
+        || old.api_url != new.api_url
+        || old.telegram != new.telegram
 }
 
 impl Channels {
@@ -125,23 +127,23 @@ impl Part for ChannelsPart {
             match (before, after) {
                 (None, None) => {}
                 (Some(_), None) => {
+                    done.push(format!("{name} stopped"));
                     let channels = self.channels.clone();
                     let name = name.clone();
                     tokio::spawn(async move { channels.halt(&name, Duration::from_secs(5)).await });
-                    done.push(format!("{name} stopped"));
                 }
                 (None, Some(s)) => {
                     self.channels.launch(name, s);
                     done.push(format!("{name} started"));
                 }
                 (Some(a), Some(b)) if reconnects(a, b) => {
+                    done.push(format!("{name} reconnecting"));
                     let channels = self.channels.clone();
                     let (name, settings) = (name.clone(), b.clone());
                     tokio::spawn(async move {
                         channels.halt(&name, Duration::from_secs(5)).await;
                         channels.launch(&name, &settings);
                     });
-                    done.push(format!("{name} reconnecting"));
                 }
                 (Some(a), Some(b)) => {
                     if a != b {

@@ -25,7 +25,9 @@ fn os_random(buf: &mut [u8]) {
 }
 
 /// The crate's settings from the daemon's config, reading the secrets.
-fn platform_settings(settings: &ChannelSettings) -> Result<pincer_telegram::TelegramSettings, String> {
+fn platform_settings(
+    settings: &ChannelSettings,
+) -> Result<pincer_telegram::TelegramSettings, String> {
     let mut out = pincer_telegram::TelegramSettings::new(settings.token()?);
     out.api_url = settings.api_url.clone();
     match settings.telegram.as_ref().map(|t| &t.mode) {

@@ -27,9 +27,9 @@ impl From<PairingVerbError> for Status {
             PairingVerbError::Pairings(PairingsError::Pairing(PairingError::UnknownCode {
                 ..
             })) => Status::not_found(message),
-            PairingVerbError::Pairings(PairingsError::Pairing(PairingError::Expired { .. })) => {
-                Status::failed_precondition(message)
-            }
+            PairingVerbError::Pairings(PairingsError::Pairing(PairingError::Expired {
+                ..
+            })) => Status::failed_precondition(message),
             PairingVerbError::Pairings(_) => Status::internal(message),
         }
     }

@@ -149,8 +149,9 @@ impl pb::daemon_server::Daemon for DaemonService {
         _: Request<pb::DoctorRequest>,
     ) -> Result<Response<pb::DoctorResponse>, Status> {
         let rt = self.state.hub.runtime();
-        let findings =
+        let mut findings =
             crate::doctor::check_running(rt.home(), Some(&rt.config()), Some(rt.memory())).await;
+        findings.extend(self.state.channels.findings());
         Ok(Response::new(pb::DoctorResponse {
             findings: findings
                 .into_iter()

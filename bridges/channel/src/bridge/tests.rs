@@ -225,7 +225,10 @@ impl Host for ScriptedHost {
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             self.decided.lock().unwrap().push((id.to_string(), allow));
-            Ok(format!("{id}: {}", if allow { "approved" } else { "denied" }))
+            Ok(format!(
+                "{id}: {}",
+                if allow { "approved" } else { "denied" }
+            ))
         })
     }
     fn inbox(&self, _msg: &Inbound) -> Result<PathBuf, HostError> {
@@ -359,7 +362,11 @@ async fn a_stranger_gets_one_code_and_never_reaches_the_host() {
     settled(&r.bridge).await;
     let texts = r.platform.texts("666");
     assert_eq!(texts.len(), 1, "{texts:?}");
-    assert!(texts[0].contains("pincer pairing approve telegram"), "{}", texts[0]);
+    assert!(
+        texts[0].contains("pincer pairing approve telegram"),
+        "{}",
+        texts[0]
+    );
     assert!(r.host.received().is_empty());
 }
 
@@ -375,15 +382,25 @@ async fn un_mentioned_group_messages_come_with_the_next_mention() {
         .await
         .unwrap();
     settled(&r.bridge).await;
-    assert!(r.platform.texts("-100").is_empty(), "no reply without a mention");
+    assert!(
+        r.platform.texts("-100").is_empty(),
+        "no reply without a mention"
+    );
     r.bridge
-        .receive(incoming(group("7", "3", "@pincer_bot when is it?", true), 3))
+        .receive(incoming(
+            group("7", "3", "@pincer_bot when is it?", true),
+            3,
+        ))
         .await
         .unwrap();
     settled(&r.bridge).await;
     let got = r.host.received();
     assert_eq!(got.len(), 1);
-    assert!(got[0].contains("[user 7]: the meeting is at 5"), "{}", got[0]);
+    assert!(
+        got[0].contains("[user 7]: the meeting is at 5"),
+        "{}",
+        got[0]
+    );
     assert!(got[0].contains("[user 8]: bring cake"), "{}", got[0]);
     assert!(got[0].ends_with("@pincer_bot when is it?"), "{}", got[0]);
     assert_eq!(r.platform.texts("-100").len(), 1);
@@ -430,7 +447,10 @@ async fn a_long_answer_goes_out_in_order_and_a_restart_sends_only_the_rest() {
     assert_eq!(second.bridge.resume().await.unwrap(), 1, "one answer owed");
     settled(&second.bridge).await;
     let after = second.platform.texts("1");
-    assert!(second.host.received().is_empty(), "the turn is not run again");
+    assert!(
+        second.host.received().is_empty(),
+        "the turn is not run again"
+    );
     let all: Vec<String> = before.into_iter().chain(after).collect();
     assert_eq!(all, paragraphs, "every chunk once, in order");
 }
@@ -457,7 +477,10 @@ async fn several_messages_answered_by_one_turn_get_one_answer() {
     let (tx, rx) = mpsc::unbounded_channel();
     let (tx2, rx2) = mpsc::unbounded_channel();
     for (tx, text) in [(&tx, "merged"), (&tx2, "merged")] {
-        tx.send(TurnEvent::Started { turn_id: "t".into() }).unwrap();
+        tx.send(TurnEvent::Started {
+            turn_id: "t".into(),
+        })
+        .unwrap();
         tx.send(TurnEvent::Finished {
             turn_id: "t".into(),
             text: text.into(),
@@ -468,10 +491,7 @@ async fn several_messages_answered_by_one_turn_get_one_answer() {
     let b = dm("1", "2", "b");
     for (m, n) in [(&a, 1), (&b, 2)] {
         let copy = m.clone();
-        r.bridge
-            .ledger(move |l| l.claim(&copy, n))
-            .await
-            .unwrap();
+        r.bridge.ledger(move |l| l.claim(&copy, n)).await.unwrap();
     }
     r.bridge.clone().follow(a, rx).await;
     r.bridge.clone().follow(b, rx2).await;
@@ -524,14 +544,24 @@ async fn only_the_owner_can_press_an_approval_button() {
         "the stranger's press decided nothing"
     );
     let presses = r.platform.sent.lock().unwrap().presses.clone();
-    assert!(presses.iter().any(|(id, note)| id == "p1" && note.contains("Only the owner")));
+    assert!(
+        presses
+            .iter()
+            .any(|(id, note)| id == "p1" && note.contains("Only the owner"))
+    );
 }
 
 #[tokio::test]
 async fn commands_are_answered_without_a_turn_and_approve_is_owner_only() {
     let r = rig();
-    r.bridge.receive(incoming(dm("1", "1", "/reset"), 1)).await.unwrap();
-    r.bridge.receive(incoming(dm("1", "2", "/help"), 2)).await.unwrap();
+    r.bridge
+        .receive(incoming(dm("1", "1", "/reset"), 1))
+        .await
+        .unwrap();
+    r.bridge
+        .receive(incoming(dm("1", "2", "/help"), 2))
+        .await
+        .unwrap();
     let mut other = dm("2", "3", "/approve ab12");
     other.sender.id = "2".into();
     r.bridge.set_settings(BridgeSettings {
@@ -555,8 +585,12 @@ async fn commands_are_answered_without_a_turn_and_approve_is_owner_only() {
 async fn rejected_formatting_is_sent_again_as_plain_text() {
     let r = rig();
     *r.host.answer.lock().unwrap() = Some("**bold** answer".into());
-    r.platform.fail_next(SendError::Formatting("can't parse entities".into()));
-    r.bridge.receive(incoming(dm("1", "1", "hi"), 1)).await.unwrap();
+    r.platform
+        .fail_next(SendError::Formatting("can't parse entities".into()));
+    r.bridge
+        .receive(incoming(dm("1", "1", "hi"), 1))
+        .await
+        .unwrap();
     settled(&r.bridge).await;
     let sent = r.platform.sent.lock().unwrap();
     assert_eq!(sent.messages.len(), 1);
@@ -567,9 +601,13 @@ async fn rejected_formatting_is_sent_again_as_plain_text() {
 #[tokio::test(start_paused = true)]
 async fn a_429_waits_retry_after_and_then_sends() {
     let r = rig();
-    r.platform.fail_next(SendError::RetryAfter(Duration::from_secs(7)));
+    r.platform
+        .fail_next(SendError::RetryAfter(Duration::from_secs(7)));
     let start = tokio::time::Instant::now();
-    r.bridge.receive(incoming(dm("1", "1", "hi"), 1)).await.unwrap();
+    r.bridge
+        .receive(incoming(dm("1", "1", "hi"), 1))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(r.platform.texts("1").is_empty(), "still waiting");
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -597,7 +635,11 @@ async fn attachments_are_saved_in_the_inbox_and_named() {
     r.bridge.receive(incoming(msg, 1)).await.unwrap();
     settled(&r.bridge).await;
     let got = r.host.received();
-    assert!(got[0].contains("saved as inbox/1-1:5-0-passwd"), "{}", got[0]);
+    assert!(
+        got[0].contains("saved as inbox/1-1:5-0-passwd"),
+        "{}",
+        got[0]
+    );
     assert!(got[0].contains("`huge.bin` not saved"), "{}", got[0]);
     let saved = r.dir.join("workspace/inbox/1-1:5-0-passwd");
     assert_eq!(std::fs::read_to_string(saved).unwrap(), "bytes of file-1");
