@@ -6,6 +6,7 @@ mod api;
 mod error;
 mod me;
 mod settings;
+mod updates;
 
 pub use error::ConnectError;
 pub use settings::{
