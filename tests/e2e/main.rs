@@ -19,5 +19,6 @@ mod sandbox;
 mod scripted;
 mod sessions_tools;
 mod shutdown;
+mod telegram;
 mod telegram_emulator;
 mod textformat;

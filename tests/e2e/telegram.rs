@@ -59,16 +59,32 @@ impl Rig {
                 start.elapsed() < Duration::from_secs(20),
                 "the bridge did not connect: {}\npincerd log: {}",
                 status.ok(),
-                std::fs::read_to_string(self.home.path().join("logs/pincerd.log")).unwrap_or_default()
+                std::fs::read_to_string(self.home.path().join("logs/pincerd.log"))
+                    .unwrap_or_default()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
     async fn wait_for(&self, chat: i64, n: usize) -> Vec<BotMessage> {
-        self.tg
-            .wait_for_bot_messages(chat, n, Duration::from_secs(20))
-            .await
+        let start = Instant::now();
+        loop {
+            let got = self.tg.bot_messages(chat).await;
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the bot sent {} of {n} messages to chat {chat} in 20 s: {got:?}\npincerd log:\n{}",
+                got.len(),
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("logs/pincerd.log")).unwrap_or_default()
     }
 
     /// What the bot sent in `chat` after a quiet second (to see that
@@ -89,15 +105,26 @@ async fn a_stranger_gets_one_code_and_is_answered_once_approved() {
     let eve = UserSpec::new(4242, "Eve");
     let dm = ChatSpec::private(&eve);
     for i in 0..4 {
-        r.tg.user_says(&dm, &eve, &format!("hello {i} [tg-stranger]")).await;
+        r.tg.user_says(&dm, &eve, &format!("hello {i} [tg-stranger]"))
+            .await;
     }
     let sent = r.settled(4242).await;
-    assert_eq!(sent.len(), 1, "exactly one reply while the code is pending: {sent:?}");
+    assert_eq!(
+        sent.len(),
+        1,
+        "exactly one reply while the code is pending: {sent:?}"
+    );
     assert!(text(&sent[0]).contains("pincer pairing approve telegram"));
-    assert!(r.llm.journal().is_empty(), "a stranger never reaches the model");
+    assert!(
+        r.llm.journal().is_empty(),
+        "a stranger never reaches the model"
+    );
 
     let list = r.home.cli(&["--json", "pairing", "list"]).await.json();
-    let code = list[0]["code"].as_str().expect("a pending code").to_string();
+    let code = list[0]["code"]
+        .as_str()
+        .expect("a pending code")
+        .to_string();
     assert_eq!(list[0]["sender_id"], "4242");
     assert!(text(&sent[0]).contains(&code));
 
@@ -106,7 +133,10 @@ async fn a_stranger_gets_one_code_and_is_answered_once_approved() {
     let told = r.wait_for(4242, 2).await;
     assert!(text(&told[1]).contains("approved"), "{told:?}");
 
-    r.llm.script("[tg-approved]", vec![Step::text("Hi Eve, nice to meet you.")]);
+    r.llm.script(
+        "[tg-approved]",
+        vec![Step::text("Hi Eve, nice to meet you.")],
+    );
     r.tg.user_says(&dm, &eve, "hello again [tg-approved]").await;
     let sent = r.wait_for(4242, 3).await;
     assert_eq!(text(&sent[2]), "Hi Eve, nice to meet you.");
@@ -124,26 +154,44 @@ async fn a_group_answers_mentions_only_with_context_and_never_runs_exec() {
     let r = r.await;
     let group = ChatSpec::supergroup(-100200, "Friends");
     let (ann, bob) = (UserSpec::new(11, "Ann"), UserSpec::new(12, "Bob"));
-    r.tg.user_says(&group, &ann, "the meeting moved to 5pm").await;
+    r.tg.user_says(&group, &ann, "the meeting moved to 5pm")
+        .await;
     r.tg.user_says(&group, &bob, "I will bring cake").await;
-    assert!(r.settled(-100200).await.is_empty(), "no reply without a mention");
+    assert!(
+        r.settled(-100200).await.is_empty(),
+        "no reply without a mention"
+    );
 
     let marker = r.home.path().join("pwned");
     r.llm.script(
         "[tg-group]",
         vec![
-            Step::tool("exec", json!({"command": format!("touch {}", marker.display())})),
+            Step::tool(
+                "exec",
+                json!({"command": format!("touch {}", marker.display())}),
+            ),
             Step::text("The meeting is at 5pm."),
         ],
     );
-    r.tg.user_says(&group, &ann, "@pincer_test_bot when is the meeting? [tg-group]").await;
+    r.tg.user_says(
+        &group,
+        &ann,
+        "@pincer_test_bot when is the meeting? [tg-group]",
+    )
+    .await;
     let sent = r.wait_for(-100200, 1).await;
     assert_eq!(text(&sent[0]), "The meeting is at 5pm.");
-    assert!(!marker.exists(), "exec ran in a group whose policy denies it");
+    assert!(
+        !marker.exists(),
+        "exec ran in a group whose policy denies it"
+    );
 
     let requests = r.llm.journal();
     let first = serde_json::to_string(&requests[0]).unwrap();
-    assert!(first.contains("the meeting moved to 5pm"), "context reached the model");
+    assert!(
+        first.contains("the meeting moved to 5pm"),
+        "context reached the model"
+    );
     assert!(first.contains("I will bring cake"));
     let offered = pincer_testkit::requests::offered_tools(&requests[0]);
     assert!(!offered.iter().any(|t| t == "exec"), "{offered:?}");
@@ -154,23 +202,42 @@ async fn a_long_answer_arrives_in_order_as_three_messages() {
     let r = rig("", &format!("allow_from = [\"{}\"]", 77)).await;
     let ann = UserSpec::new(77, "Ann");
     let paragraphs: Vec<String> = (0..9)
-        .map(|i| format!("Paragraph {i}: {}", "word ".repeat(198).trim_end()))
+        .map(|i| {
+            let words: Vec<String> = (0..170).map(|j| format!("w{i}x{j}")).collect();
+            format!("Paragraph {i}: {}", words.join(" "))
+        })
         .collect();
     let answer = paragraphs.join("\n\n");
     assert!(answer.chars().count() >= 9000);
     r.llm.script("[tg-long]", vec![Step::text(&answer)]);
-    r.tg.user_says(&ChatSpec::private(&ann), &ann, "tell me a lot [tg-long]").await;
-    let sent = r.wait_for(77, 3).await;
-    let sent = r.settled(77).await.into_iter().collect::<Vec<_>>();
-    assert_eq!(sent.len(), 3, "{:?}", sent.iter().map(text).collect::<Vec<_>>());
+    r.tg.user_says(&ChatSpec::private(&ann), &ann, "tell me a lot [tg-long]")
+        .await;
+    r.wait_for(77, 3).await;
+    let sent = r.settled(77).await;
+    assert_eq!(
+        sent.len(),
+        3,
+        "{:?}",
+        sent.iter().map(text).collect::<Vec<_>>()
+    );
     let joined: Vec<String> = sent
         .iter()
-        .flat_map(|m| text(m).split("\n\n").map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|m| {
+            text(m)
+                .split("\n\n")
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
         .collect();
     assert_eq!(joined, paragraphs, "every paragraph once, in order");
     assert!(sent.iter().all(|m| text(m).chars().count() <= 4000));
     let actions = r.tg.chat_actions().await;
-    assert!(actions.iter().any(|a| a.chat_id == 77 && a.action == "typing"), "{actions:?}");
+    assert!(
+        actions
+            .iter()
+            .any(|a| a.chat_id == 77 && a.action == "typing"),
+        "{actions:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -206,13 +273,16 @@ async fn reset_starts_a_new_session_and_commands_are_registered() {
 
     let commands: Vec<String> = r.tg.commands().await.into_iter().map(|c| c.0).collect();
     for c in ["new", "reset", "stop", "status", "help"] {
-        assert!(commands.iter().any(|x| x == c), "{c} not registered: {commands:?}");
+        assert!(
+            commands.iter().any(|x| x == c),
+            "{c} not registered: {commands:?}"
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approval_reaches_the_owner_as_buttons_and_the_button_approves() {
-    let r = rig("tools = { profile = \"coding\" }\nask = [\"exec\"]", "").await;
+    let r = rig("tools = { profile = \"coding\", ask = [\"exec\"] }", "").await;
     let owner = UserSpec::new(OWNER, "Owner");
     let dm = ChatSpec::private(&owner);
     let marker = r.home.workspace().join("approved.txt");
@@ -241,7 +311,8 @@ async fn an_approval_reaches_the_owner_as_buttons_and_the_button_approves() {
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert!(!marker.exists(), "only the owner can approve");
 
-    r.tg.press_button(&dm, &owner, ask.message_id, &approve).await;
+    r.tg.press_button(&dm, &owner, ask.message_id, &approve)
+        .await;
     let sent = r.wait_for(OWNER, 2).await;
     assert_eq!(text(&sent[1]), "Done.");
     assert!(marker.exists(), "the approved command ran");
@@ -254,8 +325,7 @@ async fn a_restart_with_sigkill_mid_burst_answers_every_message_exactly_once() {
     let users: Vec<UserSpec> = (0..10).map(|i| UserSpec::new(500 + i, "U")).collect();
     for round in 0..5 {
         for u in &users {
-            r.tg
-                .user_says(&ChatSpec::private(u), u, &format!("m{round} [burst]"))
+            r.tg.user_says(&ChatSpec::private(u), u, &format!("m{round} [burst]"))
                 .await;
         }
         if round == 2 {

@@ -75,36 +75,31 @@ impl Host for DaemonHost {
             let hub = self.hub.clone();
             tokio::spawn(async move {
                 let mut turn = String::new();
-                let mut error: Option<String> = None;
                 while let Some(event) = rx.recv().await {
+                    // A turn ends with `Finished` or `Error`, as for the
+                    // CLI (`server::agent`'s end of stream).
                     let converted = match event {
                         Event::TurnStarted { turn_id, .. } => {
                             turn = turn_id.clone();
-                            error = None;
                             TurnEvent::Started { turn_id }
                         }
                         Event::Text(t) => TurnEvent::Text(t),
-                        Event::Error { message, .. } => {
-                            error = Some(message);
-                            continue;
-                        }
                         // Aborted by the shutdown: no answer now; the
                         // message stays owed and is taken up after the
                         // restart.
                         Event::Finished { stop_reason, .. }
-                            if stop_reason == "aborted" && hub.is_stopping() =>
-                        {
+                        | Event::Error {
+                            code: stop_reason, ..
+                        } if hub.is_stopping() && stop_reason == "aborted" => {
                             return;
                         }
-                        Event::Finished { text, .. } => match error.take() {
-                            Some(message) if text.trim().is_empty() => TurnEvent::Failed {
-                                turn_id: turn.clone(),
-                                message,
-                            },
-                            _ => TurnEvent::Finished {
-                                turn_id: turn.clone(),
-                                text,
-                            },
+                        Event::Error { message, .. } => TurnEvent::Failed {
+                            turn_id: turn.clone(),
+                            message,
+                        },
+                        Event::Finished { text, .. } => TurnEvent::Finished {
+                            turn_id: turn.clone(),
+                            text,
                         },
                         _ => continue,
                     };
