@@ -397,6 +397,18 @@ pub struct TelegramEmulator {
 impl TelegramEmulator {
     /// Starts the emulator on a free port and waits until it listens.
     pub fn start() -> Self {
+        Self::launch(false)
+    }
+
+    /// [`Self::start`] with `getUpdates` answering as the real Bot API:
+    /// updates from `offset` on until a higher offset confirms them (the
+    /// emulator alone hands each out once), for tests that kill the bot
+    /// mid-batch.
+    pub fn start_honoring_offset() -> Self {
+        Self::launch(true)
+    }
+
+    fn launch(honor_offset: bool) -> Self {
         let node = node();
         let modules = emulator_modules();
         let launcher =
@@ -404,6 +416,7 @@ impl TelegramEmulator {
         let mut child = Command::new(&node)
             .arg(&launcher)
             .args(["--port", "0", "--username", BOT_USERNAME, "--watch-stdin"])
+            .args(honor_offset.then_some("--honor-offset"))
             .arg("--modules")
             .arg(&modules)
             .stdin(Stdio::piped())

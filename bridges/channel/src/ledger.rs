@@ -78,6 +78,15 @@
 //! chunk sent twice). One fsync of the WAL per commit, a few per chat
 //! message, costs nothing at chat rates.
 //!
+//! Confirmations are the exception: they commit with `NORMAL` (no fsync;
+//! the next `FULL` commit carries them to disk). A confirmation is what
+//! closes the one window the ledger cannot close alone (a chunk the
+//! platform accepted but the ledger does not know of yet is sent again
+//! after a crash), and an fsync there widens that window for every process
+//! crash to narrow it only for a power loss. A process crash loses no
+//! committed confirmation either way (WAL); a power loss may lose the last
+//! few, each of which then costs one repeated chunk.
+//!
 //! # Pruning
 //!
 //! [`Ledger::prune`] deletes settled messages (and their chunks) received
@@ -445,6 +454,21 @@ impl Ledger {
     /// answer is now confirmed; the message is then marked answered in the
     /// same transaction.
     pub fn confirmed(
+        &mut self,
+        key: Key<'_>,
+        index: u32,
+        platform_message_id: &str,
+        now: i64,
+    ) -> Result<bool, LedgerError> {
+        // Without the fsync (see "Durability"): the window in which a kill
+        // resends this chunk is as short as the commit.
+        self.conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let result = self.confirm(key, index, platform_message_id, now);
+        self.conn.pragma_update(None, "synchronous", "FULL")?;
+        result
+    }
+
+    fn confirm(
         &mut self,
         key: Key<'_>,
         index: u32,
