@@ -17,12 +17,6 @@ struct Finding {
 
 pub async fn run(ctx: &Ctx, fix: bool) -> Result<u8, CliError> {
     let mut findings: Vec<Finding> = Vec::new();
-    if fix {
-        // The repairs talk to the platforms directly: they work whether or
-        // not the daemon runs. Only their lines are kept from this run.
-        let result = pincerd::run(&ctx.home, &["doctor", "--fix"])?;
-        findings.extend(parse(&result.stdout).filter(|f| f.subject == "fixed"));
-    }
     match rpc::connect(&ctx.home, ctx.explicit_home).await {
         Ok(mut c) => {
             findings.push(Finding {
@@ -30,7 +24,12 @@ pub async fn run(ctx: &Ctx, fix: bool) -> Result<u8, CliError> {
                 subject: "socket".into(),
                 message: "pincerd answers on its socket".into(),
             });
-            let r = c.daemon.doctor(pb::DoctorRequest {}).await?.into_inner();
+            // The daemon repairs with its own environment (the tokens).
+            let r = c
+                .daemon
+                .doctor(pb::DoctorRequest { fix })
+                .await?
+                .into_inner();
             findings.extend(r.findings.into_iter().map(|f| Finding {
                 level: f.level,
                 subject: f.subject,
@@ -44,7 +43,12 @@ pub async fn run(ctx: &Ctx, fix: bool) -> Result<u8, CliError> {
                 message: e.message,
             });
             // Without the daemon, check the config and providers directly.
-            let result = pincerd::run(&ctx.home, &["doctor"])?;
+            let args: &[&str] = if fix {
+                &["doctor", "--fix"]
+            } else {
+                &["doctor"]
+            };
+            let result = pincerd::run(&ctx.home, args)?;
             findings.extend(parse(&result.stdout));
         }
     }

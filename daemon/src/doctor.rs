@@ -432,8 +432,8 @@ async fn check_telegram(
 }
 
 /// Deletes a webhook set on a polling channel's bot (`pincer doctor
-/// --fix`); answers what was done, one sentence per channel.
-pub async fn fix_channels(config: &Config) -> Vec<String> {
+/// --fix`): one finding (subject `fixed`) per thing done or not done.
+pub async fn fix_channels(config: &Config) -> Vec<Finding> {
     let mut done = Vec::new();
     #[cfg(feature = "telegram")]
     for channel in config
@@ -448,18 +448,44 @@ pub async fn fix_channels(config: &Config) -> Vec<String> {
         ) {
             continue;
         }
-        let Ok(token) = channel.token() else { continue };
+        let token = match channel.token() {
+            Ok(t) => t,
+            Err(why) => {
+                done.push(finding(
+                    Level::Warn,
+                    "fixed",
+                    format!("telegram: nothing done: {why}"),
+                ));
+                continue;
+            }
+        };
         let mut settings = pincer_telegram::TelegramSettings::new(token);
         settings.api_url = channel.api_url.clone();
-        let Ok(telegram) = pincer_telegram::connect(settings).await else {
-            continue;
+        let telegram = match pincer_telegram::connect(settings).await {
+            Ok(t) => t,
+            Err(e) => {
+                done.push(finding(
+                    Level::Warn,
+                    "fixed",
+                    format!("telegram: nothing done: {e}"),
+                ));
+                continue;
+            }
         };
         if let Ok(Some(url)) = telegram.webhook_info().await {
             done.push(match telegram.delete_webhook().await {
-                Ok(()) => {
-                    format!("telegram: deleted the webhook {url}; the poll receives messages again")
-                }
-                Err(e) => format!("telegram: could not delete the webhook {url}: {e}"),
+                Ok(()) => finding(
+                    Level::Ok,
+                    "fixed",
+                    format!(
+                        "telegram: deleted the webhook {url}; the poll receives messages again"
+                    ),
+                ),
+                Err(e) => finding(
+                    Level::Error,
+                    "fixed",
+                    format!("telegram: could not delete the webhook {url}: {e}"),
+                ),
             });
         }
     }

@@ -153,8 +153,8 @@ async fn doctor_offline(home: Home, fix: bool) -> ExitCode {
         }
     };
     if fix {
-        for done in doctor::fix_channels(&config).await {
-            println!("ok\tfixed\t{done}");
+        for f in doctor::fix_channels(&config).await {
+            println!("{}\t{}\t{}", f.level.as_str(), f.subject, f.message);
         }
     }
     let findings = doctor::check_running(&home, None, None).await;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use pincer_testkit::harness::{Daemon, TestHome, provider_config};
 use pincer_testkit::scripted::{ScriptedLlm, Step};
-use pincer_testkit::telegram::{BotMessage, ChatSpec, TelegramEmulator, UserSpec};
+use pincer_testkit::telegram::{BotMessage, ChatSpec, Failure, TelegramEmulator, UserSpec};
 use serde_json::json;
 
 const OWNER: i64 = 1001;
@@ -343,8 +343,7 @@ async fn a_restart_with_sigkill_mid_burst_answers_every_message_exactly_once() {
     let users: Vec<UserSpec> = (0..10).map(|i| UserSpec::new(500 + i, "U")).collect();
     for round in 0..5 {
         for u in &users {
-            r.tg
-                .user_says(&ChatSpec::private(u), u, &format!("m{round} [burst]"))
+            r.tg.user_says(&ChatSpec::private(u), u, &format!("m{round} [burst]"))
                 .await;
         }
         if round == 2 {
@@ -372,16 +371,32 @@ async fn a_restart_with_sigkill_mid_burst_answers_every_message_exactly_once() {
                 let mut q = db
                     .prepare("SELECT message_id, attempts, (SELECT COUNT(*) FROM chunks WHERE inbound = seq), (SELECT COUNT(*) FROM chunks WHERE inbound = seq AND platform_id IS NOT NULL) FROM inbound WHERE answered_at IS NULL")
                     .expect("query");
-                q.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?, row.get::<_, i64>(3)?)))
-                    .expect("rows")
-                    .collect::<Vec<_>>()
+                q.query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                })
+                .expect("rows")
+                .collect::<Vec<_>>()
             },
-            r.log().lines().rev().take(30).collect::<Vec<_>>().join("\n")
+            r.log()
+                .lines()
+                .rev()
+                .take(30)
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(count("SELECT COUNT(*) FROM inbound"), 50, "each message claimed once");
+    assert_eq!(
+        count("SELECT COUNT(*) FROM inbound"),
+        50,
+        "each message claimed once"
+    );
     let confirmed = count("SELECT COUNT(*) FROM chunks WHERE platform_id IS NOT NULL");
     let planned = count("SELECT COUNT(*) FROM chunks");
     assert_eq!(confirmed, planned, "every planned chunk went out");
@@ -399,4 +414,194 @@ async fn a_restart_with_sigkill_mid_burst_answers_every_message_exactly_once() {
         sent >= confirmed && sent - confirmed <= users.len() as i64,
         "{sent} messages sent for {confirmed} confirmed chunks"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forum_topic_is_its_own_session_and_a_reply_to_the_bot_is_a_mention() {
+    let r = rig("", "[channels.telegram.groups.\"-100300\"]\n").await;
+    let ann = UserSpec::new(21, "Ann");
+    let topic = ChatSpec::topic(-100300, "Forum", 77);
+    // One conversation: the script answers its turns in order.
+    r.llm.script(
+        "[tg-topic]",
+        vec![Step::text("in the topic"), Step::text("replied")],
+    );
+    r.tg.user_says(&topic, &ann, "@pincer_test_bot hello [tg-topic]")
+        .await;
+    let sent = r.wait_for(-100300, 1).await;
+    assert_eq!(text(&sent[0]), "in the topic");
+    assert_eq!(sent[0].thread_id, Some(77), "answered inside the topic");
+
+    // A reply to the bot's message, without an @mention, is answered too.
+    r.tg.user_replies(&topic, &ann, sent[0].message_id, "and then? [tg-reply]")
+        .await;
+    let sent = r.wait_for(-100300, 2).await;
+    assert_eq!(text(&sent[1]), "replied");
+
+    let sessions = r.home.cli(&["--json", "sessions", "list"]).await.json();
+    let keys: Vec<&str> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["key"].as_str())
+        .collect();
+    assert!(
+        keys.contains(&"agent:main:telegram:group:-100300:thread:77"),
+        "{keys:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_429_is_waited_out_and_rejected_formatting_is_sent_as_plain_text() {
+    let r = rig("", "").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    r.tg.fail_next_send(Failure::RetryAfter(1)).await;
+    r.llm.script(
+        "[tg-429]",
+        vec![
+            Step::text("after the wait"),
+            Step::text("**bold** and `code`"),
+        ],
+    );
+    let asked = Instant::now();
+    r.tg.user_says(&dm, &owner, "hi [tg-429]").await;
+    let sent = r.wait_for(OWNER, 1).await;
+    assert_eq!(text(&sent[0]), "after the wait");
+    assert!(
+        asked.elapsed() >= Duration::from_secs(1),
+        "retry_after honoured"
+    );
+
+    r.tg.fail_next_send(Failure::CantParseEntities).await;
+    r.llm
+        .script("[tg-plain]", vec![Step::text("**bold** and `code`")]);
+    r.tg.user_says(&dm, &owner, "format [tg-plain]").await;
+    let sent = r.wait_for(OWNER, 2).await;
+    assert_eq!(text(&sent[1]), "bold and code");
+    assert_eq!(sent[1].parse_mode, None, "the retry is plain text");
+    assert_eq!(
+        r.tg.bot_messages(OWNER).await.len(),
+        2,
+        "each answer sent once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_photo_is_saved_in_the_inbox_and_named_in_the_message() {
+    let r = rig("", "").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    r.llm.script("[tg-photo]", vec![Step::text("nice picture")]);
+    let bytes = b"\xff\xd8\xff\xe0 not really a jpeg";
+    r.tg.send_photo(&dm, &owner, bytes, Some("what is this? [tg-photo]"))
+        .await;
+    let sent = r.wait_for(OWNER, 1).await;
+    assert_eq!(text(&sent[0]), "nice picture");
+    let inbox = r.home.workspace().join("inbox");
+    let saved: Vec<_> = std::fs::read_dir(&inbox)
+        .expect("an inbox")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(std::fs::read(&saved[0]).unwrap(), bytes);
+    let name = saved[0].file_name().unwrap().to_string_lossy().into_owned();
+    let request = serde_json::to_string(&r.llm.journal()[0]).unwrap();
+    assert!(
+        request.contains(&format!("inbox/{name}")),
+        "the model is told the path"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_applies_a_new_dm_policy_without_a_restart() {
+    let r = rig("", "dm_policy = \"disabled\"").await;
+    let eve = UserSpec::new(4343, "Eve");
+    let dm = ChatSpec::private(&eve);
+    r.tg.user_says(&dm, &eve, "anyone? [tg-open]").await;
+    assert!(r.settled(4343).await.is_empty(), "DMs are disabled");
+
+    let config = std::fs::read_to_string(r.home.path().join("config.toml")).unwrap();
+    r.home
+        .write_config(&config.replace("dm_policy = \"disabled\"", "dm_policy = \"open\""));
+    let out = r.home.cli(&["config", "reload"]).await;
+    assert!(out.ok().contains("channels"), "{}", out.ok());
+    r.llm.script("[tg-open]", vec![Step::text("now I answer")]);
+    r.tg.user_says(&dm, &eve, "and now? [tg-open]").await;
+    let sent = r.wait_for(4343, 1).await;
+    assert_eq!(text(&sent[0]), "now I answer");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_and_status_explain_a_bad_token_and_a_webhook_while_polling() {
+    let tg = TelegramEmulator::start();
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    home.write_config(&provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        &format!(
+            "\n[channels.telegram]\napi_url = \"{}\"\n[channels.telegram.groups.\"-100400\"]\n",
+            tg.api_url()
+        ),
+    ));
+    // A token the API refuses.
+    let _d = home.start_with_env(&[("TELEGRAM_BOT_TOKEN", "999:WRONG")]);
+    let start = Instant::now();
+    let status = loop {
+        let status = home.cli(&["--json", "channels", "status"]).await.json();
+        if status[0]["last_error"] != "" || start.elapsed() > Duration::from_secs(15) {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status[0]["connected"], false, "{status}");
+    let error = status[0]["last_error"].as_str().unwrap();
+    assert!(error.contains("does not accept the bot token"), "{error}");
+    assert!(!error.contains("WRONG"), "the token never appears: {error}");
+    let doctor = home.cli(&["doctor"]).await;
+    assert!(
+        doctor
+            .stdout
+            .contains("channel telegram: Telegram does not accept the bot token"),
+        "{}",
+        doctor.stdout
+    );
+    drop(_d);
+
+    // The right token, and a webhook left on the bot.
+    let reply = tg
+        .bot_call(
+            "setWebhook",
+            serde_json::json!({"url": "https://example.org/hook"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let _d = home.start_with_env(&[("TELEGRAM_BOT_TOKEN", tg.token())]);
+    let doctor = home.cli(&["doctor"]).await;
+    assert!(
+        doctor
+            .stdout
+            .contains("a webhook is set on the bot (https://example.org/hook) while pincerd polls"),
+        "{}",
+        doctor.stdout
+    );
+    // The emulator's bot, like a new BotFather bot, has privacy mode on,
+    // and a group wants un-mentioned messages as context.
+    assert!(
+        doctor.stdout.contains("the bot's group privacy mode is on"),
+        "{}",
+        doctor.stdout
+    );
+    let fixed = home.cli(&["doctor", "--fix"]).await;
+    assert!(
+        fixed.stdout.contains("deleted the webhook"),
+        "{}",
+        fixed.stdout
+    );
+    let info = tg
+        .bot_call("getWebhookInfo", serde_json::json!({}))
+        .await
+        .result();
+    assert_eq!(info["url"], "", "{info}");
 }

@@ -416,6 +416,7 @@ impl TelegramEmulator {
         let mut child = Command::new(&node)
             .arg(&launcher)
             .args(["--port", "0", "--username", BOT_USERNAME, "--watch-stdin"])
+            .args(["--token", TOKEN])
             .args(honor_offset.then_some("--honor-offset"))
             .arg("--modules")
             .arg(&modules)

@@ -146,11 +146,17 @@ impl pb::daemon_server::Daemon for DaemonService {
 
     async fn doctor(
         &self,
-        _: Request<pb::DoctorRequest>,
+        request: Request<pb::DoctorRequest>,
     ) -> Result<Response<pb::DoctorResponse>, Status> {
         let rt = self.state.hub.runtime();
-        let mut findings =
-            crate::doctor::check_running(rt.home(), Some(&rt.config()), Some(rt.memory())).await;
+        let mut findings = Vec::new();
+        if request.into_inner().fix {
+            // The daemon's environment holds the tokens.
+            findings.extend(crate::doctor::fix_channels(&rt.config()).await);
+        }
+        findings.extend(
+            crate::doctor::check_running(rt.home(), Some(&rt.config()), Some(rt.memory())).await,
+        );
         findings.extend(self.state.channels.findings());
         Ok(Response::new(pb::DoctorResponse {
             findings: findings
