@@ -605,3 +605,38 @@ async fn doctor_and_status_explain_a_bad_token_and_a_webhook_while_polling() {
         .result();
     assert_eq!(info["url"], "", "{info}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_preview_the_answer_is_one_message_edited_into_place() {
+    let r = rig("", "preview = true").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    r.llm.script(
+        "[tg-preview]",
+        vec![Step::text(
+            "A *streamed* answer, edited into its final form.",
+        )],
+    );
+    r.tg.user_says(&ChatSpec::private(&owner), &owner, "go [tg-preview]")
+        .await;
+    let start = Instant::now();
+    loop {
+        let sent = r.tg.bot_messages(OWNER).await;
+        if sent.len() == 1
+            && text(&sent[0]) == "A <i>streamed</i> answer, edited into its final form."
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{sent:?}\n{}",
+            r.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        r.settled(OWNER).await.len(),
+        1,
+        "the preview became the answer"
+    );
+    assert!(!r.tg.calls("editMessageText").await.is_empty());
+}

@@ -28,6 +28,15 @@
 //!    first is sent; each is confirmed there when the platform confirms it.
 //!    A restart sends only the chunks never confirmed ([`Bridge::resume`]).
 //!
+//! # Live preview
+//!
+//! With `preview`, the turn's streamed text is shown in one plain-text
+//! message, edited at most once per second; when the turn ends, that
+//! message is edited into the answer's first chunk (and confirmed in the
+//! ledger as such), the rest is sent as usual. A crash mid-turn leaves the
+//! preview as it was; the turn runs again after the restart and answers
+//! in new messages.
+//!
 //! # Sending
 //!
 //! Each chunk is rendered for the platform ([`crate::format`]); a
@@ -71,6 +80,17 @@ const SEND_TRIES: u32 = 6;
 /// The longest `retry_after` honoured in one wait.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
+/// The live preview is edited at most this often.
+const PREVIEW_EVERY: Duration = Duration::from_secs(1);
+
+/// The message that shows an answer while it is written.
+#[derive(Default)]
+struct Preview {
+    id: Option<String>,
+    text: String,
+    shown_at: Option<tokio::time::Instant>,
+}
+
 /// Turn ids remembered to send a merged turn's answer once.
 const TURNS_REMEMBERED: usize = 4096;
 
@@ -86,6 +106,9 @@ pub struct BridgeSettings {
     pub context_messages: usize,
     /// The largest attachment saved, in bytes.
     pub max_attachment_bytes: u64,
+    /// Show the answer while it is written, in one message edited at most
+    /// once per second that becomes the answer's first part.
+    pub preview: bool,
 }
 
 impl Default for BridgeSettings {
@@ -95,6 +118,7 @@ impl Default for BridgeSettings {
             owner: None,
             context_messages: context::DEFAULT_LIMIT,
             max_attachment_bytes: 20 * 1024 * 1024,
+            preview: false,
         }
     }
 }
@@ -541,27 +565,43 @@ impl Bridge {
         notes
     }
 
-    /// Waits for the end of the turn that answers `msg`, showing typing,
-    /// then plans and sends the answer (once per turn).
+    /// Waits for the end of the turn that answers `msg`, showing typing
+    /// (and the live preview), then plans and sends the answer. Several
+    /// queued messages answered by one turn all follow it; the first to
+    /// see it start owns it (its preview, its answer), the others are
+    /// settled without a message.
     async fn follow(self: Arc<Self>, msg: Inbound, mut events: mpsc::UnboundedReceiver<TurnEvent>) {
         let target = Target::reply(&msg);
-        let typing = self.platform.capabilities().typing;
+        let caps = self.platform.capabilities();
+        let previewing = self.settings().preview && caps.edits;
+        let mut owner: Option<bool> = None;
+        let mut preview = Preview::default();
         let mut tick = tokio::time::interval(TYPING_EVERY);
         loop {
             tokio::select! {
                 event = events.recv() => match event {
-                    Some(TurnEvent::Started { .. } | TurnEvent::Text(_)) => {}
+                    Some(TurnEvent::Started { turn_id }) => {
+                        owner = Some(self.owns(&turn_id));
+                    }
+                    Some(TurnEvent::Text(delta)) => {
+                        if previewing && owner == Some(true) {
+                            preview.text.push_str(&delta);
+                            self.show_preview(&target, &mut preview).await;
+                        }
+                    }
                     Some(TurnEvent::Finished { turn_id, text }) => {
-                        if self.first_answer(&turn_id) && !text.trim().is_empty() {
-                            self.reply(&msg, text).await;
+                        let mine = owner.unwrap_or_else(|| self.owns(&turn_id));
+                        if mine && !text.trim().is_empty() {
+                            self.reply_with(&msg, text, preview.id).await;
                         } else {
                             self.settle(&msg).await;
                         }
                         return;
                     }
                     Some(TurnEvent::Failed { turn_id, message }) => {
-                        if self.first_answer(&turn_id) {
-                            self.reply(&msg, format!("Sorry, something went wrong: {message}")).await;
+                        if owner.unwrap_or_else(|| self.owns(&turn_id)) {
+                            let text = format!("Sorry, something went wrong: {message}");
+                            self.reply_with(&msg, text, preview.id).await;
                         } else {
                             self.settle(&msg).await;
                         }
@@ -571,10 +611,53 @@ impl Bridge {
                     // and is taken up after the restart.
                     None => return,
                 },
-                _ = tick.tick(), if typing => {
+                _ = tick.tick(), if caps.typing => {
                     let _ = self.platform.typing(&target).await;
                 }
                 _ = self.stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Whether this follower owns `turn_id` (an empty id: a failure before
+    /// any turn started, which only this message saw).
+    fn owns(&self, turn_id: &str) -> bool {
+        turn_id.is_empty() || self.first_answer(turn_id)
+    }
+
+    /// Shows the answer so far in one message, edited at most once per
+    /// [`PREVIEW_EVERY`]; plain text (Markdown half written does not
+    /// render), cut to the platform's length.
+    async fn show_preview(&self, target: &Target, preview: &mut Preview) {
+        if preview
+            .shown_at
+            .is_some_and(|at| at.elapsed() < PREVIEW_EVERY)
+        {
+            return;
+        }
+        let max = self.platform.capabilities().max_chars.saturating_sub(1);
+        let mut shown: String = preview.text.chars().take(max).collect();
+        shown.push('…');
+        preview.shown_at = Some(tokio::time::Instant::now());
+        match &preview.id {
+            None => {
+                match self
+                    .platform
+                    .send(target, &shown, Formatting::Plain, &[])
+                    .await
+                {
+                    Ok(id) => preview.id = Some(id),
+                    Err(e) => tracing::debug!("the preview could not be shown: {e}"),
+                }
+            }
+            Some(id) => {
+                if let Err(e) = self
+                    .platform
+                    .edit(target, id, &shown, Formatting::Plain)
+                    .await
+                {
+                    tracing::debug!("the preview could not be updated: {e}");
+                }
             }
         }
     }
@@ -607,6 +690,12 @@ impl Bridge {
 
     /// Plans `text` as the answer to `msg`, then sends it.
     async fn reply(&self, msg: &Inbound, text: String) {
+        self.reply_with(msg, text, None).await;
+    }
+
+    /// [`Self::reply`], turning the live preview message `preview` (when
+    /// there is one) into the answer's first chunk.
+    async fn reply_with(&self, msg: &Inbound, text: String, preview: Option<String>) {
         let chunks = chunks_for(&text, &self.platform.capabilities());
         let key = MsgKey::of(msg);
         let at = now();
@@ -618,12 +707,17 @@ impl Bridge {
             self.health.error(&e.to_string());
             return;
         }
-        self.deliver(msg).await;
+        self.deliver_with(msg, preview).await;
     }
 
     /// Sends the chunks of `msg`'s planned answer the platform has not
     /// confirmed yet, in order.
     async fn deliver(&self, msg: &Inbound) {
+        self.deliver_with(msg, None).await;
+    }
+
+    /// [`Self::deliver`], editing the preview message into chunk 0.
+    async fn deliver_with(&self, msg: &Inbound, mut preview: Option<String>) {
         let chat = chat_of(msg);
         let gate = lock(&self.sending).entry(chat).or_default().clone();
         let _one_at_a_time = gate.lock().await;
@@ -640,7 +734,19 @@ impl Bridge {
         };
         let target = Target::reply(msg);
         for (index, chunk) in pending {
-            match self.send_chunk(&target, &chunk).await {
+            let sent = match preview.take() {
+                Some(id) if index == 0 => match self.edit_chunk(&target, &id, &chunk).await {
+                    Ok(()) => Ok(id),
+                    Err(e) => {
+                        tracing::debug!(
+                            "the preview could not become the answer ({e}); sending it"
+                        );
+                        self.send_chunk(&target, &chunk).await
+                    }
+                },
+                _ => self.send_chunk(&target, &chunk).await,
+            };
+            match sent {
                 Ok(id) => {
                     self.health.message_out();
                     let key = key.clone();
@@ -675,6 +781,29 @@ impl Bridge {
                     return;
                 }
             }
+        }
+    }
+
+    /// Replaces the preview's text with a rendered chunk (plain text again
+    /// when the formatting is refused).
+    async fn edit_chunk(&self, target: &Target, id: &str, markdown: &str) -> Result<(), SendError> {
+        let formatting = self.platform.capabilities().formatting;
+        match self
+            .platform
+            .edit(target, id, &render(markdown, formatting), formatting)
+            .await
+        {
+            Err(SendError::Formatting(_)) if formatting != Formatting::Plain => {
+                self.platform
+                    .edit(
+                        target,
+                        id,
+                        &render(markdown, Formatting::Plain),
+                        Formatting::Plain,
+                    )
+                    .await
+            }
+            other => other,
         }
     }
 

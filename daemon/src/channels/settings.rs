@@ -42,5 +42,6 @@ pub fn bridge_settings(config: &ChannelSettings) -> BridgeSettings {
         owner: config.owner.clone(),
         context_messages: config.context_messages,
         max_attachment_bytes: config.max_attachment_bytes,
+        preview: config.preview,
     }
 }

@@ -203,6 +203,9 @@ impl Host for ScriptedHost {
                 turn_id: turn_id.clone(),
             })
             .unwrap();
+            for piece in answer.split_inclusive(' ') {
+                tx.send(TurnEvent::Text(piece.to_string())).unwrap();
+            }
             tx.send(TurnEvent::Finished {
                 turn_id,
                 text: answer,
@@ -643,4 +646,29 @@ async fn attachments_are_saved_in_the_inbox_and_named() {
     assert!(got[0].contains("`huge.bin` not saved"), "{}", got[0]);
     let saved = r.dir.join("workspace/inbox/1-1:5-0-passwd");
     assert_eq!(std::fs::read_to_string(saved).unwrap(), "bytes of file-1");
+}
+
+#[tokio::test]
+async fn the_live_preview_becomes_the_first_chunk() {
+    let r = rig();
+    r.bridge.set_settings(BridgeSettings {
+        preview: true,
+        ..settings()
+    });
+    *r.host.answer.lock().unwrap() = Some("the **whole** answer".into());
+    r.bridge
+        .receive(incoming(dm("1", "1", "hi"), 1))
+        .await
+        .unwrap();
+    settled(&r.bridge).await;
+    let sent = r.platform.sent.lock().unwrap();
+    assert_eq!(sent.messages.len(), 1, "one message: the preview");
+    assert_eq!(sent.messages[0].2, Formatting::Plain);
+    assert!(sent.messages[0].1.ends_with('…'), "{}", sent.messages[0].1);
+    let (id, last) = sent.edits.last().expect("the preview was edited");
+    assert_eq!(id, "m1");
+    assert_eq!(
+        last, "the <b>whole</b> answer",
+        "edited into the rendered answer"
+    );
 }
