@@ -528,11 +528,14 @@ impl Bridge {
         let mut notes = Vec::new();
         for (i, att) in msg.attachments.iter().enumerate() {
             let name = safe_name(&att.name, &att.kind);
-            let file = format!(
-                "{}-{}-{i}-{name}",
-                msg.chat_id.trim_start_matches('-'),
-                msg.message_id
-            );
+            // The message id names the chat too (Telegram's `chat:message`);
+            // only characters that are safe in any file name.
+            let id: String = msg
+                .message_id
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .collect();
+            let file = format!("{}-{i}-{name}", id.trim_start_matches('-'));
             let dest = inbox.join(&file);
             if att.size.is_some_and(|s| s > settings.max_attachment_bytes) {
                 notes.push(format!(

@@ -55,13 +55,25 @@ pub(super) fn launch(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut wait = Duration::from_secs(5);
-        let telegram = loop {
+        loop {
             let attempt = match platform_settings(&settings) {
                 Ok(s) => pincer_telegram::connect(s).await.map_err(|e| e.to_string()),
                 Err(why) => Err(why),
             };
             match attempt {
-                Ok(t) => break t,
+                Ok(telegram) => {
+                    wait = Duration::from_secs(5);
+                    let ended = run(&channels, &settings, &health, &slot, telegram, &stop).await;
+                    if stop.is_cancelled() {
+                        return;
+                    }
+                    // A reader that ends by itself is a bridge that died
+                    // quietly: say so where people look, then start over.
+                    let why =
+                        format!("the Telegram reader stopped unexpectedly ({ended}); reconnecting");
+                    tracing::error!("telegram: {why}");
+                    health.disconnected(&why);
+                }
                 Err(why) => {
                     tracing::warn!("telegram: {why}; trying again in {}s", wait.as_secs());
                     health.disconnected(&why);
@@ -72,22 +84,43 @@ pub(super) fn launch(
                 _ = stop.cancelled() => return,
             }
             wait = (wait * 2).min(Duration::from_secs(300));
-        };
-        health.connected();
-        tracing::info!(bot = %pincer_channel::Platform::bot_username(&*telegram), "telegram: connected");
-        if let Err(e) = telegram.register_commands().await {
-            tracing::warn!("telegram: the chat commands were not registered: {e}");
         }
-        let bridge = Bridge::new(
-            telegram.clone(),
-            Arc::new(DaemonHost::new(channels.hub().clone())),
-            bridge_settings(&settings),
-            channels.ledger().clone(),
-            channels.pairings().clone(),
-            health,
-            Box::new(os_random),
-        );
-        *slot.write().unwrap_or_else(|e| e.into_inner()) = Some(bridge.clone());
-        let _ = pincer_telegram::spawn(telegram, bridge, stop).await;
     })
+}
+
+/// Runs one connected bridge until its reader ends; answers how it ended.
+async fn run(
+    channels: &Channels,
+    settings: &ChannelSettings,
+    health: &Arc<Health>,
+    slot: &Arc<RwLock<Option<Arc<Bridge>>>>,
+    telegram: Arc<pincer_telegram::Telegram>,
+    stop: &CancellationToken,
+) -> String {
+    health.connected();
+    tracing::info!(bot = %telegram.username(), "telegram: connected");
+    if let Err(e) = telegram.register_commands().await {
+        tracing::warn!("telegram: the chat commands were not registered: {e}");
+    }
+    let bridge = Bridge::new(
+        telegram.clone(),
+        Arc::new(DaemonHost::new(channels.hub().clone())),
+        bridge_settings(settings),
+        channels.ledger().clone(),
+        channels.pairings().clone(),
+        health.clone(),
+        Box::new(os_random),
+    );
+    let previous = slot
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .replace(bridge.clone());
+    if let Some(old) = previous {
+        old.stop(Duration::from_secs(1)).await;
+    }
+    match pincer_telegram::spawn(telegram, bridge, stop.child_token()).await {
+        Ok(()) => "it returned".into(),
+        Err(e) if e.is_panic() => "it panicked".into(),
+        Err(e) => e.to_string(),
+    }
 }

@@ -638,13 +638,9 @@ async fn attachments_are_saved_in_the_inbox_and_named() {
     r.bridge.receive(incoming(msg, 1)).await.unwrap();
     settled(&r.bridge).await;
     let got = r.host.received();
-    assert!(
-        got[0].contains("saved as inbox/1-1:5-0-passwd"),
-        "{}",
-        got[0]
-    );
+    assert!(got[0].contains("saved as inbox/1-5-0-passwd"), "{}", got[0]);
     assert!(got[0].contains("`huge.bin` not saved"), "{}", got[0]);
-    let saved = r.dir.join("workspace/inbox/1-1:5-0-passwd");
+    let saved = r.dir.join("workspace/inbox/1-5-0-passwd");
     assert_eq!(std::fs::read_to_string(saved).unwrap(), "bytes of file-1");
 }
 
