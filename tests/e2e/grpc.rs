@@ -39,6 +39,7 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
         "pincer.v1.Sessions",
         "pincer.v1.Daemon",
         "pincer.v1.Skills",
+        "pincer.v1.Channels",
         "grpc.health.v1.Health",
     ] {
         assert!(
@@ -68,6 +69,25 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
         Some(64 + 3),
         "INVALID_ARGUMENT expected: {}",
         String::from_utf8_lossy(&bad.stderr)
+    );
+    // The Channels service from outside: no channel configured, and a
+    // pairing verb on an unknown channel is NOT_FOUND with its sentence.
+    let channels = grpcurl(&sock, Some("{}"), &["pincer.v1.Channels/Status"]);
+    assert!(
+        channels.status.success(),
+        "{}",
+        String::from_utf8_lossy(&channels.stderr)
+    );
+    let pairing = grpcurl(
+        &sock,
+        Some(r#"{"channel":"irc","code":"ABCDEFGH","approve":true}"#),
+        &["pincer.v1.Channels/DecidePairing"],
+    );
+    assert_eq!(pairing.status.code(), Some(64 + 5), "NOT_FOUND expected");
+    assert!(
+        String::from_utf8_lossy(&pairing.stderr).contains("no channel `irc` is configured"),
+        "{}",
+        String::from_utf8_lossy(&pairing.stderr)
     );
     home.cli(&["status"]).await.ok();
 

@@ -131,6 +131,13 @@ async fn a_stranger_gets_one_code_and_is_answered_once_approved() {
     assert_eq!(list[0]["sender_id"], "4242");
     assert!(text(&sent[0]).contains(&code));
 
+    let wrong = r.home.cli(&["pairing", "approve", "telegram", "WRONG123"]).await;
+    assert_eq!(wrong.code, 1);
+    assert!(
+        wrong.stderr.contains("no pending pairing code WRONG123 on telegram"),
+        "{}",
+        wrong.stderr
+    );
     let out = r.home.cli(&["pairing", "approve", "telegram", &code]).await;
     assert!(out.ok().contains("approved"), "{}", out.ok());
     let told = r.wait_for(4242, 2).await;
