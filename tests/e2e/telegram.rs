@@ -131,10 +131,15 @@ async fn a_stranger_gets_one_code_and_is_answered_once_approved() {
     assert_eq!(list[0]["sender_id"], "4242");
     assert!(text(&sent[0]).contains(&code));
 
-    let wrong = r.home.cli(&["pairing", "approve", "telegram", "WRONG123"]).await;
+    let wrong = r
+        .home
+        .cli(&["pairing", "approve", "telegram", "WRONG123"])
+        .await;
     assert_eq!(wrong.code, 1);
     assert!(
-        wrong.stderr.contains("no pending pairing code WRONG123 on telegram"),
+        wrong
+            .stderr
+            .contains("no pending pairing code WRONG123 on telegram"),
         "{}",
         wrong.stderr
     );
@@ -646,4 +651,24 @@ async fn with_preview_the_answer_is_one_message_edited_into_place() {
         "the preview became the answer"
     );
     assert!(!r.tg.calls("editMessageText").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_pincerd_promptly_with_the_bridge_polling() {
+    let mut r = rig("", "").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    r.llm
+        .script("[tg-stop]", vec![Step::text("before the stop")]);
+    r.tg.user_says(&ChatSpec::private(&owner), &owner, "hi [tg-stop]")
+        .await;
+    r.wait_for(OWNER, 1).await;
+    let started = Instant::now();
+    let code = r.daemon.take().expect("running").stop();
+    assert_eq!(code, Some(0), "a clean exit\n{}", r.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(r.log().contains("pincerd stopped"));
 }
