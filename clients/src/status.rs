@@ -41,6 +41,9 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
                "running_turns": s.running_turns, "max_concurrent_turns": s.max_concurrent_turns,
                "sessions": s.sessions, "provider_problem": s.provider_problem,
                "sandbox": {"active": s.sandboxed, "state": s.sandbox},
+               "channels": s.channels.iter().map(|c| json!({"channel": c.channel, "enabled": c.enabled,
+                   "connected": c.connected, "mode": c.mode, "bot": c.bot, "last_error": c.last_error}))
+                   .collect::<Vec<_>>(),
                "memory": {"enabled": memory.enabled,
                           "indexes": memory.indexes.iter().map(crate::memory::index_json).collect::<Vec<_>>()}}),
         );
@@ -67,6 +70,21 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
     );
     outln!("sessions: {}", s.sessions);
     outln!("sandbox:  {}", s.sandbox);
+    if !s.channels.is_empty() {
+        outln!("channels:");
+        for c in &s.channels {
+            let state = if !c.enabled {
+                "disabled".to_string()
+            } else if c.connected {
+                format!("connected as @{} ({})", c.bot, c.mode)
+            } else if c.last_error.is_empty() {
+                "connecting".to_string()
+            } else {
+                format!("NOT connected: {}", c.last_error)
+            };
+            outln!("  {:<12} {state}", c.channel);
+        }
+    }
     outln!("agents:");
     for a in &s.agents {
         let model = if a.model.is_empty() {

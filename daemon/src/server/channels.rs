@@ -6,7 +6,7 @@ use pincer_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::State;
-use crate::channels::PairingVerbError;
+use crate::channels::{ChannelStatus, PairingVerbError};
 
 pub struct ChannelsService {
     state: State,
@@ -35,6 +35,26 @@ impl From<PairingVerbError> for Status {
     }
 }
 
+/// One bridge's status on the wire (also part of `Daemon.Status`).
+pub(super) fn to_proto(s: ChannelStatus) -> pb::ChannelStatus {
+    let (last_error_at, last_error) = s.health.last_error.unwrap_or_default();
+    pb::ChannelStatus {
+        channel: s.channel,
+        account: s.account,
+        enabled: s.enabled,
+        connected: s.health.connected,
+        mode: s.health.mode,
+        last_update: s.health.last_update.unwrap_or(0),
+        last_error,
+        last_error_at,
+        pending_pairings: s.pending_pairings as u32,
+        messages_in: s.health.messages_in,
+        messages_out: s.health.messages_out,
+        watchdog_restarts: s.health.watchdog_restarts,
+        bot: s.bot,
+    }
+}
+
 #[tonic::async_trait]
 impl pb::channels_server::Channels for ChannelsService {
     async fn status(
@@ -46,24 +66,7 @@ impl pb::channels_server::Channels for ChannelsService {
             .channels
             .status()
             .into_iter()
-            .map(|s| {
-                let (last_error_at, last_error) = s.health.last_error.unwrap_or_default();
-                pb::ChannelStatus {
-                    channel: s.channel,
-                    account: s.account,
-                    enabled: s.enabled,
-                    connected: s.health.connected,
-                    mode: s.health.mode,
-                    last_update: s.health.last_update.unwrap_or(0),
-                    last_error,
-                    last_error_at,
-                    pending_pairings: s.pending_pairings as u32,
-                    messages_in: s.health.messages_in,
-                    messages_out: s.health.messages_out,
-                    watchdog_restarts: s.health.watchdog_restarts,
-                    bot: s.bot,
-                }
-            })
+            .map(to_proto)
             .collect();
         Ok(Response::new(pb::ChannelsStatusResponse { channels }))
     }

@@ -88,6 +88,13 @@ impl pb::daemon_server::Daemon for DaemonService {
             providers,
             sandbox: rt.sandbox().sentence(&config.tools.exec_sandbox),
             sandboxed: rt.sandbox().active(&config.tools.exec_sandbox),
+            channels: self
+                .state
+                .channels
+                .status()
+                .into_iter()
+                .map(super::channels::to_proto)
+                .collect(),
         }))
     }
 
