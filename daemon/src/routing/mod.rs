@@ -127,11 +127,15 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
         chat: match &inbound.chat {
             Chat::Direct => ChatPlace::Direct {
                 channel: inbound.channel.clone(),
+                chat_id: inbound.sender.id.clone(),
             },
-            Chat::Group(_) => ChatPlace::Group {
+            Chat::Group(id) => ChatPlace::Group {
                 channel: inbound.channel.clone(),
+                chat_id: id.clone(),
+                thread_id: inbound.thread.clone(),
             },
         },
+        other_chats: Vec::new(),
         in_channel: true,
         // Always one layer, empty without a group entry: `in_channel`
         // makes `messaging` the default profile.
@@ -210,6 +214,16 @@ mod tests {
         assert!(route.origin.in_channel);
         assert_eq!(route.origin.sender, "telegram:42");
         assert_eq!(route.origin.name, "user 42");
+        assert_eq!(
+            route
+                .origin
+                .chat
+                .address()
+                .map(|a| a.to_string())
+                .as_deref(),
+            Some("telegram:42"),
+            "a DM is addressed by the person"
+        );
     }
 
     #[test]
@@ -323,10 +337,26 @@ mod tests {
         assert_eq!(member.prompt.as_deref(), Some("Answer in French."));
         let seven = route(&c, &in_group("-100", "7")).unwrap().origin;
         assert_eq!(seven.sender_layers[0].deny, ["read"]);
-        // A thread of the group is the group.
+        // A thread of the group is the group, but its answers go to the
+        // thread.
         let mut topic = in_group("-100", "7");
         topic.thread = Some("3".into());
-        assert_eq!(route(&c, &topic).unwrap().origin, seven);
+        let in_topic = route(&c, &topic).unwrap().origin;
+        assert_eq!(
+            in_topic.chat,
+            ChatPlace::Group {
+                channel: "telegram".into(),
+                chat_id: "-100".into(),
+                thread_id: Some("3".into()),
+            }
+        );
+        assert_eq!(
+            ChatOrigin {
+                chat: seven.chat.clone(),
+                ..in_topic
+            },
+            seven
+        );
         // A DM, and a group without an entry: one empty layer, no prompt.
         for inbound in [dm("7"), in_group("-300", "7")] {
             let o = route(&c, &inbound).unwrap().origin;
