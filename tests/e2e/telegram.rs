@@ -672,3 +672,103 @@ async fn sigterm_stops_pincerd_promptly_with_the_bridge_polling() {
     );
     assert!(r.log().contains("pincerd stopped"));
 }
+
+/// The tool results of the last request the model got.
+fn last_tool_results(llm: &ScriptedLlm) -> Vec<String> {
+    let journal = llm.journal();
+    let last = journal.last().expect("the model was called");
+    pincer_testkit::requests::tool_results(last)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_message_tool_reaches_a_bound_group_and_refuses_other_chats() {
+    let r = rig("", "[channels.telegram.groups.\"-100300\"]\n").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    r.llm.script(
+        "[tg-message]",
+        vec![
+            Step::tool(
+                "message",
+                json!({"to": "telegram:-100300", "text": "Dinner is at **8**."}),
+            ),
+            Step::tool(
+                "message",
+                json!({"to": "telegram:-100999", "text": "a leak"}),
+            ),
+            Step::text("Told them."),
+        ],
+    );
+    r.tg.user_says(
+        &ChatSpec::private(&owner),
+        &owner,
+        "tell the group dinner is at 8 [tg-message]",
+    )
+    .await;
+    let answer = r.wait_for(OWNER, 1).await;
+    assert_eq!(text(&answer[0]), "Told them.");
+    let group = r.wait_for(-100300, 1).await;
+    assert_eq!(text(&group[0]), "Dinner is at <b>8</b>.");
+    assert!(
+        r.tg.bot_messages(-100999).await.is_empty(),
+        "nothing reaches a chat the agent is not bound to"
+    );
+    assert_eq!(r.settled(-100300).await.len(), 1);
+    let results = last_tool_results(&r.llm);
+    assert_eq!(
+        results[0],
+        format!(
+            "Sent the text as message {} to telegram:-100300.",
+            group[0].message_id
+        )
+    );
+    assert!(
+        results[1].contains("`telegram:-100999` is not a chat this agent is bound to")
+            && results[1].contains("telegram:-100300 (group)"),
+        "{}",
+        results[1]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_message_tool_sends_a_workspace_file_to_the_owner_from_the_cli() {
+    let r = rig("", "").await;
+    let workspace = r.home.workspace();
+    std::fs::create_dir_all(workspace.join("out")).unwrap();
+    std::fs::write(workspace.join("out/report.csv"), "day,steps\nmon,9000\n").unwrap();
+    let outside = r.home.path().join("config.toml");
+    r.llm.script(
+        "[tg-file]",
+        vec![
+            Step::tool(
+                "message",
+                json!({"file": "out/report.csv", "text": "This week's report"}),
+            ),
+            Step::tool("message", json!({"file": outside.display().to_string()})),
+            Step::tool("message", json!({"file": "../config.toml"})),
+            Step::text("Sent."),
+        ],
+    );
+    let out = r.home.cli(&["send", "send me the report [tg-file]"]).await;
+    assert!(out.ok().contains("Sent."), "{}", out.ok());
+
+    let documents = r.tg.calls("sendDocument").await;
+    assert_eq!(documents.len(), 1, "only the workspace file: {documents:?}");
+    let sent = r.wait_for(OWNER, 1).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].caption.as_deref(), Some("This week's report"));
+    assert_eq!(sent[0].raw["document"]["file_name"], "report.csv");
+    let file_id = sent[0].raw["document"]["file_id"].as_str().unwrap();
+    assert_eq!(r.tg.file_bytes(file_id).await, b"day,steps\nmon,9000\n");
+
+    let results = last_tool_results(&r.llm);
+    assert_eq!(
+        results[0],
+        format!(
+            "Sent the file out/report.csv (19 bytes, the text as its caption) as message {} to telegram:{OWNER}.",
+            sent[0].message_id
+        )
+    );
+    for refused in &results[1..] {
+        assert!(refused.contains("is outside the workspace"), "{refused}");
+    }
+}

@@ -1,9 +1,10 @@
 //! The environment one tool call runs in ([`CallEnv`]): which tools the
 //! chat is offered (the policy pipeline for the agent and origin), the
 //! redactor, the result cap, the tool context (workspace, cancellation,
-//! jobs, memory, session access), the audit table and approvals. Built once
-//! per model turn by the turn, and by anything else that runs tools
-//! without a model turn around them (a workflow's `tool` step).
+//! jobs, memory, session access, the chat bridges), the audit table and
+//! approvals. Built once per model turn by the turn, and by anything else
+//! that runs tools without a model turn around them (a workflow's `tool`
+//! step).
 
 use std::sync::Arc;
 
@@ -88,6 +89,7 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
             secret_env: Arc::new(secret_env),
             jobs: rt.jobs.clone(),
             sessions: scope.sessions.clone(),
+            outbox: rt.outbox(),
             turn_spawns: Arc::default(),
             origin: Arc::new((*origin).clone()),
             memory: rt.memory.index(agent).map_err(|e| Arc::from(e.to_string())),

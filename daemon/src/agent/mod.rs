@@ -19,7 +19,7 @@ pub mod sessions_access;
 pub mod tool_step;
 pub mod turn;
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::config::Config;
 use crate::home::Home;
@@ -30,6 +30,7 @@ use crate::tools::ToolRegistry;
 use crate::tools::approvals::Approvals;
 use crate::tools::jobs::Jobs;
 use crate::tools::mcp::McpManager;
+use crate::tools::message::Outbox;
 use sessions_access::SubAgent;
 
 /// What a running turn reports, in order.
@@ -125,6 +126,9 @@ pub struct Runtime {
     live: Arc<RwLock<Live>>,
     /// The exec sandbox (what the kernel offers; the temp folders).
     sandbox: Arc<Sandbox>,
+    /// The chat bridges as the `message` tool sees them; installed by the
+    /// channels when they start (they sit above the agent).
+    outbox: Arc<OnceLock<Arc<dyn Outbox>>>,
 }
 
 impl Runtime {
@@ -163,6 +167,17 @@ impl Runtime {
         &self.prompts
     }
 
+    /// Installs the chat bridges for the `message` tool; the first one
+    /// installed stays (the daemon has one set of bridges for its life).
+    pub fn set_outbox(&self, outbox: Arc<dyn Outbox>) {
+        let _ = self.outbox.set(outbox);
+    }
+
+    /// The chat bridges, once installed.
+    pub fn outbox(&self) -> Option<Arc<dyn Outbox>> {
+        self.outbox.get().cloned()
+    }
+
     pub fn subagent(&self, key: &str) -> Option<SubAgent> {
         self.subagents
             .lock()
@@ -189,6 +204,7 @@ impl Runtime {
             jobs: Jobs::default(),
             prompts: Default::default(),
             subagents: Arc::default(),
+            outbox: Arc::default(),
             live: Arc::new(RwLock::new(Live {
                 mcp: Arc::new(McpManager::new(
                     config.mcp.clone(),

@@ -4,7 +4,8 @@
 //! hands the others their new access settings live; the daemon's stop
 //! ends the readers first and lets answers being sent finish within the
 //! grace. Routing (agents, tool layers, prompts of groups) reads the live
-//! config on every message, so it needs nothing here.
+//! config on every message, so it needs nothing here. Starting also
+//! installs the bridges into the runtime for the `message` tool.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -106,6 +107,10 @@ impl Part for ChannelsPart {
     }
 
     fn start(&self, config: &Config) {
+        self.channels
+            .hub()
+            .runtime()
+            .set_outbox(self.channels.outbox());
         self.channels.forward_approvals(self.stop.child_token());
         for (name, settings) in &config.channels {
             if settings.enabled {

@@ -47,11 +47,11 @@ pub fn chat_kind(key: &SessionKey, origin: &ChatOrigin) -> ChatKind {
             channel: "cli".into(),
             owner: false,
         },
-        ChatPlace::Direct { channel } => ChatKind::Direct {
+        ChatPlace::Direct { channel, .. } => ChatKind::Direct {
             channel: channel.clone(),
             owner: origin.owner,
         },
-        ChatPlace::Group { channel } => ChatKind::Group {
+        ChatPlace::Group { channel, .. } => ChatKind::Group {
             channel: channel.clone(),
         },
     }
@@ -163,6 +163,8 @@ mod chat_kind_tests {
         // still not the owner's private chat: no MEMORY.md for it.
         let group = stranger(ChatPlace::Group {
             channel: "telegram".into(),
+            chat_id: "-100".into(),
+            thread_id: None,
         });
         assert_eq!(
             chat_kind(&main, &group),
@@ -172,6 +174,7 @@ mod chat_kind_tests {
         );
         let dm = stranger(ChatPlace::Direct {
             channel: "discord".into(),
+            chat_id: "5".into(),
         });
         assert!(!chat_kind(&main, &dm).is_owner_private());
         let sub = SessionKey::sub("main", uuid::Uuid::nil()).unwrap();

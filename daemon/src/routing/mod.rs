@@ -32,8 +32,14 @@
 //! turn that answers several group messages at once would run with the
 //! owner's rights for all of them. (The bridges still treat them as the
 //! owner for approvals, which go to their DM.)
+//!
+//! **Where an agent may send** with the `message` tool is decided here
+//! too, from the same rules ([`targets`]).
 
 pub mod bindings;
+pub mod targets;
+
+pub use targets::message_targets;
 
 use crate::config::Config;
 use crate::session::SessionKey;
@@ -92,6 +98,27 @@ pub fn owner(key: &SessionKey) -> ChatOrigin {
     ChatOrigin::owner(key.is_main())
 }
 
+/// The account name of a channel's bot: pincer runs one bot a channel,
+/// which the bridges call `default` (a binding's `account` may name it).
+pub const DEFAULT_ACCOUNT: &str = "default";
+
+/// The agent that answers `inbound`, in the module doc's order (not
+/// checked against the configured agents).
+fn agent_of(config: &Config, inbound: &Inbound) -> String {
+    let group = match (&inbound.chat, config.channels.get(&inbound.channel)) {
+        (Chat::Group(id), Some(c)) => c.group(id),
+        _ => None,
+    };
+    let binding = bindings::pick(&config.bindings, inbound);
+    match binding {
+        Some(b) if b.peer.is_some() => b.agent.clone(),
+        _ => group
+            .and_then(|g| g.agent.clone())
+            .or_else(|| binding.map(|b| b.agent.clone()))
+            .unwrap_or_else(|| config.default_agent.clone()),
+    }
+}
+
 /// Routes a chat message: the agent (the module doc's order), a session
 /// per DM peer or per group (and thread), and the origin with the chat's
 /// and the sender's policy layers and the chat's prompt addition.
@@ -101,14 +128,7 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
         (Chat::Group(id), Some(c)) => c.group(id),
         _ => None,
     };
-    let binding = bindings::pick(&config.bindings, inbound);
-    let agent = match binding {
-        Some(b) if b.peer.is_some() => b.agent.clone(),
-        _ => group
-            .and_then(|g| g.agent.clone())
-            .or_else(|| binding.map(|b| b.agent.clone()))
-            .unwrap_or_else(|| config.default_agent.clone()),
-    };
+    let agent = agent_of(config, inbound);
     if !config.agents.contains_key(&agent) {
         return Err(RouteError::UnknownAgent(agent));
     }
@@ -127,11 +147,15 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
         chat: match &inbound.chat {
             Chat::Direct => ChatPlace::Direct {
                 channel: inbound.channel.clone(),
+                chat_id: inbound.sender.id.clone(),
             },
-            Chat::Group(_) => ChatPlace::Group {
+            Chat::Group(id) => ChatPlace::Group {
                 channel: inbound.channel.clone(),
+                chat_id: id.clone(),
+                thread_id: inbound.thread.clone(),
             },
         },
+        other_chats: Vec::new(),
         in_channel: true,
         // Always one layer, empty without a group entry: `in_channel`
         // makes `messaging` the default profile.
@@ -210,6 +234,16 @@ mod tests {
         assert!(route.origin.in_channel);
         assert_eq!(route.origin.sender, "telegram:42");
         assert_eq!(route.origin.name, "user 42");
+        assert_eq!(
+            route
+                .origin
+                .chat
+                .address()
+                .map(|a| a.to_string())
+                .as_deref(),
+            Some("telegram:42"),
+            "a DM is addressed by the person"
+        );
     }
 
     #[test]
@@ -323,10 +357,26 @@ mod tests {
         assert_eq!(member.prompt.as_deref(), Some("Answer in French."));
         let seven = route(&c, &in_group("-100", "7")).unwrap().origin;
         assert_eq!(seven.sender_layers[0].deny, ["read"]);
-        // A thread of the group is the group.
+        // A thread of the group is the group, but its answers go to the
+        // thread.
         let mut topic = in_group("-100", "7");
         topic.thread = Some("3".into());
-        assert_eq!(route(&c, &topic).unwrap().origin, seven);
+        let in_topic = route(&c, &topic).unwrap().origin;
+        assert_eq!(
+            in_topic.chat,
+            ChatPlace::Group {
+                channel: "telegram".into(),
+                chat_id: "-100".into(),
+                thread_id: Some("3".into()),
+            }
+        );
+        assert_eq!(
+            ChatOrigin {
+                chat: seven.chat.clone(),
+                ..in_topic
+            },
+            seven
+        );
         // A DM, and a group without an entry: one empty layer, no prompt.
         for inbound in [dm("7"), in_group("-300", "7")] {
             let o = route(&c, &inbound).unwrap().origin;

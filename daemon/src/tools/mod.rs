@@ -3,7 +3,7 @@
 //! [`registry`] holds them; the [`policy`] pipeline decides which an agent,
 //! chat and sender are offered; [`paths`] confines file tools to the
 //! workspace and [`open`] the files in it; [`fs`] and [`exec`] are core
-//! tools.
+//! tools; [`message`] sends to chats through the bridges.
 
 pub mod address;
 pub mod approvals;
@@ -18,6 +18,7 @@ pub mod lines;
 pub mod loops;
 pub mod mcp;
 pub mod memory;
+pub mod message;
 pub mod open;
 pub mod origin;
 pub mod patch;
@@ -85,6 +86,8 @@ pub struct ToolContext {
     pub jobs: jobs::Jobs,
     /// The session hub, for the session tools.
     pub sessions: Option<Arc<dyn sessions::SessionAccess>>,
+    /// The chat bridges, for `message` (`None`: no bridge runs here).
+    pub outbox: Option<Arc<dyn message::Outbox>>,
     /// Sub-agents spawned in this turn so far.
     pub turn_spawns: Arc<std::sync::atomic::AtomicU32>,
     /// Where the turn's message came from (carried into other sessions).

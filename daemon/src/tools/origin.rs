@@ -4,7 +4,8 @@
 //! owner-only tools, names the sender in the audit table, and follows the
 //! message into any session its turn reaches (`sessions_send`,
 //! `sessions_spawn`), so nobody gains tools by going through another
-//! session.
+//! session. It also says which chat the message came from, so the
+//! `message` tool can send there ([`ChatAddress`]).
 
 use crate::config::ToolLayer;
 
@@ -13,10 +14,113 @@ use crate::config::ToolLayer;
 pub enum ChatPlace {
     /// The CLI (or any client of the socket, which only the owner reaches).
     Cli,
-    /// A direct message on a channel.
-    Direct { channel: String },
-    /// A group, guild channel or Telegram channel.
-    Group { channel: String },
+    /// A direct message on a channel. `chat_id` is the person's user id:
+    /// a DM is addressed by whom it is with (on Telegram a private chat's
+    /// id is the user's id; bindings and `owner` name people the same way).
+    Direct { channel: String, chat_id: String },
+    /// A group, guild channel or Telegram channel, and the thread (forum
+    /// topic) inside it the message was written in.
+    Group {
+        channel: String,
+        chat_id: String,
+        thread_id: Option<String>,
+    },
+}
+
+impl ChatPlace {
+    /// The chat as an address to send to; `None` for the CLI.
+    pub fn address(&self) -> Option<ChatAddress> {
+        match self {
+            Self::Cli => None,
+            Self::Direct { channel, chat_id } => Some(ChatAddress {
+                channel: channel.clone(),
+                chat_id: chat_id.clone(),
+                thread_id: None,
+            }),
+            Self::Group {
+                channel,
+                chat_id,
+                thread_id,
+            } => Some(ChatAddress {
+                channel: channel.clone(),
+                chat_id: chat_id.clone(),
+                thread_id: thread_id.clone(),
+            }),
+        }
+    }
+}
+
+/// A chat on a channel, written `telegram:<chat id>` or
+/// `telegram:<chat id>/<thread id>` (what the `message` tool's `to` takes
+/// and its answers and refusals show).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChatAddress {
+    pub channel: String,
+    /// A group's chat id, or a person's user id for their DM.
+    pub chat_id: String,
+    /// A thread or forum topic inside a group.
+    pub thread_id: Option<String>,
+}
+
+impl ChatAddress {
+    pub fn new(channel: &str, chat_id: &str) -> Self {
+        Self {
+            channel: channel.to_string(),
+            chat_id: chat_id.to_string(),
+            thread_id: None,
+        }
+    }
+
+    /// Reads `channel:chat` or `channel:chat/thread`; the error is a
+    /// sentence that shows the form.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "`{text}` is not a chat address: write the channel and the chat id, as telegram:-1001234567890 (a group), telegram:-1001234567890/7 (a topic in it) or telegram:123456789 (a DM)"
+            )
+        };
+        let (channel, rest) = text.trim().split_once(':').ok_or_else(bad)?;
+        let (chat, thread) = match rest.split_once('/') {
+            Some((chat, thread)) => (chat, Some(thread)),
+            None => (rest, None),
+        };
+        let id = |s: &str| {
+            let s = s.trim();
+            let digits = s.strip_prefix('-').unwrap_or(s);
+            (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.to_string())
+        };
+        let channel = channel.trim().to_ascii_lowercase();
+        if channel.is_empty() || !channel.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(bad());
+        }
+        Ok(Self {
+            channel,
+            chat_id: id(chat).ok_or_else(bad)?,
+            thread_id: match thread {
+                Some(t) => Some(id(t).ok_or_else(bad)?),
+                None => None,
+            },
+        })
+    }
+
+    /// This address without its thread: the chat itself.
+    pub fn chat(&self) -> Self {
+        Self {
+            thread_id: None,
+            ..self.clone()
+        }
+    }
+}
+
+impl std::fmt::Display for ChatAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.channel, self.chat_id)?;
+        if let Some(thread) = &self.thread_id {
+            write!(f, "/{thread}")?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -27,9 +131,14 @@ pub struct ChatOrigin {
     /// How the model is told who wrote: a display name, or the sender id.
     pub name: String,
     pub owner: bool,
-    /// The kind of chat, for the prompt (SPEC §9: `MEMORY.md` only in the
-    /// owner's private sessions).
+    /// The chat the message was written in: the kind for the prompt (SPEC
+    /// §9: `MEMORY.md` only in the owner's private sessions), the ids for
+    /// the `message` tool.
     pub chat: ChatPlace,
+    /// The other chats of a merged turn's messages, when they differ from
+    /// `chat` (a message `sessions_send` brought from another chat waited
+    /// in the queue with this chat's own): the turn came from all of them.
+    pub other_chats: Vec<ChatPlace>,
     /// A chat on a channel (not the CLI): its default profile is
     /// `messaging`.
     pub in_channel: bool,
@@ -53,6 +162,7 @@ impl ChatOrigin {
             name: "owner".into(),
             owner: true,
             chat: ChatPlace::Cli,
+            other_chats: Vec::new(),
             in_channel: false,
             channel: Vec::new(),
             sender_layers: Vec::new(),
@@ -66,12 +176,19 @@ impl ChatOrigin {
     /// came from the owner, and sandboxed unless all came from the main
     /// session. Their chats' prompt additions are all kept, each once, in
     /// the order the messages came (normally one: a session is one chat).
+    /// The first message's chat stays `chat`; any other chat is kept in
+    /// `other_chats`, so the turn knows it answers more than one.
     pub fn merge(origins: &[ChatOrigin]) -> ChatOrigin {
         let Some(first) = origins.first() else {
             return Self::owner(false);
         };
         let mut merged = first.clone();
         for o in &origins[1..] {
+            for chat in std::iter::once(&o.chat).chain(&o.other_chats) {
+                if *chat != merged.chat && !merged.other_chats.contains(chat) {
+                    merged.other_chats.push(chat.clone());
+                }
+            }
             merged.owner &= o.owner;
             merged.main_session &= o.main_session;
             merged.in_channel |= o.in_channel;
@@ -120,7 +237,10 @@ mod tests {
             owner: false,
             chat: ChatPlace::Group {
                 channel: "telegram".into(),
+                chat_id: "-100".into(),
+                thread_id: None,
             },
+            other_chats: Vec::new(),
             in_channel: true,
             channel: vec![ToolLayer::default()],
             sender_layers: vec![ToolLayer {
@@ -171,5 +291,69 @@ mod tests {
         assert_eq!(merged.prompt.as_deref(), Some("Be brief."));
         let merged = ChatOrigin::merge(&[with("1", Some("A.")), with("2", Some("B."))]);
         assert_eq!(merged.prompt.as_deref(), Some("A.\n\nB."));
+    }
+
+    #[test]
+    fn a_merged_turn_keeps_every_chat_it_came_from() {
+        let here = stranger("1", &[]);
+        let elsewhere = ChatOrigin {
+            chat: ChatPlace::Direct {
+                channel: "telegram".into(),
+                chat_id: "9".into(),
+            },
+            ..stranger("9", &[])
+        };
+        let same = ChatOrigin::merge(&[here.clone(), stranger("2", &[])]);
+        assert_eq!(same.chat, here.chat);
+        assert!(same.other_chats.is_empty(), "one chat, several senders");
+        let merged = ChatOrigin::merge(&[here.clone(), elsewhere.clone(), here.clone()]);
+        assert_eq!(merged.chat, here.chat);
+        assert_eq!(merged.other_chats, std::slice::from_ref(&elsewhere.chat));
+        // Merging a merged origin keeps its other chats.
+        let again = ChatOrigin::merge(&[ChatOrigin::owner(false), merged]);
+        assert_eq!(again.chat, ChatPlace::Cli);
+        assert_eq!(again.other_chats, [here.chat, elsewhere.chat]);
+    }
+
+    #[test]
+    fn chat_addresses_read_and_print_the_same() {
+        for text in ["telegram:-1001234567890", "telegram:-100/7", "discord:42"] {
+            let a = ChatAddress::parse(text).unwrap();
+            assert_eq!(a.to_string(), text);
+        }
+        let a = ChatAddress::parse(" Telegram:-100/7 ").unwrap();
+        assert_eq!(
+            (
+                a.channel.as_str(),
+                a.chat_id.as_str(),
+                a.thread_id.as_deref()
+            ),
+            ("telegram", "-100", Some("7"))
+        );
+        assert_eq!(a.chat().to_string(), "telegram:-100");
+        for bad in [
+            "-100",
+            "telegram:",
+            "telegram:@bob",
+            "telegram:-100/",
+            ":5",
+            "tele gram:5",
+            "telegram:1/2/3",
+        ] {
+            let e = ChatAddress::parse(bad).unwrap_err();
+            assert!(e.contains("telegram:-1001234567890"), "{bad}: {e}");
+        }
+        assert_eq!(
+            ChatPlace::Group {
+                channel: "telegram".into(),
+                chat_id: "-100".into(),
+                thread_id: Some("3".into()),
+            }
+            .address()
+            .map(|a| a.to_string())
+            .as_deref(),
+            Some("telegram:-100/3")
+        );
+        assert_eq!(ChatPlace::Cli.address(), None);
     }
 }

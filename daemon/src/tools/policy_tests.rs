@@ -345,6 +345,13 @@ fn cases() -> Vec<Case> {
             ],
         },
         Case {
+            name: "group:messaging is the message tool",
+            config: "[agents.main]\ntools = { allow = [\"group:messaging\"] }\n",
+            ctx: Ctx::default(),
+            offered: vec!["message"],
+            removed_by: &[("sessions_send", "agent `main`"), ("read", "agent `main`")],
+        },
+        Case {
             name: "layers that leave nothing",
             config: "[agents.main]\ntools.deny = [\"*\"]\n",
             ctx: Ctx::default(),

@@ -2,7 +2,7 @@
 //! tools first, then MCP and plugin tools). Which of them an agent is
 //! offered is the [`super::policy`] pipeline's decision.
 
-use super::{ToolDef, exec, fs, jobs, memory, patch, sessions, web};
+use super::{ToolDef, exec, fs, jobs, memory, message, patch, sessions, web};
 use crate::llm::ToolSpec;
 
 #[derive(Debug, Clone)]
@@ -22,6 +22,7 @@ impl ToolRegistry {
         tools.push(web::tool());
         tools.extend(memory::tools());
         tools.extend(sessions::tools());
+        tools.push(message::tool());
         Self {
             tools,
             skipped: Vec::new(),

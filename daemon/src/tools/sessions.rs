@@ -1,5 +1,5 @@
 //! The session tools (SPEC §8.2): `session_status`, `sessions_list`,
-//! `sessions_history`, `sessions_send`, `sessions_spawn`, and `message`.
+//! `sessions_history`, `sessions_send`, `sessions_spawn`.
 //!
 //! They need the session hub, which lives above the tools: the hub
 //! implements [`SessionAccess`] and the turn hands it to tools in their
@@ -119,17 +119,6 @@ pub struct SpawnArgs {
     pub timeout_s: Option<u64>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MessageArgs {
-    /// The channel (telegram, discord) and chat or user to send to.
-    #[serde(default)]
-    pub channel: Option<String>,
-    #[serde(default)]
-    pub to: Option<String>,
-    pub text: String,
-}
-
 fn access(ctx: &ToolContext) -> Result<&dyn SessionAccess, ToolOutput> {
     ctx.sessions
         .as_deref()
@@ -223,17 +212,6 @@ pub fn tools() -> Vec<ToolDef> {
             spawn,
         )
         .with_aliases(&[("prompt", "task"), ("instructions", "task")]),
-        ToolDef::typed(
-            "message",
-            "Send a message to a chat on a channel (Telegram, Discord) this agent is bound to.",
-            &["messaging"],
-            plain,
-            |_: MessageArgs, _ctx: ToolContext| async move {
-                ToolOutput::error(
-                    "no channel is bound to this agent: `message` sends to Telegram or Discord chats, and no bridge is configured in this daemon",
-                )
-            },
-        ),
     ]
 }
 

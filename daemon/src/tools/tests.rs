@@ -17,6 +17,7 @@ pub(super) fn ctx(dir: &std::path::Path) -> ToolContext {
         cancel: CancellationToken::new(),
         jobs: Default::default(),
         sessions: None,
+        outbox: None,
         turn_spawns: Default::default(),
         origin: Arc::new(super::policy::ChatOrigin::owner(true)),
         memory: Err(Arc::from("memory is not set up in this test")),

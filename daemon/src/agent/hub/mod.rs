@@ -625,7 +625,10 @@ mod tests {
             owner: false,
             chat: crate::tools::origin::ChatPlace::Group {
                 channel: "telegram".into(),
+                chat_id: "-100".into(),
+                thread_id: None,
             },
+            other_chats: Vec::new(),
             in_channel: true,
             channel: vec![ToolLayer::default()],
             sender_layers: vec![ToolLayer {
