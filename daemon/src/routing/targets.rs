@@ -4,7 +4,10 @@
 //! (`crate::tools::message`) only matches the model's `to` against this
 //! list; a chat id that is not on it is never sent to.
 //!
-//! An agent may send to
+//! In a turn from anyone but the owner (a group member, an approved DM),
+//! only rule 1 applies: what a stranger writes in one chat never makes the
+//! agent post into another group or into the owner's DM. For the owner,
+//! an agent may send to
 //!
 //! 1. the chat the turn came from (every chat, when a turn answers
 //!    messages from several);
@@ -40,7 +43,16 @@ pub fn message_targets(config: &Config, agent: &str, origin: &ChatOrigin) -> Mes
             add(address, "this chat");
         }
     }
-    let owner_at_cli = origin.owner && origin.chat == ChatPlace::Cli;
+    // Anyone but the owner (a group member, an approved DM) only has the
+    // agent write where they wrote: a message in one group must not make
+    // it post into another group or into the owner's DM.
+    if !origin.owner {
+        return MessageTargets {
+            default: default_target(config, origin),
+            allowed,
+        };
+    }
+    let owner_at_cli = origin.chat == ChatPlace::Cli;
     for (name, channel) in &config.channels {
         if let Some(owner) = &channel.owner {
             let dm = reaching(name, Chat::Direct, owner);
@@ -199,23 +211,27 @@ mod tests {
             ]
         );
         // The entry without an agent left `-300` to its binding; peer 42's DM.
-        let family = message_targets(&c, "family", &from(&c, Chat::Direct, None, "7"));
+        let family = message_targets(&c, "family", &cli);
         assert_eq!(
             listed(&family),
             [
-                "telegram:7 this chat",
+                "telegram:1 the owner's DM",
                 "telegram:-300 group",
                 "telegram:42 DM"
             ]
         );
         assert!(family.pick(Some("telegram:-100")).is_err());
         assert!(
-            family.pick(Some("telegram:1")).is_err(),
-            "not the owner's agent"
-        );
-        assert!(
             family.pick(Some("telegram:-300/9")).is_ok(),
             "a topic of its group"
+        );
+        // Anyone but the owner only has the agent write where they wrote.
+        let someone = message_targets(&c, "family", &from(&c, Chat::Direct, None, "7"));
+        assert_eq!(listed(&someone), ["telegram:7 this chat"]);
+        assert!(someone.pick(Some("telegram:-300")).is_err());
+        assert!(
+            someone.pick(Some("telegram:1")).is_err(),
+            "not the owner's DM"
         );
     }
 
