@@ -54,9 +54,32 @@ pub fn chunks(text: &str, max_chars: usize, max_lines: Option<usize>) -> Vec<Str
     pieces.iter().map(|piece| doc.render(piece)).collect()
 }
 
-/// [`chunks`] within a platform's [`Capabilities`].
+/// [`chunks`] within a platform's [`Capabilities`], where `max_chars` is
+/// also a limit in UTF-16 code units: Telegram counts a message's length
+/// that way, so an emoji (one character, two units) counts twice. A chunk
+/// over it is cut again, smaller, until every one fits; counting units is
+/// never less than counting characters, so this is safe on any platform.
 pub fn chunks_for(text: &str, caps: &Capabilities) -> Vec<String> {
-    chunks(text, caps.max_chars, caps.max_lines)
+    let mut out = Vec::new();
+    for chunk in chunks(text, caps.max_chars, caps.max_lines) {
+        fit_units(chunk, caps, &mut out);
+    }
+    out
+}
+
+fn fit_units(chunk: String, caps: &Capabilities, out: &mut Vec<String>) {
+    let units = chunk.encode_utf16().count();
+    let chars = chunk.chars().count();
+    if units <= caps.max_chars || chars <= 1 {
+        out.push(chunk);
+        return;
+    }
+    // As many characters as fit if all were as wide as these, and always
+    // fewer than now, so this ends.
+    let max = (caps.max_chars * chars / units).clamp(1, chars - 1);
+    for piece in chunks(&chunk, max, caps.max_lines) {
+        fit_units(piece, caps, out);
+    }
 }
 
 /// What a line is, for cutting. `usize` is the code block's index.
@@ -813,6 +836,31 @@ mod tests {
             // from 16 characters and 3 lines up.
             let balanced = max_chars >= 16 && max_lines.is_none_or(|l| l >= 3);
             check(&text, max_chars, max_lines, balanced);
+        }
+
+        #[test]
+        fn wide_characters_are_counted_as_telegram_counts_them(
+            text in prop::collection::vec(
+                prop_oneof![Just("😀"), Just("a"), Just(" "), Just("\n\n"), Just("```\n"), Just("𝕏𝕏")],
+                0..400,
+            ).prop_map(|v| v.concat()),
+            max in 16usize..60,
+        ) {
+            let caps = Capabilities {
+                max_chars: max,
+                max_lines: None,
+                edits: true,
+                typing: true,
+                threads: true,
+                formatting: crate::message::Formatting::Html,
+            };
+            let out = chunks_for(&text, &caps);
+            for c in &out {
+                prop_assert!(c.encode_utf16().count() <= max, "{c:?} is over {max} units");
+            }
+            let kept: String = out.concat().chars().filter(|c| !c.is_whitespace() && *c != '`').collect();
+            let want: String = text.chars().filter(|c| !c.is_whitespace() && *c != '`').collect();
+            prop_assert_eq!(kept, want, "no text lost or reordered");
         }
 
         #[test]
