@@ -534,7 +534,13 @@ impl Turn<'_> {
                 model: target.label(),
                 format,
                 estimated_tokens: estimate,
-                request: request.clone(),
+                // As the wire format sends it: no images to a model
+                // without vision.
+                request: if target.vision {
+                    request.clone()
+                } else {
+                    request.without_images()
+                },
             },
         );
     }
