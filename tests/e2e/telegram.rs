@@ -6,6 +6,8 @@
 
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
+
 use pincer_testkit::harness::{Daemon, TestHome, provider_config};
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use pincer_testkit::telegram::{BotMessage, ChatSpec, Failure, TelegramEmulator, UserSpec};
@@ -27,6 +29,11 @@ async fn rig(agent: &str, channel: &str) -> Rig {
 }
 
 async fn rig_with(tg: TelegramEmulator, agent: &str, channel: &str) -> Rig {
+    rig_model(tg, agent, channel, "").await
+}
+
+/// [`rig_with`], with `model` added to `[models.default]`.
+async fn rig_model(tg: TelegramEmulator, agent: &str, channel: &str, model: &str) -> Rig {
     let llm = ScriptedLlm::start().await.expect("scripted llm");
     let home = TestHome::new();
     let config = provider_config(
@@ -36,6 +43,10 @@ async fn rig_with(tg: TelegramEmulator, agent: &str, channel: &str) -> Rig {
             "{agent}\n[channels.telegram]\napi_url = \"{}\"\nowner = \"{OWNER}\"\n{channel}\n",
             tg.api_url()
         ),
+    )
+    .replace(
+        "model = \"test-model\"\n",
+        &format!("model = \"test-model\"\n{model}\n"),
     );
     home.write_config(&config);
     let daemon = home.start_with_env(&[("TELEGRAM_BOT_TOKEN", tg.token())]);
@@ -518,11 +529,75 @@ async fn a_photo_is_saved_in_the_inbox_and_named_in_the_message() {
     assert_eq!(saved.len(), 1, "{saved:?}");
     assert_eq!(std::fs::read(&saved[0]).unwrap(), bytes);
     let name = saved[0].file_name().unwrap().to_string_lossy().into_owned();
-    let request = serde_json::to_string(&r.llm.journal()[0]).unwrap();
+    let request = r.llm.journal()[0].clone();
     assert!(
-        request.contains(&format!("inbox/{name}")),
+        request.to_string().contains(&format!("inbox/{name}")),
         "the model is told the path"
     );
+    // The model has no `vision`: the note is all it gets.
+    assert!(
+        !request.to_string().contains("image_url"),
+        "no image part for a model without vision: {request}"
+    );
+    let user = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .unwrap();
+    assert!(user["content"].is_string(), "{user}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_photo_reaches_a_model_with_vision_as_an_image_part_in_every_call() {
+    let r = rig_model(TelegramEmulator::start(), "", "", "vision = true").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    r.llm.script(
+        "[tg-see]",
+        vec![Step::text("a cat"), Step::text("still the same cat")],
+    );
+    let bytes = b"\xff\xd8\xff\xe0 a photo, as far as its first bytes go";
+    r.tg.send_photo(&dm, &owner, bytes, Some("what is this? [tg-see]"))
+        .await;
+    assert_eq!(text(&r.wait_for(OWNER, 1).await[0]), "a cat");
+    // The next message: the photo comes again from the transcript, read
+    // from the inbox at request time.
+    r.tg.user_says(&dm, &owner, "are you sure?").await;
+    assert_eq!(text(&r.wait_for(OWNER, 2).await[1]), "still the same cat");
+
+    let uri = format!(
+        "data:image/jpeg;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    );
+    let journal = r.llm.journal();
+    assert_eq!(journal.len(), 2, "{journal:?}");
+    for request in &journal {
+        let users: Vec<&serde_json::Value> = request["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .collect();
+        let content = users[0]["content"].as_array().expect("a content array");
+        assert_eq!(content[0]["type"], "text");
+        let note = content[0]["text"].as_str().unwrap();
+        assert!(
+            note.contains("what is this? [tg-see]") && note.contains("[photo saved as inbox/"),
+            "{note}"
+        );
+        assert_eq!(content[1]["type"], "image_url", "{request}");
+        assert_eq!(content[1]["image_url"]["url"], uri.as_str());
+        assert_eq!(content.len(), 2);
+    }
+    // The follow-up had no photo: plain text, as always.
+    let last = journal[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .unwrap();
+    assert!(last["content"].is_string(), "{last}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

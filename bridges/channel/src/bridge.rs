@@ -19,7 +19,8 @@
 //! 4. **Commands** (`/new`, `/reset`, `/stop`, `/status`, `/help`,
 //!    `/approve ID`, `/deny ID`) are answered without a turn.
 //! 5. **The turn**: the group's context and notes on saved attachments are
-//!    put before the text, and the [`Host`] runs it. The worker moves on as
+//!    added to the text, and the [`Host`] runs it, given the saved files
+//!    that may be images (a model with vision gets to see them). The worker moves on as
 //!    soon as the daemon took the message (later messages queue in the
 //!    daemon's session and are answered together); a follower task shows
 //!    "typing…" and waits for the end of the turn.
@@ -62,7 +63,7 @@ use crate::format::render;
 use crate::health::Health;
 use crate::host::{ApprovalRequest, Command, HELP, Host, HostError, TurnEvent};
 use crate::ledger::{Claim, Key, Ledger, LedgerError};
-use crate::message::{ChatKind, Formatting, Inbound};
+use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;
 use crate::platform::{Button, ButtonPress, Event, Incoming, Platform, SendError, Target};
 
@@ -499,11 +500,12 @@ impl Bridge {
                 text = format!("{block}\n\n{text}");
             }
         }
-        for note in self.save_attachments(&msg, settings).await {
+        let (notes, images) = self.save_attachments(&msg, settings).await;
+        for note in notes {
             text.push_str("\n\n");
             text.push_str(&note);
         }
-        match self.host.chat(&msg, text).await {
+        match self.host.chat(&msg, text, images).await {
             Ok(events) => {
                 let this = self.clone();
                 self.tasks
@@ -516,16 +518,27 @@ impl Bridge {
     }
 
     /// Saves the message's attachments in the agent's inbox; answers one
-    /// note per attachment for the agent.
-    async fn save_attachments(&self, msg: &Inbound, settings: &BridgeSettings) -> Vec<String> {
+    /// note per attachment for the agent, and the saved files that may be
+    /// images (for [`Host::chat`]).
+    async fn save_attachments(
+        &self,
+        msg: &Inbound,
+        settings: &BridgeSettings,
+    ) -> (Vec<String>, Vec<PathBuf>) {
         if msg.attachments.is_empty() {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         let inbox = match self.host.inbox(msg) {
             Ok(dir) => dir,
-            Err(e) => return vec![format!("[the attachments could not be saved: {e}]")],
+            Err(e) => {
+                return (
+                    vec![format!("[the attachments could not be saved: {e}]")],
+                    Vec::new(),
+                );
+            }
         };
         let mut notes = Vec::new();
+        let mut images = Vec::new();
         for (i, att) in msg.attachments.iter().enumerate() {
             let name = safe_name(&att.name, &att.kind);
             // The message id names the chat too (Telegram's `chat:message`);
@@ -551,11 +564,16 @@ impl Bridge {
                 .download(att, &dest, settings.max_attachment_bytes)
                 .await
             {
-                Ok(bytes) => notes.push(format!(
-                    "[{} saved as {} ({bytes} bytes)]",
-                    att.kind,
-                    relative_inbox(&inbox, &file)
-                )),
+                Ok(bytes) => {
+                    notes.push(format!(
+                        "[{} saved as {} ({bytes} bytes)]",
+                        att.kind,
+                        relative_inbox(&inbox, &file)
+                    ));
+                    if may_be_image(att) {
+                        images.push(dest);
+                    }
+                }
                 Err(e) => {
                     let _ = std::fs::remove_file(&dest);
                     notes.push(format!(
@@ -565,7 +583,7 @@ impl Bridge {
                 }
             }
         }
-        notes
+        (notes, images)
     }
 
     /// Waits for the end of the turn that answers `msg`, showing typing
@@ -1007,6 +1025,20 @@ fn safe_name(name: &str, kind: &str) -> String {
     } else {
         cleaned
     }
+}
+
+/// Whether an attachment may be an image a model can look at: a photo, or
+/// a document named like one (Telegram sends a picture as a document when
+/// the sender asks for no compression). A guess the daemon checks against
+/// the file's first bytes.
+fn may_be_image(att: &Attachment) -> bool {
+    const EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "gif", "webp"];
+    att.kind == "photo"
+        || (att.kind == "document"
+            && Path::new(&att.name)
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x))))
 }
 
 /// How the agent finds a saved file: `inbox/<file>` from its workspace.

@@ -130,10 +130,15 @@ pub trait Host: Send + Sync + 'static {
     /// Runs `text` (the message with any context and attachment notes
     /// already added) as a turn for `msg`'s chat and sender: the daemon
     /// routes it (agent, session, policy) and streams the turn's events.
+    /// `images` are the saved attachments that may be images (photos,
+    /// documents named like one), inside [`Host::inbox`]: the daemon sends
+    /// them to a model that can see them, after checking what each file
+    /// really is; the text names them for every other model.
     fn chat<'a>(
         &'a self,
         msg: &'a Inbound,
         text: String,
+        images: Vec<PathBuf>,
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>>;
 
     /// Runs a chat command for `msg`'s session; answers the reply text.

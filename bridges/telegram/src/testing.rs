@@ -210,6 +210,7 @@ impl Host for ScriptedHost {
         &'a self,
         msg: &'a Inbound,
         text: String,
+        _images: Vec<PathBuf>,
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>> {
         Box::pin(async move {
             let (tx, rx) = mpsc::unbounded_channel();

@@ -13,7 +13,7 @@ pub fn summary(entries: &[Entry], turn: &str, error: &str) -> String {
         .filter(|e| e.turn.as_deref() == Some(turn))
         .collect();
     let asked = mine.iter().find_map(|e| match &e.body {
-        Body::User { text } => Some(one_line(text, 120)),
+        Body::User { text, .. } => Some(one_line(text, 120)),
         _ => None,
     });
     let replies = mine
@@ -92,12 +92,14 @@ mod tests {
                 "old",
                 Body::User {
                     text: "earlier".into(),
+                    images: Vec::new(),
                 },
             ),
             e(
                 "t",
                 Body::User {
                     text: "deploy   the\nsite".into(),
+                    images: Vec::new(),
                 },
             ),
             e(

@@ -185,6 +185,11 @@ impl LastPrompt {
                         p["id"].as_str().unwrap_or(""),
                         p["arguments"].as_str().unwrap_or("")
                     )),
+                    Some("image") => s.push_str(&format!(
+                        "[image {}, {} bytes]\n",
+                        p["media_type"].as_str().unwrap_or(""),
+                        p["bytes"].as_u64().unwrap_or(0)
+                    )),
                     Some("tool_result") => s.push_str(&format!(
                         "[tool result {} {}{}]\n{}\n",
                         p["name"].as_str().unwrap_or(""),
@@ -220,6 +225,13 @@ fn message_json(m: &Message) -> Value {
                 is_error,
             } => {
                 json!({"type": "tool_result", "call_id": call_id, "name": name, "content": content, "is_error": is_error})
+            }
+            // Its type and size, not the megabytes of base64: the prompt is
+            // for reading, and a client decodes at most 4 MiB.
+            Part::Image { media_type, data } => {
+                let padding = data.bytes().rev().take_while(|&b| b == b'=').count();
+                let bytes = (data.len() / 4 * 3).saturating_sub(padding);
+                json!({"type": "image", "media_type": media_type, "bytes": bytes})
             }
         })
         .collect();
@@ -308,6 +320,30 @@ mod tests {
             LastPrompt::read(&dir.path().join("none.json")).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn an_image_is_shown_by_its_type_and_size_not_its_bytes() {
+        let mut r = raw("look", ToolFormat::Native);
+        r.request.messages[0].parts.push(Part::Image {
+            media_type: "image/png".into(),
+            data: "iVBORw0K".into(),
+        });
+        let p = r.to_prompt();
+        assert_eq!(
+            p.messages[0]["parts"][1],
+            json!({"type": "image", "media_type": "image/png", "bytes": 6})
+        );
+        assert!(
+            p.render().contains("look\n[image image/png, 6 bytes]\n"),
+            "{}",
+            p.render()
+        );
+        r.request.messages[0].parts[1] = Part::Image {
+            media_type: "image/jpeg".into(),
+            data: "/9j/4A==".into(),
+        };
+        assert_eq!(r.to_prompt().messages[0]["parts"][1]["bytes"], 4);
     }
 
     #[test]

@@ -178,7 +178,7 @@ impl SessionAccess for Hub {
             let lines: Vec<String> = entries
                 .iter()
                 .filter_map(|e| match &e.body {
-                    Body::User { text } => Some(format!("user: {}", preview(text, 2000))),
+                    Body::User { text, .. } => Some(format!("user: {}", preview(text, 2000))),
                     Body::Assistant { text, .. } if !text.is_empty() => {
                         Some(format!("assistant: {}", preview(text, 2000)))
                     }

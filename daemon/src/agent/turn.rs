@@ -26,6 +26,7 @@ use crate::config::{AgentSettings, Config, PromptMode};
 use crate::context::SessionPrompt;
 use crate::context::guard::{self, Guard};
 use crate::context::history;
+use crate::context::images::ImageLoader;
 use crate::context::prompt::{recall_section, turn_context};
 use crate::context::tokens::{self, Anchor};
 use crate::llm::client::Note;
@@ -66,8 +67,10 @@ pub struct Turn<'a> {
 pub type Outcome = Option<(String, String)>;
 
 impl Turn<'_> {
-    pub async fn run(&self, log: &mut SessionLog, text: String) -> Outcome {
-        let outcome = self.run_inner(log, text).await;
+    /// Runs the turn for the user message `text` with `images` (paths
+    /// relative to the workspace; see `context::images`).
+    pub async fn run(&self, log: &mut SessionLog, text: String, images: Vec<String>) -> Outcome {
+        let outcome = self.run_inner(log, text, images).await;
         if let Err(e) = log.transcript.sync() {
             tracing::error!(error = %e, "cannot fsync the transcript");
         }
@@ -77,7 +80,7 @@ impl Turn<'_> {
         outcome
     }
 
-    async fn run_inner(&self, log: &mut SessionLog, text: String) -> Outcome {
+    async fn run_inner(&self, log: &mut SessionLog, text: String, images: Vec<String>) -> Outcome {
         let model_label = self
             .agent
             .models
@@ -92,7 +95,7 @@ impl Turn<'_> {
             model: model_label,
         });
         let message = text.clone();
-        if let Err(e) = log.append(&self.turn_id, Body::User { text }) {
+        if let Err(e) = log.append(&self.turn_id, Body::User { text, images }) {
             return self.fail(log, "internal", e);
         }
         if self.agent.models.is_empty() {
@@ -138,6 +141,9 @@ impl Turn<'_> {
             allowed: Some(&allowed),
         };
         let threshold = window.saturating_sub(self.config.context.reserve_for(window));
+        // Once per turn: it reads each image file once for all the calls.
+        let images = ImageLoader::for_agent(self.agent, self.config.tools.fs);
+        let images = images.as_ref();
         let system_tokens = tokens::estimate_text(&system);
         let counter =
             tokens::Counter::for_model(self.agent.models.first().map_or("", |m| m.model.as_str()));
@@ -185,6 +191,7 @@ impl Turn<'_> {
             let request = self.request(
                 log,
                 &guard,
+                images,
                 &system,
                 volatile.as_deref(),
                 &extra,
@@ -382,7 +389,7 @@ impl Turn<'_> {
                 let next = tokens::projected(
                     log.anchor.as_ref(),
                     counter.request(
-                        &self.request(log, &guard, &system, None, &[], &specs, false),
+                        &self.request(log, &guard, images, &system, None, &[], &specs, false),
                         tool_tokens,
                     ),
                 );
@@ -453,13 +460,14 @@ impl Turn<'_> {
         &self,
         log: &SessionLog,
         guard: &Guard<'_>,
+        images: Option<&ImageLoader>,
         system: &str,
         volatile: Option<&str>,
         extra: &[Message],
         specs: &[ToolSpec],
         last_call: bool,
     ) -> Request {
-        let mut messages = guard::apply(history::messages(&log.entries), guard);
+        let mut messages = guard::apply(history::messages(&log.entries, images), guard);
         if let Some(context) = volatile
             && let Some(current) = messages.iter_mut().rev().find(|m| {
                 m.role == crate::llm::Role::User
@@ -534,7 +542,13 @@ impl Turn<'_> {
                 model: target.label(),
                 format,
                 estimated_tokens: estimate,
-                request: request.clone(),
+                // As the wire format sends it: no images to a model
+                // without vision.
+                request: if target.vision {
+                    request.clone()
+                } else {
+                    request.without_images()
+                },
             },
         );
     }

@@ -128,6 +128,7 @@ fn build(
         model,
         max_output_tokens: 4096,
         temperature: None,
+        vision: false,
     };
     Detected { provider, target }
 }

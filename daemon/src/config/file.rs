@@ -293,6 +293,8 @@ pub struct ModelSection {
     pub context_window: Option<Spanned<u64>>,
     pub max_output_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    /// The model reads images (`Part::Image`); default false.
+    pub vision: Option<bool>,
     #[serde(default)]
     pub fallbacks: Vec<Spanned<String>>,
 }

@@ -435,6 +435,25 @@ mod tests {
     }
 
     #[test]
+    fn vision_is_off_unless_a_named_model_says_so() {
+        let c = parse_text(&format!(
+            "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"gpt-4o\"\nvision = true\nfallbacks = [\"p/gpt-4o\"]\n"
+        ))
+        .unwrap();
+        let main = c.agent("main").unwrap();
+        // A `provider/model` fallback is not assumed to see images, even
+        // the same model: only a [models] entry can say so.
+        assert_eq!(
+            main.models.iter().map(|m| m.vision).collect::<Vec<_>>(),
+            [true, false]
+        );
+        let p = problem(&format!(
+            "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\nvision = \"yes\"\n"
+        ));
+        assert!(p.reason.contains("invalid type"), "{}", p.reason);
+    }
+
+    #[test]
     fn hard_links_are_refused_unless_the_config_allows_them() {
         assert!(!parse_text("").unwrap().tools.fs.allow_hard_links);
         let c = parse_text("[tools.fs]\nallow_hard_links = true\n").unwrap();

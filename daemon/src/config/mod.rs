@@ -162,6 +162,11 @@ pub struct ModelTarget {
     pub context_window: Option<u64>,
     pub max_output_tokens: u32,
     pub temperature: Option<f32>,
+    /// The model reads images: photos sent to the agent go to it as image
+    /// parts. `[models.<name>] vision = true`; false for everything else
+    /// (a `provider/model` reference, a detected provider), because a
+    /// text-only model fails the whole request on an image part.
+    pub vision: bool,
 }
 
 impl ModelTarget {

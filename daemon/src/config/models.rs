@@ -125,6 +125,7 @@ impl ModelResolver<'_> {
             },
             max_output_tokens: section.max_output_tokens.unwrap_or(4096),
             temperature: section.temperature,
+            vision: section.vision.unwrap_or(false),
         })
     }
 
@@ -139,6 +140,7 @@ impl ModelResolver<'_> {
                 context_window: None,
                 max_output_tokens: 4096,
                 temperature: None,
+                vision: false,
             });
         }
         Err(self.loc.at(

@@ -43,7 +43,12 @@ pub struct Plan {
 /// Estimated tokens of one entry as the model sees it.
 pub fn entry_tokens(e: &Entry) -> u64 {
     match &e.body {
-        Body::User { text } | Body::Assistant { text, .. } => estimate_text(text) + 4,
+        // Images as a vision model sees them: more than a text-only
+        // model does, so the kept part errs on the small side.
+        Body::User { text, images } => {
+            estimate_text(text) + 4 + images.len() as u64 * super::tokens::IMAGE_TOKENS
+        }
+        Body::Assistant { text, .. } => estimate_text(text) + 4,
         Body::ToolCall {
             name, arguments, ..
         } => estimate_text(name) + estimate_text(arguments) + 4,
@@ -95,7 +100,7 @@ pub fn render(entries: &[Entry]) -> String {
     let mut s = String::new();
     for e in entries {
         match &e.body {
-            Body::User { text } => s.push_str(&format!("User: {}\n\n", text.trim())),
+            Body::User { text, .. } => s.push_str(&format!("User: {}\n\n", text.trim())),
             Body::Assistant { text, .. } => {
                 let text = without_thinking(text);
                 if !text.is_empty() {
@@ -212,7 +217,13 @@ mod tests {
     }
 
     fn user(id: &str, text: &str) -> Entry {
-        entry(id, Body::User { text: text.into() })
+        entry(
+            id,
+            Body::User {
+                text: text.into(),
+                images: Vec::new(),
+            },
+        )
     }
 
     fn assistant(id: &str, text: &str) -> Entry {

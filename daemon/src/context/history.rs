@@ -7,8 +7,11 @@
 //! replaced ([`active`]). A turn that was aborted, failed or interrupted
 //! before the model said anything leaves its message in the transcript
 //! only: the model never sees it again, so it is not answered merged with
-//! the next message.
+//! the next message. A user message's images become image parts after its
+//! text when the request has an [`ImageLoader`] (the agent's model has
+//! vision); an image that cannot be read is left out.
 
+use super::images::ImageLoader;
 use crate::llm::{Message, Part, Role, ToolCall};
 use crate::session::transcript::{Body, Entry};
 
@@ -43,10 +46,11 @@ pub fn active(entries: &[Entry]) -> (Option<&str>, usize) {
 }
 
 /// The conversation the model sees: the last compaction's summary, then
-/// every entry from its first kept one on.
-pub fn messages(entries: &[Entry]) -> Vec<Message> {
+/// every entry from its first kept one on; with `images`, the user
+/// messages' images too.
+pub fn messages(entries: &[Entry], images: Option<&ImageLoader>) -> Vec<Message> {
     let (summary, start) = active(entries);
-    let mut out = verbatim(&entries[start..]);
+    let mut out = verbatim(&entries[start..], images);
     if let Some(summary) = summary {
         out.insert(0, Message::user(format!("{SUMMARY_HEADER}\n{summary}")));
     }
@@ -79,7 +83,7 @@ fn void_turns(entries: &[Entry]) -> std::collections::HashSet<&str> {
 }
 
 /// Entries as messages, with interrupted calls closed.
-fn verbatim(entries: &[Entry]) -> Vec<Message> {
+fn verbatim(entries: &[Entry], images: Option<&ImageLoader>) -> Vec<Message> {
     let void = void_turns(entries);
     let mut out: Vec<Message> = Vec::new();
     // Calls of the last assistant message still waiting for their results.
@@ -104,9 +108,18 @@ fn verbatim(entries: &[Entry]) -> Vec<Message> {
     for entry in entries {
         match &entry.body {
             Body::User { .. } if entry.turn.as_deref().is_some_and(|t| void.contains(t)) => {}
-            Body::User { text } => {
+            Body::User {
+                text,
+                images: paths,
+            } => {
                 close_open(&mut out, &mut open_calls);
-                out.push(Message::user(text.clone()));
+                let mut message = Message::user(text.clone());
+                if let Some(loader) = images {
+                    message
+                        .parts
+                        .extend(paths.iter().filter_map(|p| loader.load(p)));
+                }
+                out.push(message);
             }
             Body::Assistant { text, .. } => {
                 close_open(&mut out, &mut open_calls);
@@ -187,6 +200,10 @@ fn push_results(out: &mut Vec<Message>, parts: Vec<Part>) {
 mod tests {
     use super::*;
 
+    fn messages_of(entries: &[Entry]) -> Vec<Message> {
+        messages(entries, None)
+    }
+
     fn e(body: Body) -> Entry {
         Entry {
             id: "i".into(),
@@ -217,8 +234,11 @@ mod tests {
 
     #[test]
     fn calls_join_their_assistant_message_and_results_follow() {
-        let m = messages(&[
-            e(Body::User { text: "hi".into() }),
+        let m = messages_of(&[
+            e(Body::User {
+                text: "hi".into(),
+                images: Vec::new(),
+            }),
             e(Body::Assistant {
                 text: "looking".into(),
                 model: "m".into(),
@@ -244,9 +264,10 @@ mod tests {
 
     #[test]
     fn interrupted_calls_get_a_synthetic_error_result() {
-        let m = messages(&[
+        let m = messages_of(&[
             e(Body::User {
                 text: "run it".into(),
+                images: Vec::new(),
             }),
             e(Body::Assistant {
                 text: String::new(),
@@ -258,6 +279,7 @@ mod tests {
             // crash here; after restart the user speaks again
             e(Body::User {
                 text: "still there?".into(),
+                images: Vec::new(),
             }),
         ]);
         assert_eq!(m.len(), 4);
@@ -278,8 +300,11 @@ mod tests {
 
     #[test]
     fn empty_aborted_assistant_messages_are_dropped() {
-        let m = messages(&[
-            e(Body::User { text: "x".into() }),
+        let m = messages_of(&[
+            e(Body::User {
+                text: "x".into(),
+                images: Vec::new(),
+            }),
             e(Body::Assistant {
                 text: String::new(),
                 model: "m".into(),
@@ -311,11 +336,12 @@ mod tests {
     #[test]
     fn an_unanswered_turns_message_is_not_sent_again_with_the_next() {
         for ended in ["turn_aborted", "turn_error", "turn_interrupted"] {
-            let m = messages(&[
+            let m = messages_of(&[
                 in_turn(
                     "t1",
                     Body::User {
                         text: "first, then aborted".into(),
+                        images: Vec::new(),
                     },
                 ),
                 in_turn("t1", meta(ended)),
@@ -323,6 +349,7 @@ mod tests {
                     "t2",
                     Body::User {
                         text: "second".into(),
+                        images: Vec::new(),
                     },
                 ),
             ]);
@@ -333,11 +360,12 @@ mod tests {
 
     #[test]
     fn an_aborted_turn_that_got_somewhere_stays_in_the_history() {
-        let m = messages(&[
+        let m = messages_of(&[
             in_turn(
                 "t1",
                 Body::User {
                     text: "look it up".into(),
+                    images: Vec::new(),
                 },
             ),
             in_turn("t1", call("a")),
@@ -346,10 +374,84 @@ mod tests {
                 "t2",
                 Body::User {
                     text: "and now?".into(),
+                    images: Vec::new(),
                 },
             ),
         ]);
         assert_eq!(m.len(), 4, "{m:?}");
         assert_eq!(m[0].parts, vec![Part::Text("look it up".into())]);
+    }
+
+    /// A workspace with `inbox/p.jpg` and a transcript whose message names
+    /// it and a file that is gone.
+    fn photo_history() -> (tempfile::TempDir, Vec<Entry>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("inbox")).unwrap();
+        std::fs::write(dir.path().join("inbox/p.jpg"), b"\xff\xd8\xff\xe0").unwrap();
+        let entries = vec![e(Body::User {
+            text: "what is this?\n\n[photo saved as inbox/p.jpg (4 bytes)]".into(),
+            images: vec!["inbox/p.jpg".into(), "inbox/gone.jpg".into()],
+        })];
+        (dir, entries)
+    }
+
+    #[test]
+    fn a_vision_model_gets_the_messages_images_after_its_text() {
+        let (dir, entries) = photo_history();
+        let loader = ImageLoader::new(dir.path().to_path_buf(), Default::default());
+        let m = messages(&entries, Some(&loader));
+        assert_eq!(m.len(), 1);
+        assert!(matches!(&m[0].parts[0], Part::Text(t) if t.contains("inbox/p.jpg")));
+        assert_eq!(
+            m[0].parts[1..],
+            [Part::Image {
+                media_type: "image/jpeg".into(),
+                data: "/9j/4A==".into(),
+            }],
+            "the missing file is skipped"
+        );
+    }
+
+    #[test]
+    fn without_vision_only_the_text_note_is_sent() {
+        let (_dir, entries) = photo_history();
+        let m = messages(&entries, None);
+        assert_eq!(
+            m[0].parts,
+            vec![Part::Text(
+                "what is this?\n\n[photo saved as inbox/p.jpg (4 bytes)]".into()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_vision_agent_gets_a_loader_and_others_none() {
+        let config = crate::config::load::parse(
+            &crate::home::Home::at("/tmp/pincer-history-test"),
+            std::path::Path::new("/h/config.toml"),
+            "[providers.p]\nkind = \"openai\"\n[models.seeing]\nprovider = \"p\"\nmodel = \"m\"\nvision = true\n[agents.main]\nmodel = \"p/m\"\n[agents.eyes]\nmodel = \"seeing\"\n",
+            &|| None,
+        )
+        .unwrap();
+        let fs = Default::default();
+        assert!(ImageLoader::for_agent(config.agent("main").unwrap(), fs).is_none());
+        assert!(ImageLoader::for_agent(config.agent("eyes").unwrap(), fs).is_some());
+    }
+
+    #[test]
+    fn a_transcript_line_without_images_reads_as_before() {
+        let body: Body = serde_json::from_str(r#"{"kind":"user","text":"hi"}"#).unwrap();
+        assert_eq!(
+            body,
+            Body::User {
+                text: "hi".into(),
+                images: Vec::new()
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            r#"{"kind":"user","text":"hi"}"#,
+            "no images, no key"
+        );
     }
 }

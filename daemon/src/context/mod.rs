@@ -7,7 +7,8 @@
 //!   turn limit, keep-last-K tool results, the single-result cap, calls to
 //!   tools no longer allowed, and the turn order providers demand.
 //! - [`history`] rebuilds the conversation from the transcript, from the
-//!   last compaction on.
+//!   last compaction on; [`images`] reads the images of its user messages
+//!   for a model with vision.
 //! - [`tokens`] estimates prompt sizes from the provider's last reported
 //!   usage plus an estimate of what was added since.
 //! - [`compact`] summarises old history when the prompt nears the window.
@@ -19,6 +20,7 @@ pub mod bootstrap;
 pub mod compact;
 pub mod guard;
 pub mod history;
+pub mod images;
 pub mod prompt;
 pub mod skills;
 pub mod tokens;

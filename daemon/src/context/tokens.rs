@@ -17,6 +17,14 @@ use crate::llm::{Message, Part, Request, ToolSpec};
 /// Per-message overhead of the wire formats (role, separators).
 const MESSAGE_OVERHEAD: u64 = 4;
 
+/// What one image is counted as, whatever its size: a fixed amount,
+/// because its real cost depends on its pixels and the provider (Anthropic
+/// about width × height / 750, at most about 1,600; OpenAI 85 plus 170 per
+/// 512-pixel tile, 765 for 1024 × 1024), and a Telegram photo is at most
+/// 1280 pixels on its long side. The next call's reported usage corrects
+/// the estimate anyway (the anchor).
+pub const IMAGE_TOKENS: u64 = 1_000;
+
 /// Estimated tokens of a text.
 pub fn estimate_text(text: &str) -> u64 {
     // The common case, checked a word at a time.
@@ -102,6 +110,7 @@ impl Counter {
                     Part::Text(t) => self.text(t),
                     Part::ToolCall(c) => self.text(&c.name) + self.text(&c.arguments) + 4,
                     Part::ToolResult { content, .. } => self.text(content) + 4,
+                    Part::Image { .. } => IMAGE_TOKENS,
                 })
                 .sum::<u64>()
     }
@@ -220,6 +229,23 @@ mod tests {
         assert_eq!(estimate_text("abcde"), 2);
         assert_eq!(estimate_text("记忆索引"), 4);
         assert_eq!(estimate_text("héllo"), 1 + 1);
+    }
+
+    #[test]
+    fn an_image_counts_a_fixed_amount_whatever_its_size() {
+        let image = |bytes: usize| Message {
+            role: crate::llm::Role::User,
+            parts: vec![
+                Part::Text("abcd".into()),
+                Part::Image {
+                    media_type: "image/jpeg".into(),
+                    data: "A".repeat(bytes).into(),
+                },
+            ],
+        };
+        let small = Counter::ESTIMATE.message(&image(8));
+        assert_eq!(small, MESSAGE_OVERHEAD + 1 + IMAGE_TOKENS);
+        assert_eq!(Counter::ESTIMATE.message(&image(4_000_000)), small);
     }
 
     #[test]

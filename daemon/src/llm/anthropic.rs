@@ -25,7 +25,7 @@ pub fn endpoint(base_url: &str) -> String {
 pub fn body(req: &Request, target: &ModelTarget) -> Value {
     let mut messages: Vec<(Role, Vec<Value>)> = Vec::new();
     for m in &req.messages {
-        let blocks = blocks(m);
+        let blocks = blocks(m, target.vision);
         if blocks.is_empty() {
             continue;
         }
@@ -75,7 +75,7 @@ pub fn body(req: &Request, target: &ModelTarget) -> Value {
     body
 }
 
-fn blocks(m: &Message) -> Vec<Value> {
+fn blocks(m: &Message, vision: bool) -> Vec<Value> {
     m.parts
         .iter()
         .filter_map(|p| match p {
@@ -88,6 +88,13 @@ fn blocks(m: &Message) -> Vec<Value> {
             Part::ToolResult { call_id, content, is_error, .. } => Some(json!({
                 "type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error
             })),
+            // A text-only model rejects the whole request over an image
+            // block; it reads the note that names the file.
+            Part::Image { media_type, data } if vision && m.role == Role::User => Some(json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": &**data},
+            })),
+            Part::Image { .. } => None,
         })
         .collect()
 }
@@ -375,6 +382,7 @@ mod tests {
             context_window: Some(1000),
             max_output_tokens: 10,
             temperature: Some(0.5),
+            vision: false,
         };
         let b = body(&req, &target);
         assert_eq!(b["model"], "claude");
@@ -392,5 +400,54 @@ mod tests {
             endpoint("https://api.anthropic.com"),
             "https://api.anthropic.com/v1/messages"
         );
+    }
+
+    fn photo_request() -> Request {
+        Request {
+            system: String::new(),
+            messages: vec![Message {
+                role: Role::User,
+                parts: vec![
+                    Part::Text("what is this?\n\n[photo saved as inbox/p.png (4 bytes)]".into()),
+                    Part::Image {
+                        media_type: "image/png".into(),
+                        data: "iVBORw==".into(),
+                    },
+                ],
+            }],
+            tools: vec![],
+        }
+    }
+
+    fn target(vision: bool) -> ModelTarget {
+        ModelTarget {
+            provider: "p".into(),
+            model: "claude".into(),
+            context_window: None,
+            max_output_tokens: 10,
+            temperature: None,
+            vision,
+        }
+    }
+
+    #[test]
+    fn an_image_goes_to_a_vision_model_as_a_base64_image_block() {
+        let b = body(&photo_request(), &target(true));
+        let content = b["messages"][0]["content"].as_array().unwrap();
+        assert_eq!(content.len(), 2);
+        assert_eq!(content[0]["type"], "text");
+        assert_eq!(
+            content[1],
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}})
+        );
+    }
+
+    #[test]
+    fn a_model_without_vision_gets_no_image_block() {
+        let b = body(&photo_request(), &target(false));
+        let content = b["messages"][0]["content"].as_array().unwrap();
+        assert_eq!(content.len(), 1, "{b}");
+        assert_eq!(content[0]["type"], "text");
+        assert!(!b.to_string().contains("iVBORw=="), "{b}");
     }
 }

@@ -466,6 +466,7 @@ mod tests {
             context_window: Some(8192),
             max_output_tokens: 100,
             temperature: None,
+            vision: false,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod sse;
 pub mod toolcall;
 pub mod windows;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::session::transcript::Usage;
@@ -44,7 +45,20 @@ pub enum Part {
         content: String,
         is_error: bool,
     },
+    /// An image in a user message, for a model with `vision` (the wire
+    /// formats leave it out for any other, so the text note about the
+    /// file is all such a model sees). `media_type` is one of
+    /// [`IMAGE_TYPES`]; `data` is the file's bytes in standard base64,
+    /// shared because the request is rebuilt for every model call.
+    Image {
+        media_type: String,
+        data: Arc<str>,
+    },
 }
+
+/// The image types both wire formats accept (Anthropic takes exactly
+/// these four; OpenAI also these).
+pub const IMAGE_TYPES: &[&str] = &["image/jpeg", "image/png", "image/gif", "image/webp"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Message {
@@ -78,6 +92,30 @@ pub struct Request {
     pub system: String,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
+}
+
+impl Request {
+    /// The request for a model without vision: every image part left out
+    /// (the text that names the file stays).
+    pub fn without_images(&self) -> Request {
+        Request {
+            system: self.system.clone(),
+            messages: self
+                .messages
+                .iter()
+                .map(|m| Message {
+                    role: m.role,
+                    parts: m
+                        .parts
+                        .iter()
+                        .filter(|p| !matches!(p, Part::Image { .. }))
+                        .cloned()
+                        .collect(),
+                })
+                .collect(),
+            tools: self.tools.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

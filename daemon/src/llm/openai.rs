@@ -19,7 +19,7 @@ pub fn body(req: &Request, target: &ModelTarget) -> Value {
         messages.push(json!({"role": "system", "content": req.system}));
     }
     for m in &req.messages {
-        push_message(&mut messages, m);
+        push_message(&mut messages, m, target.vision);
     }
     let mut body = json!({
         "model": target.model,
@@ -44,10 +44,11 @@ pub fn body(req: &Request, target: &ModelTarget) -> Value {
     body
 }
 
-fn push_message(out: &mut Vec<Value>, m: &Message) {
+fn push_message(out: &mut Vec<Value>, m: &Message, vision: bool) {
     match m.role {
         Role::User => {
             let mut text = String::new();
+            let mut images = Vec::new();
             for part in &m.parts {
                 match part {
                     Part::Text(t) => {
@@ -71,11 +72,28 @@ fn push_message(out: &mut Vec<Value>, m: &Message) {
                             json!({"role": "tool", "tool_call_id": call_id, "content": content}),
                         );
                     }
-                    Part::ToolCall(_) => {}
+                    // A text-only model rejects the whole request over an
+                    // image part; it reads the note that names the file.
+                    Part::Image { media_type, data } if vision => images.push(json!({
+                        "type": "image_url",
+                        "image_url": {"url": format!("data:{media_type};base64,{data}")},
+                    })),
+                    Part::Image { .. } | Part::ToolCall(_) => {}
                 }
             }
-            if !text.is_empty() {
-                out.push(json!({"role": "user", "content": text}));
+            if images.is_empty() {
+                // A plain string, as before images existed: servers that
+                // take no content arrays (and cached prefixes) see no change.
+                if !text.is_empty() {
+                    out.push(json!({"role": "user", "content": text}));
+                }
+            } else {
+                let mut content = Vec::with_capacity(images.len() + 1);
+                if !text.is_empty() {
+                    content.push(json!({"type": "text", "text": text}));
+                }
+                content.extend(images);
+                out.push(json!({"role": "user", "content": content}));
             }
         }
         Role::Assistant => {
@@ -314,6 +332,7 @@ mod tests {
             context_window: Some(1000),
             max_output_tokens: 100,
             temperature: Some(0.5),
+            vision: false,
         };
         let b = body(&req, &target);
         assert_eq!(b["model"], "m");
@@ -326,5 +345,67 @@ mod tests {
         assert_eq!(msgs[3]["content"], "ERROR: boom");
         assert_eq!(b["tools"][0]["function"]["name"], "ls");
         assert_eq!(b["stream"], true);
+    }
+
+    fn photo_message() -> Message {
+        Message {
+            role: Role::User,
+            parts: vec![
+                Part::Text("what is this?\n\n[photo saved as inbox/p.jpg (4 bytes)]".into()),
+                Part::Image {
+                    media_type: "image/jpeg".into(),
+                    data: "/9j/4A==".into(),
+                },
+            ],
+        }
+    }
+
+    fn target(vision: bool) -> ModelTarget {
+        ModelTarget {
+            provider: "p".into(),
+            model: "m".into(),
+            context_window: None,
+            max_output_tokens: 100,
+            temperature: None,
+            vision,
+        }
+    }
+
+    #[test]
+    fn an_image_goes_to_a_vision_model_as_a_data_uri_content_part() {
+        let req = Request {
+            system: String::new(),
+            messages: vec![photo_message()],
+            tools: vec![],
+        };
+        let b = body(&req, &target(true));
+        let content = b["messages"][0]["content"].as_array().unwrap();
+        assert_eq!(b["messages"][0]["role"], "user");
+        assert_eq!(content.len(), 2);
+        assert_eq!(content[0]["type"], "text");
+        assert!(
+            content[0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("what is this?")
+        );
+        assert_eq!(content[1]["type"], "image_url");
+        assert_eq!(
+            content[1]["image_url"]["url"],
+            "data:image/jpeg;base64,/9j/4A=="
+        );
+    }
+
+    #[test]
+    fn a_model_without_vision_gets_the_text_only_as_a_plain_string() {
+        let req = Request {
+            system: String::new(),
+            messages: vec![photo_message()],
+            tools: vec![],
+        };
+        let b = body(&req, &target(false));
+        assert!(b["messages"][0]["content"].is_string(), "{b}");
+        assert!(!b.to_string().contains("image_url"), "{b}");
+        assert!(!b.to_string().contains("/9j/4A=="), "{b}");
     }
 }

@@ -106,6 +106,7 @@ mod tests {
             context_window: None,
             max_output_tokens: 1,
             temperature: None,
+            vision: false,
         };
         assert_eq!(super::window(&t), 128_000);
         t.context_window = Some(2_048);

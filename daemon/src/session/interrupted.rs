@@ -102,7 +102,13 @@ mod tests {
     }
 
     fn user(turn: &str) -> Entry {
-        entry(turn, Body::User { text: "hi".into() })
+        entry(
+            turn,
+            Body::User {
+                text: "hi".into(),
+                images: Vec::new(),
+            },
+        )
     }
 
     fn reply(turn: &str, stop: &str) -> Entry {

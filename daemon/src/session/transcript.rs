@@ -42,6 +42,12 @@ pub struct Usage {
 pub enum Body {
     User {
         text: String,
+        /// Images sent with the message (a photo from a chat), as paths
+        /// relative to the agent's workspace; each request to a model with
+        /// vision reads them again (`context::images`). Absent in older
+        /// transcripts and for messages without images.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<String>,
     },
     Assistant {
         text: String,
@@ -224,7 +230,10 @@ mod tests {
     use super::*;
 
     fn user(text: &str) -> Body {
-        Body::User { text: text.into() }
+        Body::User {
+            text: text.into(),
+            images: Vec::new(),
+        }
     }
 
     #[test]

@@ -156,6 +156,8 @@ impl Platform for FakePlatform {
 /// records what it received.
 struct ScriptedHost {
     received: Mutex<Vec<(String, String)>>,
+    /// The image paths each message came with.
+    images: Mutex<Vec<Vec<PathBuf>>>,
     answer: Mutex<Option<String>>,
     decided: Mutex<Vec<(String, bool)>>,
     inbox: PathBuf,
@@ -165,6 +167,7 @@ impl ScriptedHost {
     fn new(inbox: PathBuf) -> Arc<Self> {
         Arc::new(Self {
             received: Mutex::default(),
+            images: Mutex::default(),
             answer: Mutex::default(),
             decided: Mutex::default(),
             inbox,
@@ -185,12 +188,14 @@ impl Host for ScriptedHost {
         &'a self,
         msg: &'a Inbound,
         text: String,
+        images: Vec<PathBuf>,
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>> {
         Box::pin(async move {
             self.received
                 .lock()
                 .unwrap()
                 .push((msg.message_id.clone(), text.clone()));
+            self.images.lock().unwrap().push(images);
             let (tx, rx) = mpsc::unbounded_channel();
             let answer = self
                 .answer
@@ -642,6 +647,48 @@ async fn attachments_are_saved_in_the_inbox_and_named() {
     assert!(got[0].contains("`huge.bin` not saved"), "{}", got[0]);
     let saved = r.dir.join("workspace/inbox/1-5-0-passwd");
     assert_eq!(std::fs::read_to_string(saved).unwrap(), "bytes of file-1");
+    assert_eq!(
+        r.host.images.lock().unwrap().as_slice(),
+        [Vec::<PathBuf>::new()],
+        "a document not named like an image is no image"
+    );
+}
+
+#[tokio::test]
+async fn photos_and_documents_named_like_images_are_handed_over_as_images() {
+    let r = rig();
+    let mut msg = dm("1", "6", "look");
+    for (id, name, kind) in [
+        ("f-1", "photo.jpg", "photo"),
+        ("f-2", "scan.PNG", "document"),
+        ("f-3", "report.pdf", "document"),
+        ("f-4", "voice.ogg", "voice"),
+        ("f-5", "huge.webp", "document"),
+    ] {
+        msg.attachments.push(Attachment {
+            id: id.into(),
+            name: name.into(),
+            kind: kind.into(),
+            size: Some(if id == "f-5" { 1 << 40 } else { 10 }),
+        });
+    }
+    r.bridge.receive(incoming(msg, 1)).await.unwrap();
+    settled(&r.bridge).await;
+    let inbox = r.dir.join("workspace/inbox");
+    assert_eq!(
+        r.host.images.lock().unwrap().as_slice(),
+        [vec![
+            inbox.join("1-1:6-0-photo.jpg"),
+            inbox.join("1-1:6-1-scan.PNG")
+        ]],
+        "saved photos and image documents only, not the one too large to save"
+    );
+    let got = r.host.received();
+    assert!(
+        got[0].contains("[photo saved as inbox/1-1:6-0-photo.jpg"),
+        "{}",
+        got[0]
+    );
 }
 
 #[tokio::test]

@@ -81,6 +81,8 @@ struct Driven {
 
 struct Pending {
     text: String,
+    /// Images sent with it, relative to the agent's workspace.
+    images: Vec<String>,
     origin: ChatOrigin,
     subscriber: Subscriber,
 }
@@ -176,7 +178,25 @@ impl Hub {
         origin: ChatOrigin,
         subscriber: Subscriber,
     ) -> Result<(), HubError> {
-        self.deliver(key, text, origin, subscriber, false).await
+        self.deliver(key, (text, Vec::new()), origin, subscriber, false)
+            .await
+    }
+
+    /// [`Hub::chat`] with images: `images` are paths relative to the
+    /// agent's workspace (a chat's photos, saved in its `inbox/`). They
+    /// are recorded with the message and sent to a model with vision
+    /// (`context::images`); the text should name them as well, for every
+    /// other model.
+    pub async fn chat_with_images(
+        &self,
+        key: SessionKey,
+        text: String,
+        images: Vec<String>,
+        origin: ChatOrigin,
+        subscriber: Subscriber,
+    ) -> Result<(), HubError> {
+        self.deliver(key, (text, images), origin, subscriber, false)
+            .await
     }
 
     /// A message from a running turn (`sessions_send`, `sessions_spawn`):
@@ -190,13 +210,14 @@ impl Hub {
         origin: ChatOrigin,
         subscriber: Subscriber,
     ) -> Result<(), HubError> {
-        self.deliver(key, text, origin, subscriber, true).await
+        self.deliver(key, (text, Vec::new()), origin, subscriber, true)
+            .await
     }
 
     async fn deliver(
         &self,
         key: SessionKey,
-        text: String,
+        (text, images): (String, Vec<String>),
         mut origin: ChatOrigin,
         subscriber: Subscriber,
         nested: bool,
@@ -225,6 +246,7 @@ impl Hub {
         if slot.running.is_some() {
             slot.pending.push(Pending {
                 text,
+                images,
                 origin,
                 subscriber: subscriber.clone(),
             });
@@ -248,7 +270,7 @@ impl Hub {
             hub.drive(
                 Driven { key, row, nested },
                 log,
-                (text, origin),
+                (text, images, origin),
                 cancel,
                 subscribers,
             )
@@ -264,7 +286,7 @@ impl Hub {
         self,
         session: Driven,
         mut log: Option<SessionLog>,
-        (mut text, mut origin): (String, ChatOrigin),
+        (mut text, mut images, mut origin): (String, Vec<String>, ChatOrigin),
         mut cancel: CancellationToken,
         mut subscribers: Arc<Mutex<Vec<Subscriber>>>,
     ) {
@@ -277,7 +299,13 @@ impl Hub {
                 subs.retain(|s| s.send(event.clone()).is_ok());
             });
             let outcome = self
-                .one_turn(&session, &mut log, (text, origin), cancel, emit.clone())
+                .one_turn(
+                    &session,
+                    &mut log,
+                    (text, images, origin),
+                    cancel,
+                    emit.clone(),
+                )
                 .await;
             if let Err(e) = outcome {
                 emit(Event::Error {
@@ -289,7 +317,7 @@ impl Hub {
             let Some(next) = self.take_next(key, &mut log) else {
                 return;
             };
-            (text, origin, subscribers, cancel) = next;
+            (text, images, origin, subscribers, cancel) = next;
         }
     }
 
@@ -297,7 +325,7 @@ impl Hub {
         &self,
         session: &Driven,
         log: &mut Option<SessionLog>,
-        (text, origin): (String, ChatOrigin),
+        (text, images, origin): (String, Vec<String>, ChatOrigin),
         cancel: CancellationToken,
         emit: super::session_log::Emit,
     ) -> Result<(), HubError> {
@@ -336,7 +364,7 @@ impl Hub {
         // Marked until finish_turn: a crash meanwhile is reported at the
         // next start.
         self.rt.registry.start_turn(&row.id);
-        let outcome = turn.run(session_log, text).await;
+        let outcome = turn.run(session_log, text, images).await;
         self.rt.registry.finish_turn(&row.id, outcome).await?;
         Ok(())
     }
@@ -432,7 +460,8 @@ impl Hub {
     /// Ends an exclusive use of a session's slot: keeps the log, or hands
     /// it to a driver for the messages that queued meanwhile.
     fn release(&self, key: SessionKey, row: SessionRow, mut log: Option<SessionLog>) {
-        let Some((text, origin, subscribers, cancel)) = self.take_next(&key, &mut log) else {
+        let Some((text, images, origin, subscribers, cancel)) = self.take_next(&key, &mut log)
+        else {
             return;
         };
         let hub = self.clone();
@@ -444,7 +473,7 @@ impl Hub {
                     nested: false,
                 },
                 log,
-                (text, origin),
+                (text, images, origin),
                 cancel,
                 subscribers,
             )
@@ -466,10 +495,10 @@ impl Hub {
             close_oldest_idle(&mut slots, IDLE_SESSIONS_KEPT);
             return None;
         }
-        let (text, origin, subscribers) = next_turn(slot);
+        let (text, images, origin, subscribers) = next_turn(slot);
         let cancel = self.shutdown.child_token();
         slot.running = Some(cancel.clone());
-        Some((text, origin, subscribers, cancel))
+        Some((text, images, origin, subscribers, cancel))
     }
 
     /// Opens the session's transcript unless `log` holds it already.
@@ -539,25 +568,28 @@ impl Hub {
     }
 }
 
-/// The next turn of a session: its message, origin, subscribers and the
-/// token that cancels it.
+/// The next turn of a session: its message and images, origin,
+/// subscribers and the token that cancels it.
 type NextTurn = (
     String,
+    Vec<String>,
     ChatOrigin,
     Arc<Mutex<Vec<Subscriber>>>,
     CancellationToken,
 );
 
-/// Everything that queued up, as the next turn: the messages joined, the
-/// turn run under all of their origins at once, and all their subscribers.
-fn next_turn(slot: &mut Slot) -> (String, ChatOrigin, Arc<Mutex<Vec<Subscriber>>>) {
+/// Everything that queued up, as the next turn: the messages joined (and
+/// their images, in order), the turn run under all of their origins at
+/// once, and all their subscribers.
+fn next_turn(slot: &mut Slot) -> (String, Vec<String>, ChatOrigin, Arc<Mutex<Vec<Subscriber>>>) {
     let pending: Vec<Pending> = slot.pending.drain(..).collect();
     let origins: Vec<ChatOrigin> = pending.iter().map(|p| p.origin.clone()).collect();
     let text = join_messages(&pending);
+    let images = pending.iter().flat_map(|p| p.images.clone()).collect();
     let subscribers = Arc::new(Mutex::new(
         pending.into_iter().map(|p| p.subscriber).collect(),
     ));
-    (text, ChatOrigin::merge(&origins), subscribers)
+    (text, images, ChatOrigin::merge(&origins), subscribers)
 }
 
 /// The queued messages as one user message. When anyone but the owner
@@ -643,6 +675,7 @@ mod tests {
     fn pending(origin: ChatOrigin, text: &str) -> Pending {
         Pending {
             text: text.into(),
+            images: Vec::new(),
             origin,
             subscriber: mpsc::unbounded_channel().0,
         }
@@ -655,7 +688,7 @@ mod tests {
             .push(pending(stranger("1", "memory_get"), "what's up?"));
         slot.pending
             .push(pending(stranger("2", "sessions_list"), "list them"));
-        let (text, origin, _) = next_turn(&mut slot);
+        let (text, _, origin, _) = next_turn(&mut slot);
 
         // Each message keeps its sender's name.
         assert!(text.contains("user1 (telegram:1)]\nwhat's up?"), "{text}");
@@ -690,11 +723,27 @@ mod tests {
     }
 
     #[test]
+    fn queued_messages_bring_their_images_in_order() {
+        let mut slot = Slot::default();
+        for (text, images) in [
+            ("one", vec!["inbox/a.jpg"]),
+            ("two", vec![]),
+            ("three", vec!["inbox/b.png", "inbox/c.gif"]),
+        ] {
+            let mut p = pending(ChatOrigin::owner(true), text);
+            p.images = images.into_iter().map(String::from).collect();
+            slot.pending.push(p);
+        }
+        let (_, images, _, _) = next_turn(&mut slot);
+        assert_eq!(images, ["inbox/a.jpg", "inbox/b.png", "inbox/c.gif"]);
+    }
+
+    #[test]
     fn the_owners_queued_messages_are_joined_as_they_are() {
         let mut slot = Slot::default();
         slot.pending.push(pending(ChatOrigin::owner(true), "one"));
         slot.pending.push(pending(ChatOrigin::owner(true), "two"));
-        let (text, origin, _) = next_turn(&mut slot);
+        let (text, _, origin, _) = next_turn(&mut slot);
         assert_eq!(text, "one\n\ntwo");
         assert!(origin.owner && origin.main_session);
     }

@@ -118,7 +118,10 @@ pub fn render_result(name: &str, call_id: &str, content: &str, is_error: bool) -
 
 /// `req` rewritten for a provider that takes tool calls as text: the tools
 /// move into the system prompt, past calls become text in the assistant's
-/// messages and results become user messages of result blocks.
+/// messages and results become user messages of result blocks. Images
+/// stay parts of their message, after its text: the tool format is about
+/// calls, not about what the model can see (the wire format still leaves
+/// them out for a model without vision).
 pub fn to_text_request(req: &Request, format: ToolFormat) -> Request {
     let mut system = req.system.clone();
     if !req.tools.is_empty() {
@@ -130,9 +133,18 @@ pub fn to_text_request(req: &Request, format: ToolFormat) -> Request {
     let messages = req
         .messages
         .iter()
-        .map(|m| Message {
-            role: m.role,
-            parts: vec![Part::Text(message_text(m, format, &req.tools))],
+        .map(|m| {
+            let mut parts = vec![Part::Text(message_text(m, format, &req.tools))];
+            parts.extend(
+                m.parts
+                    .iter()
+                    .filter(|p| matches!(p, Part::Image { .. }))
+                    .cloned(),
+            );
+            Message {
+                role: m.role,
+                parts,
+            }
         })
         .collect();
     Request {
@@ -162,6 +174,8 @@ fn message_text(m: &Message, format: ToolFormat, tools: &[ToolSpec]) -> String {
                 content,
                 is_error,
             } => pieces.push(render_result(name, call_id, content, *is_error)),
+            // Kept as parts by `to_text_request`.
+            Part::Image { .. } => {}
         }
     }
     let sep = if m.role == Role::User { "\n" } else { "\n\n" };

@@ -293,6 +293,36 @@ fn text_requests_carry_tools_in_the_prompt_and_results_as_user_text() {
     }
 }
 
+#[test]
+fn text_requests_keep_a_messages_images_after_its_text() {
+    let image = Part::Image {
+        media_type: "image/jpeg".into(),
+        data: "/9j/".into(),
+    };
+    let req = Request {
+        system: String::new(),
+        messages: vec![Message {
+            role: Role::User,
+            parts: vec![
+                Part::Text("look [photo saved as inbox/a.jpg (3 bytes)]".into()),
+                image.clone(),
+            ],
+        }],
+        tools: tools(),
+    };
+    for format in [ToolFormat::Hermes, ToolFormat::Xml] {
+        let out = to_text_request(&req, format);
+        assert_eq!(
+            out.messages[0].parts,
+            vec![
+                Part::Text("look [photo saved as inbox/a.jpg (3 bytes)]".into()),
+                image.clone()
+            ],
+            "{format:?}"
+        );
+    }
+}
+
 /// Feeds `text` to a display filter split at every byte boundary pair.
 fn filtered(text: &str, at: usize) -> String {
     let mut f = DisplayFilter::new(&tools());
