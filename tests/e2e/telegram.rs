@@ -343,8 +343,7 @@ async fn a_restart_with_sigkill_mid_burst_answers_every_message_exactly_once() {
     let users: Vec<UserSpec> = (0..10).map(|i| UserSpec::new(500 + i, "U")).collect();
     for round in 0..5 {
         for u in &users {
-            r.tg
-                .user_says(&ChatSpec::private(u), u, &format!("m{round} [burst]"))
+            r.tg.user_says(&ChatSpec::private(u), u, &format!("m{round} [burst]"))
                 .await;
         }
         if round == 2 {
@@ -372,16 +371,32 @@ async fn a_restart_with_sigkill_mid_burst_answers_every_message_exactly_once() {
                 let mut q = db
                     .prepare("SELECT message_id, attempts, (SELECT COUNT(*) FROM chunks WHERE inbound = seq), (SELECT COUNT(*) FROM chunks WHERE inbound = seq AND platform_id IS NOT NULL) FROM inbound WHERE answered_at IS NULL")
                     .expect("query");
-                q.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?, row.get::<_, i64>(3)?)))
-                    .expect("rows")
-                    .collect::<Vec<_>>()
+                q.query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                })
+                .expect("rows")
+                .collect::<Vec<_>>()
             },
-            r.log().lines().rev().take(30).collect::<Vec<_>>().join("\n")
+            r.log()
+                .lines()
+                .rev()
+                .take(30)
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(count("SELECT COUNT(*) FROM inbound"), 50, "each message claimed once");
+    assert_eq!(
+        count("SELECT COUNT(*) FROM inbound"),
+        50,
+        "each message claimed once"
+    );
     let confirmed = count("SELECT COUNT(*) FROM chunks WHERE platform_id IS NOT NULL");
     let planned = count("SELECT COUNT(*) FROM chunks");
     assert_eq!(confirmed, planned, "every planned chunk went out");
