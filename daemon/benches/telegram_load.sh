@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The Telegram bridge under load (SPEC §14: 200 concurrent chats with a
+# zero-latency model; every message answered exactly once, RSS ≤ 48 MB,
+# added latency p99 ≤ 100 ms): the release pincerd against the fake Bot
+# API of tests/support/bot_api.rs and the scripted model, with the same
+# turns through pincerd's socket API as the baseline in the same run.
+# Prints one table; exits non-zero when a message was not answered exactly
+# once. How it works: tests/support/bin/telegram_load.rs.
+# Usage: bash daemon/benches/telegram_load.sh [chats] [messages per chat]
+#        (default 200 5)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+chats="${1:-200}"
+messages="${2:-5}"
+# Two builds, not one: built together, pincer-e2e's dependencies would
+# change the features pincerd is built with (and rebuild it).
+cargo build --release --quiet -p pincer-daemon -p pincer-cli
+cargo build --release --quiet -p pincer-e2e --bin pincer-telegram-load
+bin="${CARGO_TARGET_DIR:-target}/release"
+exec "$bin/pincer-telegram-load" --pincerd "$bin/pincerd" --chats "$chats" --messages "$messages"
