@@ -152,7 +152,8 @@ pub struct Bridge {
     health: Arc<Health>,
     random: Mutex<Random>,
     queues: Mutex<HashMap<String, ChatQueue>>,
-    /// One answer at a time per chat.
+    /// One answer at a time per chat: a gate per chat being answered,
+    /// dropped by the last sender that held it.
     sending: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     turns: Mutex<(HashSet<String>, VecDeque<String>)>,
     presses: Mutex<VecDeque<String>>,
@@ -625,8 +626,23 @@ impl Bridge {
     /// confirmed yet, in order.
     async fn deliver(&self, msg: &Inbound) {
         let chat = chat_of(msg);
-        let gate = lock(&self.sending).entry(chat).or_default().clone();
-        let _one_at_a_time = gate.lock().await;
+        let gate = lock(&self.sending).entry(chat.clone()).or_default().clone();
+        {
+            let _one_at_a_time = gate.lock().await;
+            self.send_owed(msg).await;
+        }
+        // Nobody else holds or waits for the gate (the map's reference and
+        // ours are the only ones, and taking another needs the map's lock):
+        // drop it, so the map holds the chats being answered, not every
+        // chat ever answered.
+        let mut sending = lock(&self.sending);
+        if Arc::strong_count(&gate) == 2 {
+            sending.remove(&chat);
+        }
+    }
+
+    /// [`Self::deliver`] behind the chat's gate.
+    async fn send_owed(&self, msg: &Inbound) {
         let key = MsgKey::of(msg);
         let pending = {
             let key = key.clone();
