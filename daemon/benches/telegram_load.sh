@@ -6,15 +6,13 @@
 # turns through pincerd's socket API as the baseline in the same run.
 # Prints one table; exits non-zero when a message was not answered exactly
 # once. How it works: tests/support/bin/telegram_load.rs.
-# Usage: bash daemon/benches/telegram_load.sh [chats] [messages per chat]
-#        (default 200 5)
+# Usage: bash daemon/benches/telegram_load.sh [chats] [messages per chat] [rounds]
+#        (default 200 5 3; ~30 s a round)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 chats="${1:-200}"
 messages="${2:-5}"
-# Two builds, not one: built together, pincer-e2e's dependencies would
-# change the features pincerd is built with (and rebuild it).
-cargo build --release --quiet -p pincer-daemon -p pincer-cli
-cargo build --release --quiet -p pincer-e2e --bin pincer-telegram-load
+rounds="${3:-3}"
+cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-e2e --bins
 bin="${CARGO_TARGET_DIR:-target}/release"
-exec "$bin/pincer-telegram-load" --pincerd "$bin/pincerd" --chats "$chats" --messages "$messages"
+exec "$bin/pincer-telegram-load" --pincerd "$bin/pincerd" --chats "$chats" --messages "$messages" --rounds "$rounds"

@@ -21,7 +21,8 @@
 //! ids are numbered per chat as Telegram does.
 //!
 //! The test's side: [`BotApi::user_says`] puts a user's message in the
-//! update queue and answers when it did (the start of a reply's latency);
+//! update queue and answers when it did (the start of a reply's latency;
+//! [`BotApi::handed_out`] says when `getUpdates` first handed it out);
 //! every message the bot sends is recorded with the instant the server
 //! received it ([`Sent`]) and handed to the chat's watcher
 //! ([`BotApi::watch`]).
@@ -63,8 +64,11 @@ pub struct Sent {
 
 #[derive(Default)]
 struct Inner {
-    /// Updates not yet confirmed by an `offset` past them, oldest first.
-    updates: VecDeque<(i64, Value)>,
+    /// Updates not yet confirmed by an `offset` past them, oldest first,
+    /// with their chat and message ids.
+    updates: VecDeque<(i64, (i64, i64), Value)>,
+    /// When each message was first handed out by `getUpdates`.
+    handed_out: HashMap<(i64, i64), Instant>,
     next_update: i64,
     /// The last message id of each chat.
     message_ids: HashMap<i64, i64>,
@@ -146,7 +150,9 @@ impl BotApi {
                     "text": text,
                 },
             });
-            inner.updates.push_back((update_id, update));
+            inner
+                .updates
+                .push_back((update_id, (user_id, message_id), update));
             (message_id, Instant::now())
         };
         self.shared.news.notify_waiters();
@@ -174,6 +180,16 @@ impl BotApi {
     /// Updates the bot has not confirmed yet.
     pub fn pending_updates(&self) -> usize {
         self.shared.lock().updates.len()
+    }
+
+    /// When `getUpdates` first handed out message `message_id` of
+    /// `chat_id`.
+    pub fn handed_out(&self, chat_id: i64, message_id: i64) -> Option<Instant> {
+        self.shared
+            .lock()
+            .handed_out
+            .get(&(chat_id, message_id))
+            .copied()
     }
 }
 
@@ -274,7 +290,7 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
                 }
             }
             Some(o) => {
-                while inner.updates.front().is_some_and(|(id, _)| *id < o) {
+                while inner.updates.front().is_some_and(|(id, _, _)| *id < o) {
                     inner.updates.pop_front();
                 }
             }
@@ -289,7 +305,7 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
         tokio::pin!(news);
         news.as_mut().enable();
         {
-            let inner = shared.lock();
+            let mut inner = shared.lock();
             if inner.poll != me {
                 return error(
                     409,
@@ -297,12 +313,13 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
                 );
             }
             if !inner.updates.is_empty() {
-                let batch: Vec<Value> = inner
-                    .updates
-                    .iter()
-                    .take(limit)
-                    .map(|(_, u)| u.clone())
-                    .collect();
+                let now = Instant::now();
+                let inner = &mut *inner;
+                let mut batch = Vec::new();
+                for (_, ids, update) in inner.updates.iter().take(limit) {
+                    inner.handed_out.entry(*ids).or_insert(now);
+                    batch.push(update.clone());
+                }
                 return ok(Value::Array(batch));
             }
         }

@@ -31,7 +31,8 @@
 //!    (`dm_policy = "open"`), each chat a private chat. Idle RSS once it
 //!    polls. A message's time: from the instant it is queued for
 //!    `getUpdates` to the instant the server receives the bot's
-//!    `sendMessage`. With one message per chat in flight every message has
+//!    `sendMessage` (and, apart, until `getUpdates` first handed it out:
+//!    the reader's share). With one message per chat in flight every message has
 //!    its own turn and its own answer, and the k-th answer of a chat is
 //!    the k-th message's.
 //! 3. **Burst** (Telegram only): `chats` new chats each send `messages`
@@ -45,10 +46,14 @@
 //!    those messages with exactly one confirmed chunk, and the confirmed
 //!    chunks one-to-one with the `sendMessage` calls the server received.
 //!
-//! Added latency is the Telegram percentile minus the baseline's: the
-//! bridge's cost (long poll, ledger commits, HTTP to the Bot API) over the
-//! turn itself, at the same load. Peak RSS is VmRSS sampled every 10 ms
-//! from the first paced message to the end of the burst.
+//! Both pincerds run `rounds` times, alternating (fresh homes and a fresh
+//! fake each round), so both meet the same noise of a shared machine;
+//! latencies are pooled over the rounds. Added latency is the Telegram
+//! percentile minus the baseline's: the bridge's cost (long poll, ledger
+//! commits, HTTP to the Bot API) over the turn itself, at the same load.
+//! Idle RSS is read 1 s after start (the median round); peak RSS is VmRSS
+//! sampled every 10 ms from the first paced message to the end of the
+//! burst (the highest round).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -79,6 +84,7 @@ struct Args {
     chats: usize,
     messages: usize,
     solo: usize,
+    rounds: usize,
 }
 
 fn args() -> Result<Args, String> {
@@ -87,6 +93,7 @@ fn args() -> Result<Args, String> {
         chats: 200,
         messages: 5,
         solo: 200,
+        rounds: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -103,9 +110,10 @@ fn args() -> Result<Args, String> {
             "--chats" => out.chats = number()?,
             "--messages" => out.messages = number()?,
             "--solo" => out.solo = number()?,
+            "--rounds" => out.rounds = number()?,
             _ => {
                 return Err(format!(
-                    "unknown flag {flag}; usage: pincer-telegram-load [--pincerd PATH] [--chats 200] [--messages 5] [--solo 200]"
+                    "unknown flag {flag}; usage: pincer-telegram-load [--pincerd PATH] [--chats 200] [--messages 5] [--solo 200] [--rounds 3]"
                 ));
             }
         }
@@ -323,15 +331,41 @@ fn seed(chat: usize) -> u64 {
 /// What one pincerd did under the same load.
 #[derive(Default)]
 struct Run {
-    idle_kib: u64,
+    /// Idle RSS of each round.
+    idle_kib: Vec<u64>,
     solo: Times,
     paced: Times,
+    /// Telegram: from the message queued to `getUpdates` handing it out.
+    paced_pickup: Times,
     flat_out: Times,
     flat_out_wall: Duration,
     peak_kib: u64,
     after_kib: u64,
     hwm_kib: u64,
     burst_wall: Option<Duration>,
+}
+
+impl Run {
+    /// Adds another round: times pooled, memory at its highest.
+    fn absorb(&mut self, other: Run) {
+        self.idle_kib.extend(other.idle_kib);
+        self.solo.extend(other.solo);
+        self.paced.extend(other.paced);
+        self.paced_pickup.extend(other.paced_pickup);
+        self.flat_out.extend(other.flat_out);
+        self.flat_out_wall += other.flat_out_wall;
+        self.peak_kib = self.peak_kib.max(other.peak_kib);
+        self.after_kib = self.after_kib.max(other.after_kib);
+        self.hwm_kib = self.hwm_kib.max(other.hwm_kib);
+        self.burst_wall = self.burst_wall.max(other.burst_wall);
+    }
+
+    /// The median idle RSS of the rounds.
+    fn idle(&self) -> u64 {
+        let mut v = self.idle_kib.clone();
+        v.sort_unstable();
+        v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
+    }
 }
 
 fn base_config(llm: &ScriptedLlm) -> String {
@@ -436,7 +470,7 @@ async fn baseline(args: &Args, llm: &ScriptedLlm, work: &Path) -> Result<Run, St
     daemon.ready().await?;
     let mut run = Run::default();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    run.idle_kib = daemon.memory().0;
+    run.idle_kib.push(daemon.memory().0);
     let mut client = grpc(daemon.socket()).await?;
     turn(&mut client, "warm", "warm up").await?;
     for i in 0..args.solo {
@@ -453,14 +487,15 @@ async fn baseline(args: &Args, llm: &ScriptedLlm, work: &Path) -> Result<Run, St
     Ok(run)
 }
 
-/// One message and its answer in a private chat: the answer's latency.
+/// One message and its answer in a private chat: the answer's latency,
+/// and how much of it the message waited to be handed out.
 async fn exchange(
     api: &BotApi,
     answers: &mut tokio::sync::mpsc::UnboundedReceiver<bot_api::Sent>,
     user: i64,
     text: &str,
     problems: &Arc<std::sync::Mutex<Vec<String>>>,
-) -> Option<Duration> {
+) -> Option<(Duration, Duration)> {
     let (message_id, asked) = api.user_says(user, text);
     match tokio::time::timeout(ANSWER_LIMIT, answers.recv()).await {
         Ok(Some(sent)) => {
@@ -473,7 +508,11 @@ async fn exchange(
                     ),
                 );
             }
-            Some(sent.at.saturating_duration_since(asked))
+            let handed = api.handed_out(user, message_id).unwrap_or(sent.at);
+            Some((
+                sent.at.saturating_duration_since(asked),
+                handed.saturating_duration_since(asked),
+            ))
         }
         _ => {
             problem(
@@ -511,7 +550,7 @@ async fn chats(
     first: i64,
     pace: Pace,
     problems: &Arc<std::sync::Mutex<Vec<String>>>,
-) -> Result<(Times, Duration), String> {
+) -> Result<(Times, Times, Duration), String> {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..args.chats {
@@ -520,23 +559,28 @@ async fn chats(
         let mut answers = api.watch(user);
         let messages = args.messages;
         tasks.push(tokio::spawn(async move {
-            let mut times = Times::default();
+            let (mut times, mut pickups) = (Times::default(), Times::default());
             let mut rng = seed(c);
             for m in 0..messages {
                 tokio::time::sleep(pace.wait(&mut rng)).await;
                 match exchange(&api, &mut answers, user, &format!("message {m}"), &problems).await {
-                    Some(took) => times.push(took),
+                    Some((took, pickup)) => {
+                        times.push(took);
+                        pickups.push(pickup);
+                    }
                     None => break,
                 }
             }
-            times
+            (times, pickups)
         }));
     }
-    let mut times = Times::default();
+    let (mut times, mut pickups) = (Times::default(), Times::default());
     for task in tasks {
-        times.extend(task.await.map_err(|e| e.to_string())?);
+        let (t, p) = task.await.map_err(|e| e.to_string())?;
+        times.extend(t);
+        pickups.extend(p);
     }
-    Ok((times, started.elapsed()))
+    Ok((times, pickups, started.elapsed()))
 }
 
 async fn telegram(
@@ -573,7 +617,7 @@ async fn telegram(
     }
     let mut run = Run::default();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    run.idle_kib = daemon.memory().0;
+    run.idle_kib.push(daemon.memory().0);
 
     let mut warm = api.watch(WARM_USER);
     exchange(&api, &mut warm, WARM_USER, "warm up", problems)
@@ -581,7 +625,7 @@ async fn telegram(
         .ok_or("the warm-up message got no answer")?;
     let mut solo = api.watch(SOLO_USER);
     for i in 0..args.solo {
-        if let Some(took) =
+        if let Some((took, _)) =
             exchange(&api, &mut solo, SOLO_USER, &format!("solo {i}"), problems).await
         {
             run.solo.push(took);
@@ -589,8 +633,8 @@ async fn telegram(
     }
 
     let sampler = Sampler::start(daemon.pid());
-    (run.paced, _) = chats(args, &api, PACED_USERS, PACED, problems).await?;
-    (run.flat_out, run.flat_out_wall) =
+    (run.paced, run.paced_pickup, _) = chats(args, &api, PACED_USERS, PACED, problems).await?;
+    (run.flat_out, _, run.flat_out_wall) =
         chats(args, &api, FLAT_OUT_USERS, FLAT_OUT, problems).await?;
 
     // The burst: every chat's messages at once.
@@ -641,6 +685,18 @@ struct Checks {
     /// Chunks sent without a confirmation in the ledger, or confirmed twice.
     unmatched: usize,
     send_calls: usize,
+}
+
+impl Checks {
+    fn absorb(&mut self, other: Checks) {
+        self.once += other.once;
+        self.sent += other.sent;
+        self.burst_settled += other.burst_settled;
+        self.burst_sent += other.burst_sent;
+        self.burst_replies += other.burst_replies;
+        self.unmatched += other.unmatched;
+        self.send_calls += other.send_calls;
+    }
 }
 
 fn open_ledger(path: &Path) -> Result<rusqlite::Connection, String> {
@@ -853,12 +909,16 @@ fn row(what: &str, telegram: &str, baseline: &str, added: &str, budget: &str) {
 fn report(args: &Args, tg: &Run, base: &Run, checks: &Checks) {
     let (c, m) = (args.chats, args.messages);
     println!();
+    println!(
+        "{} rounds; latencies pooled over the rounds, RSS: idle the median round, peaks the highest",
+        args.rounds
+    );
     row("measure", "telegram", "baseline", "added", "budget");
     row(
         "idle RSS, after start (telegram: bridge polling)",
-        &mb(tg.idle_kib),
-        &mb(base.idle_kib),
-        &mb(tg.idle_kib.saturating_sub(base.idle_kib)),
+        &mb(tg.idle()),
+        &mb(base.idle()),
+        &mb(tg.idle().saturating_sub(base.idle())),
         "",
     );
     for (label, p) in [("p50", 50.0), ("p99", 99.0)] {
@@ -881,6 +941,15 @@ fn report(args: &Args, tg: &Run, base: &Run, checks: &Checks) {
             &ms(base.paced.pct(p)),
             &ms(tg.paced.pct(p) - base.paced.pct(p)),
             budget,
+        );
+    }
+    for (label, p) in [("p50", 50.0), ("p99", 99.0)] {
+        row(
+            &format!("  of which queued until getUpdates handed it out, {label}"),
+            &ms(tg.paced_pickup.pct(p)),
+            "",
+            "",
+            "",
         );
     }
     let rate = |r: &Run| {
@@ -983,17 +1052,24 @@ async fn run(args: &Args) -> Result<bool, String> {
     llm.set_journal(false);
     llm.script_cycle("", vec![Step::text(REPLY)]);
     let work = tempfile::tempdir().map_err(|e| e.to_string())?;
-    eprintln!(
-        "baseline: {} sessions × {} turns through the socket API…",
-        args.chats, args.messages
-    );
-    let base = baseline(args, &llm, work.path()).await?;
-    eprintln!(
-        "telegram: {} chats × {} messages through the bridge…",
-        args.chats, args.messages
-    );
     let problems = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let (tg, checks) = telegram(args, &llm, work.path(), &problems).await?;
+    let (mut base, mut tg, mut checks) = (Run::default(), Run::default(), Checks::default());
+    // Rounds alternate the two pincerds, so both meet the same noise.
+    for round in 1..=args.rounds {
+        let dir = work.path().join(format!("round-{round}"));
+        eprintln!(
+            "round {round}/{}: baseline, {} sessions × {} turns through the socket API…",
+            args.rounds, args.chats, args.messages
+        );
+        base.absorb(baseline(args, &llm, &dir).await?);
+        eprintln!(
+            "round {round}/{}: telegram, {} chats × {} messages through the bridge…",
+            args.rounds, args.chats, args.messages
+        );
+        let (run, counted) = telegram(args, &llm, &dir, &problems).await?;
+        tg.absorb(run);
+        checks.absorb(counted);
+    }
     report(args, &tg, &base, &checks);
     let problems = problems.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if problems.is_empty() {
