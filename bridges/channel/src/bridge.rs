@@ -177,7 +177,8 @@ pub struct Bridge {
     health: Arc<Health>,
     random: Mutex<Random>,
     queues: Mutex<HashMap<String, ChatQueue>>,
-    /// One answer at a time per chat.
+    /// One answer at a time per chat: a gate per chat being answered,
+    /// dropped by the last sender that held it.
     sending: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     turns: Mutex<(HashSet<String>, VecDeque<String>)>,
     presses: Mutex<VecDeque<String>>,
@@ -740,8 +741,23 @@ impl Bridge {
     /// [`Self::deliver`], editing the preview message into chunk 0.
     async fn deliver_with(&self, msg: &Inbound, mut preview: Option<String>) {
         let chat = chat_of(msg);
-        let gate = lock(&self.sending).entry(chat).or_default().clone();
-        let _one_at_a_time = gate.lock().await;
+        let gate = lock(&self.sending).entry(chat.clone()).or_default().clone();
+        {
+            let _one_at_a_time = gate.lock().await;
+            self.send_owed(msg).await;
+        }
+        // Nobody else holds or waits for the gate (the map's reference and
+        // ours are the only ones, and taking another needs the map's lock):
+        // drop it, so the map holds the chats being answered, not every
+        // chat ever answered.
+        let mut sending = lock(&self.sending);
+        if Arc::strong_count(&gate) == 2 {
+            sending.remove(&chat);
+        }
+    }
+
+    /// [`Self::deliver`] behind the chat's gate.
+    async fn send_owed(&self, msg: &Inbound) {
         let key = MsgKey::of(msg);
         let pending = {
             let key = key.clone();

@@ -359,6 +359,40 @@ async fn an_allowed_dm_is_answered_once_even_when_delivered_twice() {
 }
 
 #[tokio::test]
+async fn a_chat_answered_leaves_no_send_gate_behind() {
+    let r = rig();
+    let mut access = settings().access;
+    access.dm = DmPolicy::Open;
+    r.bridge.set_settings(BridgeSettings {
+        access,
+        ..settings()
+    });
+    for chat in 0..50u64 {
+        for n in 0..2u64 {
+            let msg = dm(&(1000 + chat).to_string(), &n.to_string(), "hi");
+            r.bridge
+                .receive(incoming(msg, chat * 2 + n + 1))
+                .await
+                .unwrap();
+        }
+    }
+    settled(&r.bridge).await;
+    for chat in 0..50u64 {
+        assert_eq!(r.platform.texts(&(1000 + chat).to_string()).len(), 2);
+    }
+    // One gate per chat being answered; none once all are answered (they
+    // used to stay, one per chat ever answered). The last sender drops its
+    // gate just after its confirmation, which `settled` waits for.
+    for _ in 0..200 {
+        if lock(&r.bridge.sending).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} send gates left behind", lock(&r.bridge.sending).len());
+}
+
+#[tokio::test]
 async fn a_stranger_gets_one_code_and_never_reaches_the_host() {
     let r = rig();
     for i in 0..5 {
