@@ -434,6 +434,7 @@ async fn check_telegram(
 /// Deletes a webhook set on a polling channel's bot (`pincer doctor
 /// --fix`): one finding (subject `fixed`) per thing done or not done.
 pub async fn fix_channels(config: &Config) -> Vec<Finding> {
+    #[cfg_attr(not(feature = "telegram"), allow(unused_mut))]
     let mut done = Vec::new();
     #[cfg(feature = "telegram")]
     for channel in config

@@ -739,12 +739,12 @@ impl Bridge {
     }
 
     /// [`Self::deliver`], editing the preview message into chunk 0.
-    async fn deliver_with(&self, msg: &Inbound, mut preview: Option<String>) {
+    async fn deliver_with(&self, msg: &Inbound, preview: Option<String>) {
         let chat = chat_of(msg);
         let gate = lock(&self.sending).entry(chat.clone()).or_default().clone();
         {
             let _one_at_a_time = gate.lock().await;
-            self.send_owed(msg).await;
+            self.send_owed(msg, preview).await;
         }
         // Nobody else holds or waits for the gate (the map's reference and
         // ours are the only ones, and taking another needs the map's lock):
@@ -756,8 +756,8 @@ impl Bridge {
         }
     }
 
-    /// [`Self::deliver`] behind the chat's gate.
-    async fn send_owed(&self, msg: &Inbound) {
+    /// [`Self::deliver_with`] behind the chat's gate.
+    async fn send_owed(&self, msg: &Inbound, mut preview: Option<String>) {
         let key = MsgKey::of(msg);
         let pending = {
             let key = key.clone();

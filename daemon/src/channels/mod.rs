@@ -84,6 +84,8 @@ impl Running {
 
 struct Inner {
     hub: Hub,
+    // Read by the platform attachments (features).
+    #[cfg_attr(not(feature = "telegram"), allow(dead_code))]
     ledger: Arc<Mutex<Ledger>>,
     pairings: Arc<Pairings>,
     running: Mutex<BTreeMap<String, Running>>,
@@ -125,6 +127,7 @@ impl Channels {
         &self.inner.hub
     }
 
+    #[cfg_attr(not(feature = "telegram"), allow(dead_code))]
     pub(crate) fn ledger(&self) -> &Arc<Mutex<Ledger>> {
         &self.inner.ledger
     }

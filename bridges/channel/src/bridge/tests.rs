@@ -712,14 +712,14 @@ async fn photos_and_documents_named_like_images_are_handed_over_as_images() {
     assert_eq!(
         r.host.images.lock().unwrap().as_slice(),
         [vec![
-            inbox.join("1-1:6-0-photo.jpg"),
-            inbox.join("1-1:6-1-scan.PNG")
+            inbox.join("1-6-0-photo.jpg"),
+            inbox.join("1-6-1-scan.PNG")
         ]],
         "saved photos and image documents only, not the one too large to save"
     );
     let got = r.host.received();
     assert!(
-        got[0].contains("[photo saved as inbox/1-1:6-0-photo.jpg"),
+        got[0].contains("[photo saved as inbox/1-6-0-photo.jpg"),
         "{}",
         got[0]
     );
