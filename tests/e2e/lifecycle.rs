@@ -54,7 +54,24 @@ async fn invalid_config_names_file_line_key_and_exits_78() {
         check.stderr
     );
 
-    // An unknown top-level table is named once, not as `channels.channels`.
+    // An unknown top-level table is named once, not as `channel.channel`,
+    // with the nearest valid key.
+    home.write_config("[channel.discord]\ntoken = \"x\"\n");
+    let out = std::process::Command::new(&bins().pincerd)
+        .arg("--home")
+        .arg(home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:1:2: key `channel`: unknown key `channel`",
+            file.display()
+        )) && err.contains("channels"),
+        "{err}"
+    );
+    // A key nested in a known table: its whole path and the nearest key.
     home.write_config("[channels.discord]\ntoken = \"x\"\n");
     let out = std::process::Command::new(&bins().pincerd)
         .arg("--home")
@@ -65,7 +82,7 @@ async fn invalid_config_names_file_line_key_and_exits_78() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
-            "{}:1:2: key `channels`: unknown key `channels`",
+            "{}:2:1: key `channels.discord.token`: unknown key `token` (did you mean `token_env`?)",
             file.display()
         )),
         "{err}"
