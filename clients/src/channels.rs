@@ -40,10 +40,7 @@ pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
         );
         return Ok(0);
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let now = crate::memory::unix_now().max(0) as u64;
     for s in &channels {
         let state = if !s.enabled {
             "disabled".to_string()
@@ -157,10 +154,7 @@ fn list(ctx: &Ctx, pairings: &[pb::Pairing]) -> Result<u8, CliError> {
     if pairings.is_empty() {
         outln!("no pairing codes are waiting");
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let now = crate::memory::unix_now().max(0) as u64;
     for p in pairings {
         outln!(
             "{}  {}  {} ({})  expires in {} min",

@@ -85,7 +85,8 @@ pub fn index_line(s: &pb::MemoryIndexStatus) -> String {
     line
 }
 
-fn unix_now() -> i64 {
+/// Unix seconds now (0 before 1970).
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)

@@ -362,15 +362,13 @@ fn check_dirs(home: &Home) -> Vec<Finding> {
 /// group privacy mode that hides un-mentioned group messages.
 pub async fn check_channel(channel: &crate::config::ChannelSettings) -> Vec<Finding> {
     let subject = format!("channel {}", channel.name);
-    let token = match channel.token() {
-        Ok(t) => t,
-        Err(why) => return vec![finding(Level::Error, subject, why)],
-    };
     match channel.name.as_str() {
         #[cfg(feature = "telegram")]
-        "telegram" => check_telegram(channel, token, subject).await,
+        "telegram" => check_telegram(channel, subject).await,
         other => {
-            let _ = token;
+            if let Err(why) = channel.token() {
+                return vec![finding(Level::Error, subject, why)];
+            }
             vec![finding(
                 Level::Warn,
                 subject,
@@ -382,18 +380,34 @@ pub async fn check_channel(channel: &crate::config::ChannelSettings) -> Vec<Find
     }
 }
 
+/// The channel's bot, asked with `getMe`; the error is the sentence (a
+/// token not found, refused, an API not reached).
 #[cfg(feature = "telegram")]
-async fn check_telegram(
+async fn connect_telegram(
     channel: &crate::config::ChannelSettings,
-    token: String,
-    subject: String,
-) -> Vec<Finding> {
-    use crate::config::TelegramMode;
-    let mut settings = pincer_telegram::TelegramSettings::new(token);
+) -> Result<std::sync::Arc<pincer_telegram::Telegram>, String> {
+    let mut settings = pincer_telegram::TelegramSettings::new(channel.token()?);
     settings.api_url = channel.api_url.clone();
-    let telegram = match pincer_telegram::connect(settings).await {
+    pincer_telegram::connect(settings)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Whether the channel reads its updates by polling (a webhook left on
+/// the bot then keeps the poll empty).
+#[cfg(feature = "telegram")]
+fn polls(channel: &crate::config::ChannelSettings) -> bool {
+    !matches!(
+        channel.telegram.as_ref().map(|t| &t.mode),
+        Some(crate::config::TelegramMode::Webhook(_))
+    )
+}
+
+#[cfg(feature = "telegram")]
+async fn check_telegram(channel: &crate::config::ChannelSettings, subject: String) -> Vec<Finding> {
+    let telegram = match connect_telegram(channel).await {
         Ok(t) => t,
-        Err(e) => return vec![finding(Level::Error, subject, e.to_string())],
+        Err(why) => return vec![finding(Level::Error, subject, why)],
     };
     let mut out = vec![finding(
         Level::Ok,
@@ -404,12 +418,8 @@ async fn check_telegram(
             channel.api_url
         ),
     )];
-    let polling = !matches!(
-        channel.telegram.as_ref().map(|t| &t.mode),
-        Some(TelegramMode::Webhook(_))
-    );
     match telegram.webhook_info().await {
-        Ok(Some(url)) if polling => out.push(finding(
+        Ok(Some(url)) if polls(channel) => out.push(finding(
             Level::Error,
             subject.clone(),
             format!(
@@ -440,35 +450,15 @@ pub async fn fix_channels(config: &Config) -> Vec<Finding> {
     for channel in config
         .channels
         .values()
-        .filter(|c| c.enabled && c.name == "telegram")
+        .filter(|c| c.enabled && c.name == "telegram" && polls(c))
     {
-        use crate::config::TelegramMode;
-        if matches!(
-            channel.telegram.as_ref().map(|t| &t.mode),
-            Some(TelegramMode::Webhook(_))
-        ) {
-            continue;
-        }
-        let token = match channel.token() {
+        let telegram = match connect_telegram(channel).await {
             Ok(t) => t,
             Err(why) => {
                 done.push(finding(
                     Level::Warn,
                     "fixed",
                     format!("telegram: nothing done: {why}"),
-                ));
-                continue;
-            }
-        };
-        let mut settings = pincer_telegram::TelegramSettings::new(token);
-        settings.api_url = channel.api_url.clone();
-        let telegram = match pincer_telegram::connect(settings).await {
-            Ok(t) => t,
-            Err(e) => {
-                done.push(finding(
-                    Level::Warn,
-                    "fixed",
-                    format!("telegram: nothing done: {e}"),
                 ));
                 continue;
             }

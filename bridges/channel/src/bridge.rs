@@ -50,7 +50,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -188,11 +188,9 @@ pub struct Bridge {
     stop: CancellationToken,
 }
 
+/// The ledger's clock (signed, as SQLite stores it).
 fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    crate::unix_now() as i64
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -431,7 +429,7 @@ impl Bridge {
             let mut random = lock(&self.random);
             match self
                 .pairings
-                .decide(&settings.access, &msg, now() as u64, &mut *random)
+                .decide(&settings.access, &msg, crate::unix_now(), &mut *random)
             {
                 Ok(d) => d,
                 Err(e) => {
@@ -446,7 +444,7 @@ impl Bridge {
         match decision {
             Decision::Pass => self.pass(msg, &settings).await,
             Decision::PassAsContext => {
-                lock(&self.context).push_inbound(&msg, now() as u64);
+                lock(&self.context).push_inbound(&msg, crate::unix_now());
                 self.settle(&msg).await;
             }
             Decision::SendPairingCode { code } => {

@@ -4,8 +4,8 @@
 //! The platform's reader and the bridge record into one [`Health`]; the
 //! daemon reads [`Health::snapshot`].
 
+use crate::unix_now as now;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A copy of a bridge's health at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,13 +27,6 @@ pub struct HealthSnapshot {
 /// Shared, cheap to update.
 #[derive(Debug, Default)]
 pub struct Health(Mutex<HealthSnapshot>);
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
 
 impl Health {
     pub fn new(mode: &str) -> Self {

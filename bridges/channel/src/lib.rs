@@ -25,6 +25,15 @@ pub use access::{
     PendingCode, PendingView,
 };
 pub use bridge::{Bridge, BridgeError, BridgeSettings};
+
+/// Unix seconds now: the clock of the ledger, the pairing codes and the
+/// health (0 if the clock is before 1970).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
 pub use chunk::{chunks, chunks_for};
 pub use context::{ContextBuffer, ContextKey, ContextLine};
 pub use format::render;

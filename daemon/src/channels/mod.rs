@@ -22,7 +22,9 @@ mod telegram;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use pincer_channel::unix_now as now;
 
 use pincer_channel::{
     ApprovalRequest, Bridge, Health, HealthSnapshot, Ledger, Pairings, PairingsError, Target,
@@ -95,13 +97,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct Channels {
     inner: Arc<Inner>,
-}
-
-pub(crate) fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 impl Channels {
