@@ -42,10 +42,14 @@ pub enum StartError {
 }
 
 impl StartError {
-    /// The process exit status for this error (78 for config, SPEC §3).
+    /// The process exit status for this error (78 for config, SPEC §3;
+    /// 75 when another pincerd owns the home, so a service does not loop).
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Config(_) => config::EXIT_CONFIG,
+            Self::Socket(socket::SocketError::AlreadyRunning { .. }) => {
+                crate::launch::EXIT_ALREADY_RUNNING
+            }
             _ => 1,
         }
     }
@@ -65,7 +69,11 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let config = config::load(&home)?;
     // Lock before logging: a refused second instance must not write into
     // the running daemon's log.
-    let _lock = socket::lock_instance(&home.run_dir(), home.root())?;
+    let _lock = socket::lock_instance(
+        &home.run_dir(),
+        home.root(),
+        &crate::launch::StartedBy::detect(),
+    )?;
     if let Err(e) = crate::logging::init(&home.log_file(), &config.daemon.log_level, log_to_stderr)
     {
         eprintln!(

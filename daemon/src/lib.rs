@@ -13,6 +13,7 @@ pub mod context;
 pub mod daemon;
 pub mod doctor;
 pub mod home;
+pub mod launch;
 pub mod lifecycle;
 pub mod llm;
 pub mod logging;

@@ -3,7 +3,8 @@
 //! `pincerd` runs in the foreground (what a service manager wants);
 //! `pincerd --background` starts it detached and returns once its socket
 //! answers; `pincerd check-config` and `pincerd doctor` diagnose without
-//! starting it.
+//! starting it. `--env-file` reads `KEY=VALUE` lines into the environment
+//! first (the launchd agent's way to pass provider keys, see `launch`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,6 +15,7 @@ use pincer_daemon::config::{self, EXIT_CONFIG};
 use pincer_daemon::daemon;
 use pincer_daemon::doctor::{self, Level};
 use pincer_daemon::home::Home;
+use pincer_daemon::launch::{self, EXIT_ALREADY_RUNNING};
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +33,12 @@ struct Args {
     /// Also log to stderr (foreground only).
     #[arg(long)]
     log_stderr: bool,
+    /// Read KEY=VALUE lines (provider keys) from this file into the
+    /// environment before anything else; a missing file is skipped. The
+    /// launchd agent passes PINCER_HOME/service.env (systemd reads it with
+    /// EnvironmentFile=).
+    #[arg(long, global = true, value_name = "PATH")]
+    env_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -61,6 +69,20 @@ fn main() -> ExitCode {
     // needs no home.
     if let Some(Command::SandboxExec(launcher)) = args.command {
         return pincer_daemon::sandbox::launcher::run(launcher);
+    }
+    // Still single-threaded: the environment may change here.
+    if let Some(path) = &args.env_file {
+        match launch::load_env_file(path) {
+            Ok(Some(f)) if f.readable_by_others => eprintln!(
+                "pincerd: warning: {} can be read by other users; it holds keys: chmod 600 it",
+                path.display()
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("pincerd: {e}");
+                return ExitCode::from(EXIT_CONFIG as u8);
+            }
+        }
     }
     let home = match Home::resolve(args.home.as_deref()) {
         Ok(h) => h,
@@ -187,12 +209,16 @@ fn start_background(home: &Home) -> ExitCode {
     }
     if std::os::unix::net::UnixStream::connect(home.socket_path()).is_ok() {
         let pid = std::fs::read_to_string(home.pid_file()).unwrap_or_default();
+        let owner = pincer_daemon::server::socket::recorded_owner(&home.run_dir());
         eprintln!(
-            "pincerd is already running for {} (pid {}); talk to it with `pincer status`",
-            home.root().display(),
-            pid.trim()
+            "{}",
+            launch::already_running(
+                &home.root().display().to_string(),
+                pid.trim(),
+                owner.as_ref()
+            )
         );
-        return ExitCode::from(1);
+        return ExitCode::from(EXIT_ALREADY_RUNNING as u8);
     }
     let stderr_path = home.logs_dir().join("pincerd.stderr");
     let stderr = match std::fs::OpenOptions::new()

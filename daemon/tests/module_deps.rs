@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 /// the daemon's side of `memory` uses providers (`llm`) for embeddings and
 /// is used by the agent; `lifecycle` (the `Part` trait) knows only the
 /// config; `sandbox` (the exec sandbox and its launcher) reads the exec
-/// settings and is used by the tools that start programs; `logging` and `children` (processes that die with pincerd) use
-/// nothing of ours.
+/// settings and is used by the tools that start programs; `logging`, `children` (processes that die with pincerd) and
+/// `launch` (who started pincerd; the service's environment file) use nothing of ours.
 const LAYERS: &[&[&str]] = &[
     &["main"],
     &["daemon"],
@@ -39,7 +39,7 @@ const LAYERS: &[&[&str]] = &[
     &["context", "tools", "memory"],
     &["llm", "session", "lifecycle", "sandbox"],
     &["config"],
-    &["home", "util", "logging", "children"],
+    &["home", "util", "logging", "children", "launch"],
 ];
 
 /// Cycles known today, each with the work that removes it. The test fails

@@ -120,15 +120,22 @@ async fn single_instance_stale_socket_and_graceful_stop() {
         .arg(home.path())
         .output()
         .unwrap();
-    assert_eq!(second.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&second.stderr).contains("already running"));
+    // 75, not 1: the service unit does not restart on it.
+    assert_eq!(second.status.code(), Some(75));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("already running")
+            && err.contains("started by hand")
+            && err.contains(&format!("pid {}", daemon.pid())),
+        "{err}"
+    );
     let bg = std::process::Command::new(&bins().pincerd)
         .arg("--home")
         .arg(home.path())
         .arg("--background")
         .output()
         .unwrap();
-    assert_eq!(bg.status.code(), Some(1));
+    assert_eq!(bg.status.code(), Some(75));
     assert!(String::from_utf8_lossy(&bg.stderr).contains("already running"));
     home.cli(&["status"]).await.ok();
 
@@ -507,4 +514,71 @@ async fn doctor_checks_the_file_on_disk_not_the_running_config() {
         "names the key and line: {}",
         out.stdout
     );
+}
+
+/// A daemon the systemd user service started (systemd marks its children
+/// with INVOCATION_ID) owns the socket: a start by hand says so, names the
+/// service verbs, and leaves the running daemon alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_by_hand_while_the_service_runs_names_the_service() {
+    let home = TestHome::new();
+    let daemon = home.start_with_env(&[("INVOCATION_ID", "0123456789abcdef0123456789abcdef")]);
+    let second = std::process::Command::new(&bins().pincerd)
+        .arg("--home")
+        .arg(home.path())
+        .env_remove("INVOCATION_ID")
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(75));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("as a systemd") || err.contains("as the systemd user service"),
+        "{err}"
+    );
+    assert!(err.contains("pincer service restart"), "{err}");
+    // The running daemon did not notice.
+    let status = home.cli(&["--json", "status"]).await;
+    assert_eq!(status.json()["pid"].as_u64(), Some(daemon.pid() as u64));
+    assert_eq!(daemon.stop(), Some(0));
+    assert!(!home.path().join("run/pincerd.started-by").exists());
+}
+
+/// `--env-file` (what the launchd agent passes) puts the keys into the
+/// daemon's environment; a line that is not KEY=VALUE is a config error
+/// (78) that names the file and the line.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_env_file_feeds_provider_keys_and_a_bad_line_exits_78() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome::new();
+    let env = home.path().join("service.env");
+    std::fs::write(&env, "# keys\nOPENAI_API_KEY=sk-from-the-env-file\n").unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Zero-config reads OPENAI_API_KEY: the detection sees the file's key.
+    let out = std::process::Command::new(&bins().pincerd)
+        .args(["zero-config", "--env-file"])
+        .arg(&env)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENROUTER_API_KEY")
+        .output()
+        .unwrap();
+    let found: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found["api_key_env"], "OPENAI_API_KEY", "{found}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    std::fs::write(&env, "OPENAI_API_KEY=x\nnot a pair\n").unwrap();
+    let out = std::process::Command::new(&bins().pincerd)
+        .arg("--home")
+        .arg(home.path())
+        .arg("--env-file")
+        .arg(&env)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:2:", env.display())), "{err}");
 }

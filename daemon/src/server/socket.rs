@@ -18,13 +18,18 @@ use interprocess::os::unix::local_socket::ListenerOptionsExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
+use crate::launch::StartedBy;
+
 /// Why the socket could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
-    #[error(
-        "pincerd is already running for {home} (pid {pid}); talk to it with `pincer status`, or stop it with `kill {pid}`"
-    )]
-    AlreadyRunning { home: String, pid: String },
+    #[error("{}", crate::launch::already_running(home, pid, owner.as_ref()))]
+    AlreadyRunning {
+        home: String,
+        pid: String,
+        /// Who started the running daemon, as it recorded.
+        owner: Option<StartedBy>,
+    },
     #[error("cannot create the socket {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
@@ -33,19 +38,39 @@ pub enum SocketError {
 pub struct InstanceLock {
     _file: File,
     pid_file: PathBuf,
+    started_by_file: PathBuf,
 }
 
 impl Drop for InstanceLock {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.pid_file);
+        let _ = std::fs::remove_file(&self.started_by_file);
     }
 }
 
+/// `run/pincerd.started-by`: one line naming who started the daemon that
+/// holds the lock ([`StartedBy::to_line`]).
+pub fn started_by_file(run_dir: &Path) -> PathBuf {
+    run_dir.join("pincerd.started-by")
+}
+
+/// Who started the daemon that holds the lock, as it recorded.
+pub fn recorded_owner(run_dir: &Path) -> Option<StartedBy> {
+    std::fs::read_to_string(started_by_file(run_dir))
+        .ok()
+        .and_then(|l| StartedBy::from_line(&l))
+}
+
 /// Takes the single-instance lock. A second daemon fails here, before it
-/// touches the socket of the first.
-pub fn lock_instance(run_dir: &Path, home: &Path) -> Result<InstanceLock, SocketError> {
+/// touches the socket of the first, and says who started the first.
+pub fn lock_instance(
+    run_dir: &Path,
+    home: &Path,
+    started_by: &StartedBy,
+) -> Result<InstanceLock, SocketError> {
     let lock_path = run_dir.join("pincerd.lock");
     let pid_file = run_dir.join("pincerd.pid");
+    let started_by_file = started_by_file(run_dir);
     let io_err = |source| SocketError::Io {
         path: lock_path.clone(),
         source,
@@ -65,14 +90,17 @@ pub fn lock_instance(run_dir: &Path, home: &Path) -> Result<InstanceLock, Socket
             return Err(SocketError::AlreadyRunning {
                 home: home.display().to_string(),
                 pid: pid.trim().to_string(),
+                owner: recorded_owner(run_dir),
             });
         }
         return Err(io_err(err));
     }
     std::fs::write(&pid_file, std::process::id().to_string()).map_err(io_err)?;
+    std::fs::write(&started_by_file, started_by.to_line()).map_err(io_err)?;
     Ok(InstanceLock {
         _file: file,
         pid_file,
+        started_by_file,
     })
 }
 
