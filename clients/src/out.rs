@@ -187,9 +187,13 @@ fn may_style() -> bool {
     !no_color && !dumb
 }
 
-/// The terminal's width in columns (80 when it cannot be read).
+/// The terminal's width in columns (80 when it cannot be read or says 0,
+/// as a pseudo-terminal nobody sized does; at least 20).
 fn terminal_width() -> usize {
-    usize::from(termimad::terminal_size().0).max(20)
+    match termimad::terminal_size().0 {
+        0 => 80,
+        cols => usize::from(cols).max(20),
+    }
 }
 
 #[allow(clippy::disallowed_methods, reason = "out.rs owns stdout and stderr")]
