@@ -1,6 +1,6 @@
 //! The answer as Markdown in a terminal and as the model wrote it when
 //! piped; tool calls as compact one-line notes. The terminal cases give
-//! `pincer` a pseudo-terminal with `script` (util-linux).
+//! `pincer` a pseudo-terminal with `script` (util-linux; Debian package bsdutils).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -92,7 +92,7 @@ async fn send_in_a_terminal(
         script.env("NO_COLOR", "1");
     }
     let child = script.spawn().unwrap_or_else(|e| {
-        panic!("cannot run `script` ({e}): it gives pincer a terminal in this test; install util-linux (apt-get install util-linux)")
+        panic!("cannot run `script` ({e}): it gives pincer a terminal in this test; install util-linux (Debian: apt-get install bsdutils)")
     });
     let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
