@@ -123,3 +123,11 @@ else
     echo "tests/setup.sh: telegram-test-api did not install correctly" >&2; exit 1; }
   echo "$tg_want" > "$tg_dir/.pincer-peers"
 fi
+
+# `script` (util-linux, Debian package bsdutils) gives `pincer` a pseudo-terminal in the Markdown
+# rendering tests (tests/e2e/markdown.rs). It is part of every Debian and
+# Ubuntu system; a minimal image may lack it.
+if ! command -v script >/dev/null 2>&1; then
+  echo "tests/setup.sh: 'script' is needed for the terminal tests (apt-get install bsdutils)" >&2
+  exit 1
+fi

@@ -16,6 +16,7 @@ mod doctor;
 mod error;
 mod init;
 mod logs;
+mod markdown;
 mod memory;
 mod out;
 mod pincerd;

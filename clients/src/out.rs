@@ -10,16 +10,22 @@
 //! server text, and a command cannot forget the filter when it cannot
 //! print around it (clippy.toml denies the print macros and
 //! `std::io::stdout`/`stderr` elsewhere). Only `json` writes as it is: it
-//! is the data, and JSON escapes the C0 controls itself. The CLI has no
-//! colours of its own; one it gets would be written by a function here
-//! around the sanitized text, never inside the format arguments, where
-//! the filter would show it as `\u{1b}[…`.
+//! is the data, and JSON escapes the C0 controls itself. Colours are
+//! written only here and in `markdown.rs`, around or after the sanitized
+//! text, never inside the format arguments, where the filter would show
+//! them as `\u{1b}[…`; they appear only on a terminal, never with
+//! `NO_COLOR` set or `TERM=dumb`.
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
+use std::sync::OnceLock;
 
-use crate::sanitize::{Pieces, sanitize};
+use termimad::StrFit;
+
+use crate::markdown::{Look, Reply};
+
+use crate::sanitize::sanitize;
 
 /// `println!` that ends quietly on a closed pipe.
 macro_rules! outln {
@@ -82,25 +88,122 @@ pub fn json(value: &serde_json::Value) {
     write_out(&crate::sanitize::json_escape(&value.to_string()), true);
 }
 
-/// A reply streamed to stdout piece by piece (`sanitize::Pieces`: a `\r\n`
-/// split between pieces stays a line end). A `\r` it ended on is shown when
-/// it is dropped.
-#[derive(Default)]
-pub struct Stream(Pieces);
+/// A reply streamed to stdout piece by piece: rendered as Markdown when
+/// stdout is a terminal that may have colours, the model's text as it is
+/// otherwise (`markdown.rs`). Either way its control characters are shown
+/// first (`sanitize::Pieces`: a `\r\n` split between pieces stays a line
+/// end, a `\r` it ended on is shown when it is dropped).
+pub struct Stream {
+    reply: Reply,
+    /// stdout is a terminal (plain or not): a note on stderr shares it.
+    tty: bool,
+}
+
+impl Default for Stream {
+    fn default() -> Self {
+        let tty = stdout_is_terminal();
+        let look = if tty && may_style() {
+            Look::Terminal {
+                width: terminal_width(),
+            }
+        } else {
+            Look::Plain
+        };
+        Stream {
+            reply: Reply::new(look),
+            tty,
+        }
+    }
+}
 
 impl Stream {
     pub fn text(&mut self, piece: &str) {
-        write_out(&self.0.next(piece), false);
+        let shown = self.reply.text(piece);
+        if !shown.is_empty() {
+            write_out(&shown, false);
+        }
+    }
+
+    /// Before a note on stderr: the answer so far is put on screen, and
+    /// when it stopped inside a line of the terminal the note shares, the
+    /// line is ended on stderr so the note starts a line of its own.
+    pub fn before_note(&mut self) {
+        let (shown, mid_line) = self.reply.break_for_note();
+        if !shown.is_empty() {
+            write_out(&shown, false);
+        }
+        if mid_line && self.tty {
+            write_err("", true);
+        }
+    }
+
+    /// The turn ended: the rest of the answer and its last line end.
+    pub fn end(&mut self) {
+        let shown = self.reply.end();
+        if !shown.is_empty() {
+            write_out(&shown, false);
+        }
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let rest = self.0.finish();
+        let rest = self.reply.finish();
         if !rest.is_empty() {
             write_out(&rest, false);
         }
     }
+}
+
+/// A one-line note on stderr (a tool call starting or ending): on a
+/// terminal that may have colours, dim and cut to the terminal's width;
+/// elsewhere plain text. Its control characters are shown first.
+pub fn err_brief(args: fmt::Arguments) {
+    static STYLED: OnceLock<Option<usize>> = OnceLock::new();
+    let width = *STYLED.get_or_init(|| (stderr_is_terminal() && may_style()).then(terminal_width));
+    let text = for_people(args);
+    match width {
+        Some(width) => write_err(&format!("\x1b[2m{}\x1b[0m", cut(&text, width)), true),
+        None => write_err(&text, true),
+    }
+}
+
+/// `text` cut to `width` columns, an ellipsis marking the cut.
+fn cut(text: &str, width: usize) -> String {
+    let (bytes, _) = StrFit::count_fitting(text, width);
+    if bytes == text.len() {
+        return text.to_string();
+    }
+    let (bytes, _) = StrFit::count_fitting(text, width.saturating_sub(1));
+    format!("{}…", &text[..bytes])
+}
+
+/// Whether a terminal may get colours and attributes: not when the user
+/// set `NO_COLOR` (no-color.org: any non-empty value) or the terminal is
+/// `TERM=dumb`.
+fn may_style() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+    !no_color && !dumb
+}
+
+/// The terminal's width in columns (80 when it cannot be read or says 0,
+/// as a pseudo-terminal nobody sized does; at least 20).
+fn terminal_width() -> usize {
+    match termimad::terminal_size().0 {
+        0 => 80,
+        cols => usize::from(cols).max(20),
+    }
+}
+
+#[allow(clippy::disallowed_methods, reason = "out.rs owns stdout and stderr")]
+fn stdout_is_terminal() -> bool {
+    io::stdout().is_terminal()
+}
+
+#[allow(clippy::disallowed_methods, reason = "out.rs owns stdout and stderr")]
+fn stderr_is_terminal() -> bool {
+    io::stderr().is_terminal()
 }
 
 /// Writes `text` (and a line end, else a flush) to stderr as it is; a

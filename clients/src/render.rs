@@ -1,6 +1,9 @@
 //! Showing a turn's events: as text for people (streamed answer, tool calls
 //! as they happen) or as JSON lines for programs (`--json`). Model and tool
-//! text is printed through `out`, which shows its control characters.
+//! text is printed through `out`, which shows its control characters; the
+//! answer is Markdown in a terminal and plain elsewhere (`markdown.rs`).
+//! Notes (tool calls, retries) start a line of their own, with no blank
+//! line between them, so a run of tool calls reads as a compact list.
 
 use pincer_proto::v1::chat_event::Event;
 use serde_json::json;
@@ -20,8 +23,9 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
     match event {
         Event::TurnStarted(_) | Event::Usage(_) => None,
         Event::Compaction(c) if c.error.is_empty() => {
+            reply.before_note();
             errln!(
-                "\n  · history compacted ({}): ~{} → ~{} tokens",
+                "  · history compacted ({}): ~{} → ~{} tokens",
                 c.reason,
                 c.tokens_before,
                 c.tokens_after
@@ -29,7 +33,8 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
             None
         }
         Event::Compaction(c) => {
-            errln!("\n  ! {}", c.error);
+            reply.before_note();
+            errln!("  ! {}", c.error);
             None
         }
         Event::TextDelta(t) => {
@@ -37,7 +42,12 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
             None
         }
         Event::ToolCallStarted(t) => {
-            errln!("\n  ⚙ {} {}", t.name, one_line(&t.arguments_json, 160));
+            reply.before_note();
+            out::err_brief(format_args!(
+                "  ⚙ {} {}",
+                t.name,
+                one_line(&t.arguments_json, 160)
+            ));
             None
         }
         Event::ToolCallFinished(t) => {
@@ -46,17 +56,19 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
                 "aborted" => "■",
                 _ => "✗",
             };
-            errln!(
-                "  {mark} {} ({} ms) {}",
+            reply.before_note();
+            out::err_brief(format_args!(
+                "  {mark} {} {} ms {}",
                 t.name,
                 t.duration_ms,
                 one_line(&t.result, 160)
-            );
+            ));
             None
         }
         Event::Retrying(r) => {
+            reply.before_note();
             errln!(
-                "\n  ↻ retry {} of {} in {:.1} s: {}",
+                "  ↻ retry {} of {} in {:.1} s: {}",
                 r.attempt,
                 r.model,
                 r.delay_ms as f64 / 1000.0,
@@ -65,8 +77,9 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
             None
         }
         Event::ApprovalRequested(a) => {
+            reply.before_note();
             errln!(
-                "\n  ? {} {} needs your approval: `pincer approvals allow {}` or `pincer approvals deny {}` (denied in {} s)",
+                "  ? {} {} needs your approval: `pincer approvals allow {}` or `pincer approvals deny {}` (denied in {} s)",
                 a.tool,
                 one_line(&a.arguments_json, 120),
                 a.id,
@@ -76,6 +89,7 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
             None
         }
         Event::Queued(q) => {
+            reply.before_note();
             errln!(
                 "  … queued behind the running turn (position {}); it will be answered next",
                 q.position
@@ -83,7 +97,7 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
             None
         }
         Event::TurnFinished(f) => {
-            reply.text("\n");
+            reply.end();
             match f.stop_reason.as_str() {
                 "aborted" => {
                     errln!("  ■ turn aborted");
@@ -105,7 +119,7 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
             })
         }
         Event::Error(e) => {
-            reply.text("\n");
+            reply.end();
             errln!("error: {}", e.message);
             Some(End::Failed {
                 message: e.message.clone(),

@@ -10,6 +10,7 @@ mod guard;
 mod hostile;
 mod lifecycle;
 mod llmock;
+mod markdown;
 mod mcp;
 mod memory;
 mod messages;
