@@ -13,6 +13,7 @@ mod llmock;
 mod mcp;
 mod memory;
 mod messages;
+mod package;
 mod plugins;
 mod policy;
 mod sandbox;
