@@ -3,6 +3,11 @@
 //! is no `.git`), else `unknown`. Only the CLI has this script: on the daemon
 //! it would rebuild pincerd on every commit.
 
+#![allow(
+    clippy::disallowed_macros,
+    reason = "cargo reads a build script's instructions from its stdout"
+)]
+
 use std::path::PathBuf;
 use std::process::Command;
 
