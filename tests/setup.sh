@@ -131,3 +131,27 @@ if ! command -v script >/dev/null 2>&1; then
   echo "tests/setup.sh: 'script' is needed for the terminal tests (apt-get install bsdutils)" >&2
   exit 1
 fi
+
+# cargo-deb (crates.io, MIT) for the .deb that packaging/build.sh makes and
+# tests/e2e/package.rs installs, into $peers/cargo-deb. No default features:
+# it compresses with the system's xz instead of building liblzma (about a
+# minute to build on 2 cores). Skipped when that version is on PATH already.
+cargo_deb_version=3.8.0
+cargo_deb_root="$peers/cargo-deb"
+if [ -x "$cargo_deb_root/bin/cargo-deb" ] &&
+   [ "$("$cargo_deb_root/bin/cargo-deb" --version 2>/dev/null)" = "cargo-deb $cargo_deb_version" ]; then
+  echo "cargo-deb $cargo_deb_version already installed in $cargo_deb_root"
+elif command -v cargo-deb >/dev/null 2>&1 &&
+     [ "$(cargo-deb --version 2>/dev/null)" = "cargo-deb $cargo_deb_version" ]; then
+  echo "cargo-deb $cargo_deb_version already on PATH"
+else
+  echo "installing cargo-deb $cargo_deb_version into $cargo_deb_root"
+  cargo install cargo-deb --version "$cargo_deb_version" --locked --no-default-features \
+    --root "$cargo_deb_root" --quiet
+  "$cargo_deb_root/bin/cargo-deb" --version >/dev/null || {
+    echo "tests/setup.sh: cargo-deb did not install correctly" >&2; exit 1; }
+fi
+for tool in dpkg-deb dpkg-shlibdeps xz strip; do
+  command -v "$tool" >/dev/null 2>&1 || {
+    echo "tests/setup.sh: $tool is missing; the .deb test needs it (apt-get install dpkg-dev xz-utils binutils)" >&2; exit 1; }
+done

@@ -3,12 +3,16 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `pincer --version`: the crate's version and the commit it was built from
+/// (`clients/build.rs`).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PINCER_COMMIT"), ")");
 
 #[derive(Parser)]
 #[command(
     name = "pincer",
-    version,
+    version = VERSION,
     about = "Talk to pincerd, your personal AI agent daemon."
 )]
 pub struct Cli {
@@ -126,6 +130,26 @@ pub enum Command {
         #[arg(long)]
         fix: bool,
     },
+    /// Print a shell completion script (bash, zsh or fish) on stdout.
+    Completions {
+        /// The shell to complete for.
+        shell: CompletionShell,
+    },
+    /// Print the man page of pincer (roff) on stdout, or write all pages.
+    Man {
+        /// Write pincer.1 and one page per subcommand (pincer-chat.1, ...)
+        /// into DIR instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// The shells `pincer completions` writes a script for.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 /// A session named on the command line, as the user typed it (the daemon

@@ -11,6 +11,7 @@ mod audit;
 mod channels;
 mod chat;
 mod cli;
+mod completions;
 mod config;
 mod doctor;
 mod error;
@@ -60,6 +61,15 @@ fn main() -> ExitCode {
             return report(true, CliError::new(error::USAGE, message));
         }
     };
+    // Generated from the clap definitions alone: no home, no runtime (the
+    // package build runs these on a machine that has never run pincerd).
+    match &cli.command {
+        Command::Completions { shell } => {
+            return exit(cli.json, completions::completions(*shell));
+        }
+        Command::Man { dir } => return exit(cli.json, completions::man(dir.as_deref())),
+        _ => {}
+    }
     let explicit_home =
         cli.home.is_some() || std::env::var_os("PINCER_HOME").is_some_and(|h| !h.is_empty());
     let home = match resolve_home(cli.home) {
@@ -84,6 +94,14 @@ fn main() -> ExitCode {
             ctx.json,
             rpc::explain(e, &ctx.home, ctx.explicit_home, rpc::During::Command),
         ),
+    }
+}
+
+/// The exit code of a command that needs neither home nor daemon.
+fn exit(json: bool, result: Result<u8, CliError>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => report(json, e),
     }
 }
 
@@ -123,6 +141,8 @@ async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
             command: SkillsCommand::List { agent },
         } => skills::list(ctx, agent.agent).await,
         Command::Doctor { fix } => doctor::run(ctx, fix).await,
+        Command::Completions { shell } => completions::completions(shell),
+        Command::Man { dir } => completions::man(dir.as_deref()),
     }
 }
 

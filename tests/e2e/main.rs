@@ -14,6 +14,7 @@ mod markdown;
 mod mcp;
 mod memory;
 mod messages;
+mod package;
 mod plugins;
 mod policy;
 mod sandbox;
