@@ -114,9 +114,7 @@ impl Systemd {
             })?;
         let dbus = zbus::fdo::DBusProxy::new(&conn)
             .await
-            .map_err(|e| ServiceError::NoManager {
-                why: describe(&e.into()),
-            })?;
+            .map_err(|e| ServiceError::NoManager { why: describe(&e) })?;
         let present = dbus
             .name_has_owner(zbus::names::WellKnownName::from_static_str_unchecked(SYSTEMD).into())
             .await
