@@ -116,7 +116,11 @@ async fn install_writes_the_unit_enables_and_starts_it_and_uninstall_reverses_it
     ] {
         assert!(unit.lines().any(|l| l == line), "no `{line}` in:\n{unit}");
     }
-    let mode = std::fs::metadata(s.unit_path()).expect("unit").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(s.unit_path())
+        .expect("unit")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o644);
 
     let unit_path = s.unit_path().display().to_string();
@@ -132,7 +136,11 @@ async fn install_writes_the_unit_enables_and_starts_it_and_uninstall_reverses_it
     // The environment file: 0600, the key's name commented, never its value.
     let env_path = home.join("service.env");
     let env = std::fs::read_to_string(&env_path).expect("service.env");
-    let mode = std::fs::metadata(&env_path).expect("env").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&env_path)
+        .expect("env")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
     assert!(env.contains("\n#OPENAI_API_KEY=\n"), "{env}");
     assert!(!env.contains("sk-test"), "{env}");
@@ -144,10 +152,7 @@ async fn install_writes_the_unit_enables_and_starts_it_and_uninstall_reverses_it
     assert!(stdout.contains(&format!("wrote {unit_path}")), "{stdout}");
     assert!(stdout.contains("active (running), pid 4001"), "{stdout}");
     // Lingering is off in the fake logind.
-    assert!(
-        stdout.contains("loginctl enable-linger $USER"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("loginctl enable-linger $USER"), "{stdout}");
 
     // status, as text and as JSON.
     let out = s.pincer(&["service", "status"]).await;
@@ -174,7 +179,10 @@ async fn install_writes_the_unit_enables_and_starts_it_and_uninstall_reverses_it
     assert_eq!(j["path"], unit_path.as_str());
 
     // A second install changes nothing: same file, not rewritten, no Reload.
-    let before = std::fs::metadata(s.unit_path()).expect("unit").modified().expect("mtime");
+    let before = std::fs::metadata(s.unit_path())
+        .expect("unit")
+        .modified()
+        .expect("mtime");
     std::thread::sleep(Duration::from_millis(20));
     s.fakes.clear_calls();
     let out = s.pincer(&["service", "install"]).await;
@@ -183,16 +191,27 @@ async fn install_writes_the_unit_enables_and_starts_it_and_uninstall_reverses_it
         "{}",
         out.stdout
     );
-    let after = std::fs::metadata(s.unit_path()).expect("unit").modified().expect("mtime");
+    let after = std::fs::metadata(s.unit_path())
+        .expect("unit")
+        .modified()
+        .expect("mtime");
     assert_eq!(before, after, "the unit was rewritten");
     assert_eq!(std::fs::read_to_string(s.unit_path()).expect("unit"), unit);
-    assert!(!s.changes().contains(&"Reload()".to_string()), "{:?}", s.changes());
+    assert!(
+        !s.changes().contains(&"Reload()".to_string()),
+        "{:?}",
+        s.changes()
+    );
     std::fs::write(&env_path, "OPENAI_API_KEY=mine\n").expect("edit env");
 
     // Uninstall: stop, disable, remove, reload; the environment file stays.
     s.fakes.clear_calls();
     let out = s.pincer(&["service", "uninstall"]).await;
-    assert!(out.ok().contains("stopped, disabled and removed"), "{}", out.stdout);
+    assert!(
+        out.ok().contains("stopped, disabled and removed"),
+        "{}",
+        out.stdout
+    );
     assert_eq!(
         s.changes(),
         [
@@ -241,7 +260,8 @@ async fn a_start_that_exits_78_reaches_the_user_as_a_sentence() {
     let out = s.pincer(&["service", "install"]).await;
     assert_eq!(out.code, 1, "{out:?}");
     assert!(
-        out.stderr.contains("pincerd exited with status 78: its configuration is invalid")
+        out.stderr
+            .contains("pincerd exited with status 78: its configuration is invalid")
             && out.stderr.contains("pincer config check")
             && out.stderr.contains("pincer service logs"),
         "{}",
@@ -273,9 +293,7 @@ async fn a_foreign_unit_is_not_overwritten_unless_forced() {
     let out = s.pincer(&["service", "install"]).await;
     assert_eq!(out.code, 1, "{out:?}");
     assert!(
-        out.stderr
-            .contains(&s.unit_path().display().to_string())
-            && out.stderr.contains("--force"),
+        out.stderr.contains(&s.unit_path().display().to_string()) && out.stderr.contains("--force"),
         "{}",
         out.stderr
     );
@@ -288,7 +306,10 @@ async fn a_foreign_unit_is_not_overwritten_unless_forced() {
     let out = s.pincer(&["service", "install", "--force"]).await;
     assert!(out.ok().contains("replaced"), "{}", out.stdout);
     let unit = std::fs::read_to_string(s.unit_path()).expect("unit");
-    assert!(unit.starts_with("# Written by `pincer service install`"), "{unit}");
+    assert!(
+        unit.starts_with("# Written by `pincer service install`"),
+        "{unit}"
+    );
     assert!(s.changes().iter().any(|c| c.starts_with("StartUnit")));
 }
 
@@ -325,7 +346,8 @@ async fn start_stop_and_restart_report_the_state() {
     );
     let out = s.pincer(&["service", "start"]).await;
     assert!(
-        out.ok().contains("pincer.service: active (running), pid 4002"),
+        out.ok()
+            .contains("pincer.service: active (running), pid 4002"),
         "{}",
         out.stdout
     );
@@ -363,7 +385,8 @@ async fn no_user_manager_says_so_and_prints_the_unit() {
         out.stderr
     );
     assert!(
-        out.stdout.starts_with("# Written by `pincer service install`")
+        out.stdout
+            .starts_with("# Written by `pincer service install`")
             && out.stdout.contains("ExecStart="),
         "{}",
         out.stdout
@@ -372,7 +395,9 @@ async fn no_user_manager_says_so_and_prints_the_unit() {
     assert!(
         out.stderr
             .contains(&format!("save the unit above as {}", unit_path.display()))
-            && out.stderr.contains("systemctl --user enable --now pincer.service"),
+            && out
+                .stderr
+                .contains("systemctl --user enable --now pincer.service"),
         "{}",
         out.stderr
     );
@@ -388,8 +413,9 @@ async fn no_user_manager_says_so_and_prints_the_unit() {
     let out = run(&home, user.path(), &bus.address, &["service", "start"]).await;
     assert_eq!(out.code, 1, "{out:?}");
     assert!(
-        out.stderr
-            .contains("no systemd user manager is reachable (the session bus has no org.freedesktop.systemd1)"),
+        out.stderr.contains(
+            "no systemd user manager is reachable (the session bus has no org.freedesktop.systemd1)"
+        ),
         "{}",
         out.stderr
     );
@@ -408,4 +434,31 @@ async fn unit_prints_the_installed_and_the_packaged_unit() {
         "{}",
         out.stdout
     );
+}
+
+#[tokio::test]
+async fn a_pincerd_started_by_hand_is_not_fought_for_its_socket() {
+    let s = Setup::new().await;
+    let daemon = s.home.start();
+    let out = s.pincer(&["service", "install"]).await;
+    let stdout = out.ok();
+    assert!(
+        stdout.contains(&format!(
+            "enabled, not started: pincerd (pid {}, not the service's) owns this home's socket",
+            daemon.pid()
+        )) && stdout.contains("`pincer stop`"),
+        "{stdout}"
+    );
+    let changes = s.changes();
+    assert!(
+        changes.iter().any(|c| c.starts_with("EnableUnitFiles")),
+        "{changes:?}"
+    );
+    assert!(
+        !changes.iter().any(|c| c.starts_with("StartUnit")),
+        "{changes:?}"
+    );
+    let out = s.pincer(&["--json", "service", "install"]).await;
+    out.ok();
+    assert_eq!(out.json()["socket_owner_pid"], daemon.pid());
 }

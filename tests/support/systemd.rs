@@ -52,7 +52,12 @@ impl PrivateBus {
         .expect("write bus.conf");
         let mut child = match Command::new("dbus-daemon")
             .arg(format!("--config-file={}", config.display()))
-            .args(["--print-address=1", "--print-pid=1", "--fork", "--nopidfile"])
+            .args([
+                "--print-address=1",
+                "--print-pid=1",
+                "--fork",
+                "--nopidfile",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -543,10 +548,10 @@ impl LogindManager {
     fn get_user(&self, uid: u32) -> Result<OwnedObjectPath, LogindError> {
         let s = self.state.lock().expect("state");
         match s.linger {
-            Some(_) => Ok(
-                OwnedObjectPath::try_from(format!("/org/freedesktop/login1/user/_{uid}"))
-                    .expect("user path"),
-            ),
+            Some(_) => Ok(OwnedObjectPath::try_from(format!(
+                "/org/freedesktop/login1/user/_{uid}"
+            ))
+            .expect("user path")),
             None => Err(LogindError::NoSuchUser(format!(
                 "User ID {uid} is not logged in or lingering"
             ))),
