@@ -4,7 +4,7 @@
 //! has said why not. Also where `pincerd` is and the by-hand steps for a
 //! machine with no user manager.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -73,7 +73,11 @@ pub async fn install<M: Manager>(m: &M, opts: &Install<'_>) -> Result<InstallRep
     let text = m.render(&opts.spec)?;
     let change = write_definition(&path, &text, opts.force)?;
     let home = &opts.spec.home;
-    std::fs::create_dir_all(home.join("logs"))
+    // A home created here is private, as pincerd makes its own.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home.join("logs"))
         .map_err(|e| ServiceError::io("create", home.join("logs"), e))?;
     let env_path = opts.spec.env_file();
     let names = env_file::wanted(home);
