@@ -85,6 +85,7 @@ async fn verb<M: Manager>(ctx: &Ctx, m: &M, command: ServiceCommand) -> Result<u
             print_status(ctx, &s);
             Ok(0)
         }
+        // Answered by `run` without a manager.
         ServiceCommand::Logs { .. } | ServiceCommand::Unit { .. } => Ok(0),
     }
 }
