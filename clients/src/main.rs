@@ -1,6 +1,7 @@
 //! `pincer`: the command-line client of pincerd (SPEC §4). It is thin:
 //! everything goes through the gRPC API except `logs`, which reads the log
-//! file, and `config check`, which asks `pincerd check-config`; it never
+//! file, `config check`, which asks `pincerd check-config`, and `service`,
+//! which talks to the service manager (the `pincer-service` crate); it never
 //! opens the daemon's databases. Exit codes: 0 ok, 1 error, 2 usage,
 //! 3 pincerd not running (or still stopping). This file parses the
 //! command line and dispatches; each command lives in its own module.
@@ -24,6 +25,7 @@ mod pincerd;
 mod render;
 mod rpc;
 mod sanitize;
+mod service;
 mod sessions;
 mod skills;
 mod starter;
@@ -143,6 +145,7 @@ async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         Command::Doctor { fix } => doctor::run(ctx, fix).await,
         Command::Completions { shell } => completions::completions(shell),
         Command::Man { dir } => completions::man(dir.as_deref()),
+        Command::Service { command } => service::run(ctx, command).await,
     }
 }
 

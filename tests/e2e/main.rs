@@ -19,6 +19,7 @@ mod plugins;
 mod policy;
 mod sandbox;
 mod scripted;
+mod service;
 mod sessions_tools;
 mod shutdown;
 mod telegram;

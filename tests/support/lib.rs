@@ -1,7 +1,8 @@
 //! Shared support for the end-to-end tests: the real binaries in temporary
 //! homes ([`harness`]), our scripted LLM ([`scripted`]), the real test
 //! peers installed by `tests/setup.sh` ([`peers`]) and among them the
-//! Telegram Bot API emulator ([`telegram`]); and the minimal Bot API the
+//! Telegram Bot API emulator ([`telegram`]); a private D-Bus with a fake
+//! systemd and logind ([`systemd`]); and the minimal Bot API the
 //! 200-chat load bench runs against instead ([`bot_api`]).
 
 pub mod bot_api;
@@ -10,4 +11,5 @@ pub mod no_landlock;
 pub mod peers;
 pub mod requests;
 pub mod scripted;
+pub mod systemd;
 pub mod telegram;
