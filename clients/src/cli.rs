@@ -267,7 +267,13 @@ pub enum ApprovalsCommand {
     /// Calls waiting for an answer.
     List,
     /// Let the call run.
-    Allow { id: String },
+    Allow {
+        id: String,
+        /// Also let later calls of this tool in this session run without
+        /// asking (until pincerd restarts).
+        #[arg(long)]
+        always: bool,
+    },
     /// Refuse the call (the model is told).
     Deny { id: String },
 }
