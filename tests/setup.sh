@@ -123,3 +123,14 @@ else
     echo "tests/setup.sh: telegram-test-api did not install correctly" >&2; exit 1; }
   echo "$tg_want" > "$tg_dir/.pincer-peers"
 fi
+
+# tmux: the pseudo-terminal the `pincer chat` tests type into
+# (tests/e2e/chat_tty.rs). A system package, not a download we cache.
+if command -v tmux >/dev/null 2>&1; then
+  echo "tmux already installed ($(tmux -V))"
+else
+  echo "installing tmux with apt-get"
+  if [ "$(id -u)" -eq 0 ]; then apt_get=(apt-get); else apt_get=(sudo apt-get); fi
+  "${apt_get[@]}" install -y tmux || {
+    echo "tests/setup.sh: cannot install tmux; install it yourself (apt-get install tmux)" >&2; exit 1; }
+fi
