@@ -28,7 +28,8 @@ async fn scripted_home(extra: &str) -> (TestHome, ScriptedLlm) {
 }
 
 /// The user messages the model received, one per request (the last user
-/// message of each request body).
+/// message of each request body, without the `<turn-context>` block
+/// pincerd puts before it).
 fn received(llm: &ScriptedLlm) -> Vec<String> {
     llm.journal()
         .iter()
@@ -39,7 +40,10 @@ fn received(llm: &ScriptedLlm) -> Vec<String> {
                 .rev()
                 .find(|m| m["role"] == "user")
                 .and_then(|m| m["content"].as_str())
-                .map(str::to_string)
+                .map(|text| match text.split_once("</turn-context>\n\n") {
+                    Some((_, message)) => message.to_string(),
+                    None => text.to_string(),
+                })
         })
         .collect()
 }
@@ -55,7 +59,10 @@ impl Tty {
     /// around it prints `[exited N]` when it ends.
     fn start(home: &TestHome, name: &str) -> Self {
         assert!(
-            Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success()),
+            Command::new("tmux")
+                .arg("-V")
+                .output()
+                .is_ok_and(|o| o.status.success()),
             "these tests drive the chat in tmux: install tmux (apt-get install tmux), or run tests/setup.sh"
         );
         let socket = home.path().join(format!("tmux-{name}.sock"));
@@ -206,9 +213,11 @@ async fn history_is_recalled_with_up_after_the_chat_restarts_and_arrows_print_no
     }
     let history = home.path().join("chat_history");
     assert_eq!(mode(&history), 0o600, "the history file is private");
-    assert!(std::fs::read_to_string(&history)
-        .unwrap()
-        .contains("[hist] remember me"));
+    assert!(
+        std::fs::read_to_string(&history)
+            .unwrap()
+            .contains("[hist] remember me")
+    );
 
     let tty = Tty::start(&home, "two");
     tty.prompt().await;
@@ -366,8 +375,10 @@ async fn approvals_are_answered_inline_and_always_stops_asking_in_that_session()
     tty.prompt().await;
     tty.type_text("more");
     tty.press(&["Enter"]);
-    tty.until("the second question", |s| s.matches("approve?").count() == 2)
-        .await;
+    tty.until("the second question", |s| {
+        s.matches("approve?").count() == 2
+    })
+    .await;
     tty.press(&["a"]);
     let screen = tty.shows("made all").await;
     assert_eq!(screen.matches("approve?").count(), 2, "{screen}");
@@ -389,7 +400,10 @@ async fn a_daemon_restart_under_an_open_chat_keeps_the_line_being_typed() {
     let (home, llm) = scripted_home("").await;
     llm.script(
         "[restart]",
-        vec![Step::text("before the restart"), Step::text("after the restart")],
+        vec![
+            Step::text("before the restart"),
+            Step::text("after the restart"),
+        ],
     );
     let d = home.start();
     let tty = Tty::start(&home, "restart");

@@ -6,9 +6,9 @@
 //! holds the terminal. Piped: plain lines, as a script sends them.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
@@ -129,9 +129,10 @@ impl Terminal {
             KeyEvent(KeyCode::Char('C'), Modifiers::CTRL),
             EventHandler::Conditional(Box::new(ClearOrInterrupt)),
         );
+        let continued = Continued::default();
         editor.bind_sequence(
             KeyEvent(KeyCode::Enter, Modifiers::NONE),
-            EventHandler::Conditional(Box::new(BackslashContinues)),
+            EventHandler::Conditional(Box::new(continued.clone())),
         );
         editor.bind_sequence(
             KeyEvent(KeyCode::Enter, Modifiers::ALT),
@@ -145,7 +146,7 @@ impl Terminal {
         let (requests, receiver) = mpsc::channel();
         std::thread::Builder::new()
             .name("line-editor".into())
-            .spawn(move || serve(editor, history, receiver))
+            .spawn(move || serve(editor, history, continued, receiver))
             .map_err(|e| e.to_string())?;
         Ok((Self { requests }, printer))
     }
@@ -208,6 +209,7 @@ fn open_history(editor: &mut Editor<(), FileHistory>, path: PathBuf) -> Option<P
 fn serve(
     mut editor: Editor<(), FileHistory>,
     history: Option<PathBuf>,
+    continued: Continued,
     requests: mpsc::Receiver<Request>,
 ) {
     while let Ok(request) = requests.recv() {
@@ -217,8 +219,10 @@ fn serve(
                 initial,
                 reply,
             } => {
+                continued.clear();
                 let read = match editor.readline_with_initial(&prompt, (&initial, "")) {
                     Ok(line) => {
+                        let line = continued.join(line);
                         remember(&mut editor, history.as_ref(), &line);
                         Ok(Read::Line(line))
                     }
@@ -272,15 +276,58 @@ impl ConditionalEventHandler for ClearOrInterrupt {
     }
 }
 
-/// Enter after a `\` at the end replaces the `\` with a new line; the
-/// message goes on. Pasted text is never rewritten: only a `\` typed
-/// right before Enter counts.
-struct BackslashContinues;
+/// Enter right after a `\\` typed at the end goes on on a new line
+/// (rustyline inserts it after the `\\`); the `\\` is dropped when the
+/// message is sent. Where each such `\\` sits is noted, so a `\\` at a
+/// line's end in pasted text is never touched.
+#[derive(Clone, Default)]
+struct Continued(Arc<Mutex<Vec<usize>>>);
 
-impl ConditionalEventHandler for BackslashContinues {
+impl Continued {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// The message without the continuation backslashes (those still
+    /// where they were typed).
+    fn join(&self, mut line: String) -> String {
+        let mut at = std::mem::take(&mut *self.lock());
+        at.sort_unstable();
+        for &i in at.iter().rev() {
+            if line.get(i..).is_some_and(|rest| rest.starts_with("\\\n")) {
+                line.remove(i);
+            }
+        }
+        line
+    }
+}
+
+impl ConditionalEventHandler for Continued {
     fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
         let line = ctx.line();
-        (ctx.pos() == line.len() && line.ends_with('\\'))
-            .then(|| Cmd::Replace(Movement::BackwardChar(1), Some("\n".into())))
+        if ctx.pos() != line.len() || !line.ends_with('\\') {
+            return None;
+        }
+        self.lock().push(line.len() - 1);
+        Some(Cmd::Newline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Continued;
+
+    #[test]
+    fn only_the_noted_backslashes_are_dropped() {
+        let c = Continued::default();
+        c.lock().push(3);
+        assert_eq!(c.join("one\\\ntwo\\\nthree".into()), "one\ntwo\\\nthree");
+        // Edited since (the noted place moved): left as it is.
+        c.lock().push(0);
+        assert_eq!(c.join("x\\\ny".into()), "x\\\ny");
     }
 }
