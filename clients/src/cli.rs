@@ -52,7 +52,7 @@ pub enum Command {
     Status,
     /// Ask pincerd to stop and wait until it has exited.
     Stop,
-    /// Interactive chat; Ctrl-C aborts the running turn, Ctrl-D leaves.
+    /// Interactive chat (line editing and history on a terminal); /help lists its commands and keys.
     Chat {
         #[command(flatten)]
         target: Target,
