@@ -171,3 +171,15 @@ else
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends dbus
 fi
+
+# tmux: the pseudo-terminal the `pincer chat` tests type into
+# (tests/e2e/chat_tty.rs). A system package, not a download we cache.
+if command -v tmux >/dev/null 2>&1; then
+  echo "tmux already installed ($(tmux -V))"
+else
+  echo "installing tmux with apt-get"
+  if [ "$(id -u)" -eq 0 ]; then apt_get=(apt-get); else apt_get=(sudo apt-get); fi
+  "${apt_get[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt_get[@]}" install -y -qq tmux || {
+    echo "tests/setup.sh: cannot install tmux; install it yourself (apt-get install tmux)" >&2; exit 1; }
+fi

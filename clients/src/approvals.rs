@@ -13,9 +13,9 @@ use crate::rpc;
 
 pub async fn run(ctx: &Ctx, command: ApprovalsCommand) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
-    let (id, allow) = match command {
-        ApprovalsCommand::Allow { id } => (id, true),
-        ApprovalsCommand::Deny { id } => (id, false),
+    let (id, allow, always) = match command {
+        ApprovalsCommand::Allow { id, always } => (id, true, always),
+        ApprovalsCommand::Deny { id } => (id, false, false),
         ApprovalsCommand::List => {
             let pending = c
                 .tools
@@ -30,10 +30,13 @@ pub async fn run(ctx: &Ctx, command: ApprovalsCommand) -> Result<u8, CliError> {
         .decide(pb::DecideRequest {
             id: id.clone(),
             allow,
+            always,
         })
         .await?;
     if ctx.json {
-        out::json(&json!({"id": id, "allowed": allow}));
+        out::json(&json!({"id": id, "allowed": allow, "always": always}));
+    } else if always {
+        outln!("allowed {id}, and this tool from now on in this session");
     } else {
         outln!("{} {id}", if allow { "allowed" } else { "denied" });
     }

@@ -56,7 +56,7 @@ pub enum Command {
     Status,
     /// Ask pincerd to stop and wait until it has exited.
     Stop,
-    /// Interactive chat; Ctrl-C aborts the running turn, Ctrl-D leaves.
+    /// Interactive chat (line editing and history on a terminal); /help lists its commands and keys.
     Chat {
         #[command(flatten)]
         target: Target,
@@ -296,7 +296,13 @@ pub enum ApprovalsCommand {
     /// Calls waiting for an answer.
     List,
     /// Let the call run.
-    Allow { id: String },
+    Allow {
+        id: String,
+        /// Also let later calls of this tool in this session run without
+        /// asking (until pincerd restarts).
+        #[arg(long)]
+        always: bool,
+    },
     /// Refuse the call (the model is told).
     Deny { id: String },
 }

@@ -212,7 +212,7 @@ impl Host for DaemonHost {
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             let id = id.trim();
-            Ok(if self.hub.runtime().approvals().decide(id, allow) {
+            Ok(if self.hub.runtime().approvals().decide(id, allow, false) {
                 tracing::info!(
                     approval = id,
                     allow,

@@ -160,12 +160,17 @@ impl pb::tools_server::Tools for ToolsService {
         request: Request<pb::DecideRequest>,
     ) -> Result<Response<pb::DecideResponse>, Status> {
         let req = request.into_inner();
+        if req.always && !req.allow {
+            return Err(Status::invalid_argument(
+                "`always` goes with allow: a call can be allowed always, never denied always",
+            ));
+        }
         if self
             .state
             .hub
             .runtime()
             .approvals()
-            .decide(&req.id, req.allow)
+            .decide(&req.id, req.allow, req.always)
         {
             Ok(Response::new(pb::DecideResponse {}))
         } else {

@@ -1,10 +1,12 @@
 //! Approvals (SPEC §8.4): a call to a tool the agent has set to `ask`
 //! waits until the owner allows or denies it (`pincer approvals allow|deny`)
-//! or the request expires, which counts as denied. The store is in memory:
-//! a restart of the daemon aborts running turns, and with them their
-//! pending approvals.
+//! or the request expires, which counts as denied. An answer may be
+//! "always": that call runs, and later calls of the same tool in the same
+//! session run without asking. The store is in memory: a restart of the
+//! daemon aborts running turns, and with them their pending approvals, and
+//! forgets the "always" answers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -51,6 +53,8 @@ struct Waiting {
 #[derive(Clone)]
 pub struct Approvals {
     inner: Arc<Mutex<BTreeMap<String, Waiting>>>,
+    /// (session key, tool) pairs the owner answered "always" for.
+    always: Arc<Mutex<BTreeSet<(String, String)>>>,
     /// Every new request, for the bridges (the owner's DM gets buttons).
     announced: tokio::sync::broadcast::Sender<PendingApproval>,
 }
@@ -59,6 +63,7 @@ impl Default for Approvals {
     fn default() -> Self {
         Self {
             inner: Arc::default(),
+            always: Arc::default(),
             announced: tokio::sync::broadcast::channel(64).0,
         }
     }
@@ -78,6 +83,9 @@ impl Approvals {
         cancel: &CancellationToken,
         announce: impl FnOnce(&PendingApproval),
     ) -> Answer {
+        if self.always_allowed(call.session_key, call.tool) {
+            return Answer::Allowed;
+        }
         let now = SystemTime::now();
         // Short ids are easy to type; collisions are checked.
         let id = loop {
@@ -122,12 +130,26 @@ impl Approvals {
         self.lock().values().map(|w| w.info.clone()).collect()
     }
 
-    /// Answers a request; false when no such request is waiting.
-    pub fn decide(&self, id: &str, allow: bool) -> bool {
-        match self.lock().remove(id.trim()) {
-            Some(w) => w.answer.send(allow).is_ok(),
-            None => false,
+    /// Answers a request; false when no such request is waiting. `always`
+    /// (with `allow`) also allows the tool's later calls in that session.
+    pub fn decide(&self, id: &str, allow: bool, always: bool) -> bool {
+        let Some(w) = self.lock().remove(id.trim()) else {
+            return false;
+        };
+        if allow && always {
+            self.always
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((w.info.session_key.clone(), w.info.tool.clone()));
         }
+        w.answer.send(allow).is_ok()
+    }
+
+    fn always_allowed(&self, session_key: &str, tool: &str) -> bool {
+        self.always
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&(session_key.to_string(), tool.to_string()))
     }
 }
 
@@ -151,7 +173,7 @@ mod tests {
             let decider = tokio::spawn(async move {
                 loop {
                     if let Some(p) = s.pending().first() {
-                        assert!(s.decide(&p.id, allow));
+                        assert!(s.decide(&p.id, allow, false));
                         return;
                     }
                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -173,6 +195,50 @@ mod tests {
             .request(ASK, Duration::from_secs(5), &cancel, |_| {})
             .await;
         assert_eq!(got, Answer::Aborted);
-        assert!(!store.decide("nope", true));
+        assert!(!store.decide("nope", true, false));
+    }
+
+    #[tokio::test]
+    async fn always_allows_later_calls_of_that_tool_in_that_session_only() {
+        let store = Approvals::default();
+        let cancel = CancellationToken::new();
+        let s = store.clone();
+        let decider = tokio::spawn(async move {
+            loop {
+                if let Some(p) = s.pending().first() {
+                    assert!(s.decide(&p.id, true, true));
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        let got = store
+            .request(ASK, Duration::from_secs(5), &cancel, |_| {})
+            .await;
+        decider.await.unwrap();
+        assert_eq!(got, Answer::Allowed);
+        let mut announced = false;
+        let again = store
+            .request(ASK, Duration::from_millis(50), &cancel, |_| {
+                announced = true
+            })
+            .await;
+        assert_eq!(again, Answer::Allowed);
+        assert!(!announced, "an always-allowed call is not asked for");
+        for other in [
+            Ask {
+                tool: "write",
+                ..ASK
+            },
+            Ask {
+                session_key: "other",
+                ..ASK
+            },
+        ] {
+            let got = store
+                .request(other, Duration::from_millis(20), &cancel, |_| {})
+                .await;
+            assert_eq!(got, Answer::Expired, "{other:?} still asks");
+        }
     }
 }
