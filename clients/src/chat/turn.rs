@@ -83,6 +83,8 @@ pub async fn run(
             Next::CtrlC => {
                 abort_sent = true;
                 stop_asking(&mut asking).await;
+                reply.before_note();
+                // The terminal echoed ^C after whatever was on the line.
                 errln!("\n  ■ aborting…");
                 let abort = pb::AbortRequest {
                     agent: agent.to_string(),
@@ -124,6 +126,7 @@ pub async fn run(
         // answered elsewhere, or its time ran out): stop asking first.
         stop_asking(&mut asking).await;
         if let (Event::ApprovalRequested(a), Some(terminal)) = (&event, show.ask) {
+            reply.before_note();
             approval::show(a);
             let cancel = Arc::new(AtomicBool::new(false));
             // The key is read on the editor's thread; the turn waits for
