@@ -5,11 +5,13 @@
 //! look a stream gets and writes what this module returns.
 //!
 //! The answer arrives in deltas that split lines, words and characters
-//! anywhere, so the renderer works on complete lines: a partial line waits
-//! for its end, a line inside a ``` fence is code (kept exact, never
-//! reflowed or parsed as Markdown), and a table's rows wait until the
-//! table ends so it is laid out once, as a table. The output therefore
-//! does not depend on where the deltas were cut.
+//! anywhere, so the renderer works on complete lines: a line inside a
+//! ``` fence is code (kept exact, never reflowed or parsed as Markdown),
+//! and a table's rows wait until the table ends so it is laid out once, as
+//! a table. The rendered output therefore does not depend on where the
+//! deltas were cut. A model writes a paragraph as one long line, so the
+//! line being received is shown as it comes (the live preview, as typed),
+//! then erased and replaced by its rendering when it ends.
 //!
 //! Control characters are shown (`sanitize.rs`) before anything is
 //! rendered: termimad only ever sees inert text, so the only escape
@@ -25,8 +27,9 @@ use crate::sanitize::Pieces;
 pub enum Look {
     /// As the model wrote it (control characters shown).
     Plain,
-    /// Markdown rendered for a terminal `width` columns wide.
-    Terminal { width: usize },
+    /// Markdown rendered for a terminal `width` columns wide; `live`: the
+    /// line being received is shown raw until it ends.
+    Terminal { width: usize, live: bool },
 }
 
 /// One answer, fed delta by delta; each call returns what to print now.
@@ -47,7 +50,9 @@ impl Reply {
     pub fn new(look: Look) -> Self {
         let render = match look {
             Look::Plain => Render::Plain { mid_line: false },
-            Look::Terminal { width } => Render::Markdown(Box::new(Markdown::new(width))),
+            Look::Terminal { width, live } => {
+                Render::Markdown(Box::new(Markdown::new(width, live)))
+            }
         };
         Reply {
             pieces: Pieces::default(),
@@ -157,10 +162,13 @@ struct Markdown {
     fence: Option<Fence>,
     /// Rows of the table being received.
     table: Vec<String>,
+    /// Live previews on, and the raw text of the partial line on screen.
+    live: bool,
+    preview: String,
 }
 
 impl Markdown {
-    fn new(width: usize) -> Self {
+    fn new(width: usize, live: bool) -> Self {
         let mut skin = MadSkin::default();
         // A chat reads top to bottom at the left margin: no centred title.
         for header in &mut skin.headers {
@@ -173,13 +181,20 @@ impl Markdown {
             line: String::new(),
             fence: None,
             table: Vec::new(),
+            live,
+            preview: String::new(),
         }
     }
 
-    /// Takes sanitized text; returns the lines it completed, rendered.
+    /// Takes sanitized text; returns the lines it completed, rendered, and
+    /// the live preview of the line it leaves open.
     fn text(&mut self, shown: &str) -> String {
         let mut out = String::new();
         let mut rest = shown;
+        let completes = rest.contains('\n');
+        if completes {
+            out.push_str(&self.erase_preview());
+        }
         while let Some(end) = rest.find('\n') {
             self.line.push_str(&rest[..end]);
             let line = std::mem::take(&mut self.line);
@@ -187,12 +202,32 @@ impl Markdown {
             rest = &rest[end + 1..];
         }
         self.line.push_str(rest);
+        // A table row waits for its table; the rest is shown as it comes.
+        if self.live && !self.line.starts_with('|') {
+            let new = if completes { self.line.as_str() } else { rest };
+            out.push_str(new);
+            self.preview.push_str(new);
+        }
+        out
+    }
+
+    /// Moves back over the preview on screen and clears it.
+    fn erase_preview(&mut self) -> String {
+        if self.preview.is_empty() {
+            return String::new();
+        }
+        let rows = rows_of(&std::mem::take(&mut self.preview), self.width);
+        let mut out = String::from("\r");
+        if rows > 1 {
+            out.push_str(&format!("\x1b[{}A", rows - 1));
+        }
+        out.push_str("\x1b[J");
         out
     }
 
     /// Renders the partial line (as if it had ended) and the table.
     fn flush(&mut self) -> String {
-        let mut out = String::new();
+        let mut out = self.erase_preview();
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
             out.push_str(&self.complete(&line));
@@ -243,11 +278,78 @@ impl Markdown {
     }
 }
 
+/// How many terminal rows `text` (one line, no line end) takes on a
+/// terminal `width` columns wide, wrapping as terminals do: a character
+/// that does not fit starts the next row; tabs stop every 8 columns.
+fn rows_of(text: &str, width: usize) -> usize {
+    use unicode_width::UnicodeWidthChar;
+    let width = width.max(1);
+    let (mut rows, mut col) = (1, 0);
+    for c in text.chars() {
+        let w = match c {
+            '\t' => 8 - col % 8,
+            c => c.width().unwrap_or(0),
+        };
+        if col + w > width {
+            rows += 1;
+            col = 0;
+        }
+        col = (col + w).min(width);
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const TERM: Look = Look::Terminal { width: 80 };
+    const TERM: Look = Look::Terminal {
+        width: 80,
+        live: false,
+    };
+    const LIVE: Look = Look::Terminal {
+        width: 80,
+        live: true,
+    };
+
+    #[test]
+    fn the_line_being_received_shows_at_once_and_is_replaced_by_its_rendering() {
+        let mut reply = Reply::new(LIVE);
+        assert_eq!(reply.text("thinking **ha"), "thinking **ha");
+        assert_eq!(reply.text("rd**"), "rd**");
+        let done = reply.text(" now\nnext");
+        // Back to the start of the preview's row, cleared, then the line
+        // rendered (bold styled), then the next line's preview.
+        assert!(done.starts_with("\r\x1b[J"), "{done:?}");
+        assert!(!done.contains("**"), "{done:?}");
+        assert!(done.contains("\x1b[1m"), "{done:?}");
+        assert!(done.ends_with("next"), "{done:?}");
+        let end = reply.end();
+        assert!(
+            end.starts_with("\r\x1b[J") && end.contains("next\n"),
+            "{end:?}"
+        );
+
+        // A preview that wrapped onto a second row is erased from its first.
+        let mut reply = Reply::new(LIVE);
+        let long = "x".repeat(100);
+        assert_eq!(reply.text(&long), long);
+        assert!(reply.text("\n").starts_with("\r\x1b[1A\x1b[J"));
+
+        // A table row waits for its table: no preview to flicker.
+        let mut reply = Reply::new(LIVE);
+        assert_eq!(reply.text("| a | b"), "");
+    }
+
+    #[test]
+    fn rows_wrap_as_a_terminal_does() {
+        assert_eq!(rows_of("", 80), 1);
+        assert_eq!(rows_of(&"x".repeat(80), 80), 1);
+        assert_eq!(rows_of(&"x".repeat(81), 80), 2);
+        // A wide character that does not fit moves to the next row.
+        assert_eq!(rows_of("你好", 3), 2);
+        assert_eq!(rows_of("\tab", 8), 2);
+    }
 
     /// Everything printed for `deltas`, fed in order, turn ended.
     fn render(look: Look, deltas: &[&str]) -> String {

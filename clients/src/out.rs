@@ -105,6 +105,7 @@ impl Default for Stream {
         let look = if tty && may_style() {
             Look::Terminal {
                 width: terminal_width(),
+                live: true,
             }
         } else {
             Look::Plain

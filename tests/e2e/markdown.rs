@@ -107,6 +107,35 @@ async fn send_in_a_terminal(
     shown
 }
 
+/// What stays on the screen: the live preview of a line being received is
+/// erased by `CR [ESC [ n A] ESC [ J` (back to the start of the line, up
+/// over the rows it wrapped onto, clear below) when its rendering replaces
+/// it. Lines here are logical lines, so the move up stays inside the line.
+fn on_screen(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('\r') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i + 1..];
+        let after_up = match rest.strip_prefix("\x1b[") {
+            Some(r) if r.starts_with(|c: char| c.is_ascii_digit()) => {
+                let digits = r.chars().take_while(char::is_ascii_digit).count();
+                r[digits..].strip_prefix('A').unwrap_or(rest)
+            }
+            _ => rest,
+        };
+        if let Some(r) = after_up.strip_prefix("\x1b[J") {
+            // Clear the current line back to its start.
+            out.truncate(out.rfind('\n').map_or(0, |n| n + 1));
+            rest = r;
+        } else {
+            out.push('\r');
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `s` without its SGR sequences (`ESC [ … m`).
 fn strip_sgr(s: &str) -> String {
     let mut out = String::new();
@@ -130,7 +159,7 @@ async fn a_terminal_gets_rendered_markdown_unless_no_color() {
     let (home, _llm) = setup(&["[md-tty]", "[md-nocolor]"]).await;
     let _d = home.start();
 
-    let shown = send_in_a_terminal(&home, "tty", "[md-tty] plan it", false).await;
+    let shown = on_screen(&send_in_a_terminal(&home, "tty", "[md-tty] plan it", false).await);
     // Bold and the heading are attributes now, not asterisks and hashes.
     assert!(shown.contains("\x1b[1m"), "{shown:?}");
     let text = strip_sgr(&shown);
