@@ -110,7 +110,8 @@ async fn running_pid(ctx: &Ctx) -> Option<u32> {
 
 /// No user manager: the sentence, the unit, where it goes and the commands.
 fn by_hand(ctx: &Ctx, e: &ServiceError) -> Result<u8, CliError> {
-    let unit = render::unit(&spec(ctx)?).map_err(failed)?;
+    let spec = spec(ctx)?;
+    let unit = render::unit(&spec).map_err(failed)?;
     let path = systemd::unit_path().map_err(failed)?;
     let sentence = format!("cannot install the service: {e}");
     if ctx.json {
@@ -119,7 +120,7 @@ fn by_hand(ctx: &Ctx, e: &ServiceError) -> Result<u8, CliError> {
     } else {
         errln!("pincer: {sentence}");
         outln!("{}", unit.trim_end());
-        errln!("{}", install::manual_steps(&path));
+        errln!("{}", install::manual_steps(&path, &spec.env_file()));
     }
     Ok(FAILED)
 }

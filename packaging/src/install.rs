@@ -250,10 +250,11 @@ fn is_executable(p: &Path) -> bool {
 
 /// The steps to install the unit by hand where `pincer` cannot reach a
 /// user manager (one per line).
-pub fn manual_steps(unit_path: &Path) -> String {
+pub fn manual_steps(unit_path: &Path, env_file: &Path) -> String {
     format!(
-        "save the unit above as {}, then run:\n  systemctl --user daemon-reload\n  systemctl --user enable --now {UNIT_NAME}",
-        unit_path.display()
+        "save the unit above as {}, put provider keys in {} (KEY=VALUE lines, chmod 600), then run:\n  systemctl --user daemon-reload\n  systemctl --user enable --now {UNIT_NAME}",
+        unit_path.display(),
+        env_file.display()
     )
 }
 
