@@ -22,6 +22,7 @@ const PLIST_TEMPLATE: &str = include_str!("../templates/dev.pincer.pincerd.plist
 
 const UNIT_HEADER: &str = "# Written by `pincer service install`; `pincer service uninstall` removes it.\n# A reinstall replaces it: keep changes in a drop-in (systemctl --user edit pincer.service).";
 const PACKAGED_HEADER: &str = "# pincer's systemd user unit, shipped in the pincer package. Enable it with\n# `systemctl --user enable --now pincer.service`, or run `pincer service install`.";
+const EXAMPLE_PLIST_HEADER: &str = "<!-- An example LaunchAgent for ~/Library/LaunchAgents/: replace YOU with your user name (and the pincerd path if it lives elsewhere), or let `pincer service install` write one. -->";
 const PLIST_HEADER: &str =
     "<!-- Written by `pincer service install`; `pincer service uninstall` removes it. -->";
 
@@ -74,6 +75,24 @@ pub fn packaged_unit() -> String {
             ("header", PACKAGED_HEADER),
             ("exec_start", "/usr/bin/pincerd --home %h/.pincer"),
             ("env_file", "%h/.pincer/service.env"),
+        ],
+    )
+}
+
+/// The example LaunchAgent the release tarball ships
+/// (`dist/dev.pincer.pincerd.plist`): `/usr/local/bin/pincerd` and
+/// `/Users/YOU/.pincer`, since launchd expands neither `~` nor variables.
+/// Without the marker: `pincer service install` writes the real one.
+pub fn example_plist() -> String {
+    fill(
+        PLIST_TEMPLATE,
+        &[
+            ("header", EXAMPLE_PLIST_HEADER),
+            ("pincerd", "/usr/local/bin/pincerd"),
+            ("home", "/Users/YOU/.pincer"),
+            ("env_file", "/Users/YOU/.pincer/service.env"),
+            ("stdout", "/Users/YOU/.pincer/logs/launchd.out.log"),
+            ("stderr", "/Users/YOU/.pincer/logs/launchd.err.log"),
         ],
     )
 }
@@ -187,6 +206,17 @@ mod tests {
             committed,
             "packaging/dist/pincer.service is stale: write `pincer service unit --packaged` into it"
         );
+    }
+
+    #[test]
+    fn the_example_plist_is_the_committed_file() {
+        let committed = include_str!("../dist/dev.pincer.pincerd.plist");
+        assert_eq!(
+            example_plist(),
+            committed,
+            "packaging/dist/dev.pincer.pincerd.plist is stale: write `render::example_plist()` into it"
+        );
+        assert!(!is_ours(committed));
     }
 
     #[test]
