@@ -301,7 +301,14 @@ async fn ctrl_c_aborts_a_running_turn_and_help_stays_local() {
     tty.press(&["Enter"]);
     tty.shows("thinking hard").await;
     tty.press(&["C-c"]);
-    tty.shows("turn aborted").await;
+    let screen = tty.shows("turn aborted").await;
+    // The terminal does not echo control keys during a turn: no `^C` in
+    // the answer, and the abort note starts its own line.
+    assert!(!screen.contains("^C"), "{screen}");
+    assert!(
+        screen.lines().any(|l| l.trim() == "■ aborting…"),
+        "{screen}"
+    );
     tty.prompt().await;
     // The prompt works again: /help is answered here, not by the model.
     tty.type_text("/help");

@@ -14,6 +14,8 @@ use crate::out::{err, errln};
 use crate::render::one_line;
 use crate::rpc::Clients;
 
+use super::termios::Saved;
+
 /// The owner's answer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Answer {
@@ -93,26 +95,17 @@ pub fn read_key(prompt: &str, cancel: &AtomicBool) -> Option<char> {
 /// The terminal without line buffering and echo (signals stay on), put
 /// back as it was when dropped.
 struct KeyMode {
-    saved: libc::termios,
+    _saved: Saved,
 }
 
 impl KeyMode {
     fn enter() -> Option<Self> {
-        // SAFETY: tcgetattr/tcsetattr on stdin with a termios we own.
-        unsafe {
-            let mut saved: libc::termios = std::mem::zeroed();
-            if libc::tcgetattr(0, &mut saved) != 0 {
-                return None;
-            }
-            let mut raw = saved;
-            raw.c_lflag &= !(libc::ICANON | libc::ECHO);
-            raw.c_cc[libc::VMIN] = 1;
-            raw.c_cc[libc::VTIME] = 0;
-            if libc::tcsetattr(0, libc::TCSANOW, &raw) != 0 {
-                return None;
-            }
-            Some(Self { saved })
-        }
+        let saved = Saved::change(|t| {
+            t.c_lflag &= !(libc::ICANON | libc::ECHO);
+            t.c_cc[libc::VMIN] = 1;
+            t.c_cc[libc::VTIME] = 0;
+        })?;
+        Some(Self { _saved: saved })
     }
 
     /// A byte within `timeout_ms`, `None` when none came.
@@ -141,15 +134,6 @@ impl KeyMode {
         match n {
             1 => Ok(Some(byte)),
             _ => Err(()),
-        }
-    }
-}
-
-impl Drop for KeyMode {
-    fn drop(&mut self) {
-        // SAFETY: restores the settings read in `enter`.
-        unsafe {
-            libc::tcsetattr(0, libc::TCSANOW, &self.saved);
         }
     }
 }

@@ -9,6 +9,7 @@
 mod approval;
 mod commands;
 mod editor;
+mod termios;
 mod turn;
 mod watch;
 
@@ -196,7 +197,14 @@ pub async fn interactive(ctx: &Ctx, target: Target) -> Result<u8, CliError> {
             json: false,
             ask: input.terminal(),
         };
-        match turn::run(&mut clients, &agent, &session, text.clone(), show).await {
+        let quiet = if input.terminal().is_some() {
+            termios::Saved::quiet_controls()
+        } else {
+            None
+        };
+        let ran = turn::run(&mut clients, &agent, &session, text.clone(), show).await;
+        drop(quiet);
+        match ran {
             Ok(_) => {}
             Err(f) if f.error.lost_connection && !f.delivered => {
                 reconnect = true;

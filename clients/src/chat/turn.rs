@@ -84,8 +84,7 @@ pub async fn run(
                 abort_sent = true;
                 stop_asking(&mut asking).await;
                 reply.before_note();
-                // The terminal echoed ^C after whatever was on the line.
-                errln!("\n  ■ aborting…");
+                errln!("  ■ aborting…");
                 let abort = pb::AbortRequest {
                     agent: agent.to_string(),
                     session: session.to_string(),
