@@ -100,9 +100,6 @@ fn spec(ctx: &Ctx) -> Result<Spec, CliError> {
 
 /// The pid of a pincerd answering on this home's socket.
 async fn running_pid(ctx: &Ctx) -> Option<u32> {
-    if !rpc::socket_answers(&ctx.home) {
-        return None;
-    }
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await.ok()?;
     let status = c.daemon.status(pb::StatusRequest {}).await.ok()?;
     Some(status.into_inner().pid)

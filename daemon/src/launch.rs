@@ -146,21 +146,20 @@ pub struct EnvFile {
 /// each over what was there. A missing file is `Ok(None)`: the service
 /// definitions name it optional. Call before any thread starts.
 pub fn load_env_file(path: &Path) -> Result<Option<EnvFile>, EnvFileError> {
+    use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(EnvFileError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let text = std::fs::read_to_string(path).map_err(|source| EnvFileError::Io {
+    let io = |source| EnvFileError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let meta = file.metadata().map_err(io)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(io)?;
     let pairs = parse_env(&text).map_err(|line| EnvFileError::Line {
         path: path.to_path_buf(),
         line,

@@ -11,11 +11,7 @@ use pincer_testkit::scripted::{ScriptedLlm, Step};
 async fn invalid_config_names_file_line_key_and_exits_78() {
     let home = TestHome::new();
     home.write_config("[daemon]\nmax_concurrent_turns = 4\n\n[agents.main]\nmodle = \"default\"\n");
-    let out = std::process::Command::new(&bins().pincerd)
-        .arg("--home")
-        .arg(home.path())
-        .output()
-        .unwrap();
+    let out = home.pincerd().output().unwrap();
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     let file = home.path().join("config.toml");
@@ -57,11 +53,7 @@ async fn invalid_config_names_file_line_key_and_exits_78() {
     // An unknown top-level table is named once, not as `channel.channel`,
     // with the nearest valid key.
     home.write_config("[channel.discord]\ntoken = \"x\"\n");
-    let out = std::process::Command::new(&bins().pincerd)
-        .arg("--home")
-        .arg(home.path())
-        .output()
-        .unwrap();
+    let out = home.pincerd().output().unwrap();
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -73,11 +65,7 @@ async fn invalid_config_names_file_line_key_and_exits_78() {
     );
     // A key nested in a known table: its whole path and the nearest key.
     home.write_config("[channels.discord]\ntoken = \"x\"\n");
-    let out = std::process::Command::new(&bins().pincerd)
-        .arg("--home")
-        .arg(home.path())
-        .output()
-        .unwrap();
+    let out = home.pincerd().output().unwrap();
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -115,11 +103,7 @@ async fn single_instance_stale_socket_and_graceful_stop() {
     assert_eq!(mode(&home.path().join("run")), 0o700);
     assert_eq!(mode(&home.path().join("run/pincerd.sock")), 0o600);
 
-    let second = std::process::Command::new(&bins().pincerd)
-        .arg("--home")
-        .arg(home.path())
-        .output()
-        .unwrap();
+    let second = home.pincerd().output().unwrap();
     // 75, not 1: the service unit does not restart on it.
     assert_eq!(second.status.code(), Some(75));
     let err = String::from_utf8_lossy(&second.stderr);
@@ -129,12 +113,7 @@ async fn single_instance_stale_socket_and_graceful_stop() {
             && err.contains(&format!("pid {}", daemon.pid())),
         "{err}"
     );
-    let bg = std::process::Command::new(&bins().pincerd)
-        .arg("--home")
-        .arg(home.path())
-        .arg("--background")
-        .output()
-        .unwrap();
+    let bg = home.pincerd().arg("--background").output().unwrap();
     assert_eq!(bg.status.code(), Some(75));
     assert!(String::from_utf8_lossy(&bg.stderr).contains("already running"));
     home.cli(&["status"]).await.ok();
@@ -155,12 +134,7 @@ async fn single_instance_stale_socket_and_graceful_stop() {
 #[tokio::test(flavor = "multi_thread")]
 async fn background_start_returns_when_ready() {
     let home = TestHome::new();
-    let out = std::process::Command::new(&bins().pincerd)
-        .arg("--home")
-        .arg(home.path())
-        .arg("--background")
-        .output()
-        .unwrap();
+    let out = home.pincerd().arg("--background").output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -523,12 +497,7 @@ async fn doctor_checks_the_file_on_disk_not_the_running_config() {
 async fn a_start_by_hand_while_the_service_runs_names_the_service() {
     let home = TestHome::new();
     let daemon = home.start_with_env(&[("INVOCATION_ID", "0123456789abcdef0123456789abcdef")]);
-    let second = std::process::Command::new(&bins().pincerd)
-        .arg("--home")
-        .arg(home.path())
-        .env_remove("INVOCATION_ID")
-        .output()
-        .unwrap();
+    let second = home.pincerd().env_remove("INVOCATION_ID").output().unwrap();
     assert_eq!(second.status.code(), Some(75));
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(
@@ -571,13 +540,7 @@ async fn the_env_file_feeds_provider_keys_and_a_bad_line_exits_78() {
     );
 
     std::fs::write(&env, "OPENAI_API_KEY=x\nnot a pair\n").unwrap();
-    let out = std::process::Command::new(&bins().pincerd)
-        .arg("--home")
-        .arg(home.path())
-        .arg("--env-file")
-        .arg(&env)
-        .output()
-        .unwrap();
+    let out = home.pincerd().arg("--env-file").arg(&env).output().unwrap();
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{}:2:", env.display())), "{err}");

@@ -224,6 +224,14 @@ impl TestHome {
 
     /// `pincer --home H args…` with stdout and stderr captured; stdin is
     /// for the caller to set.
+    /// `pincerd --home HOME` to run to completion (`.output()`): a second
+    /// start, `--background`, a bad config.
+    pub fn pincerd(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&bins().pincerd);
+        cmd.arg("--home").arg(self.path());
+        cmd
+    }
+
     pub fn pincer(&self, args: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&bins().pincer);
         cmd.arg("--home")

@@ -160,17 +160,9 @@ pub async fn interactive(ctx: &Ctx, target: Target) -> Result<u8, CliError> {
                 continue;
             }
             Input::Local(Local::Reset) => {
-                if reconnect {
-                    match rpc::connect(&ctx.home, ctx.explicit_home).await {
-                        Ok(c) => {
-                            clients = c;
-                            reconnect = false;
-                        }
-                        Err(e) => {
-                            errln!("error: {}", e.message);
-                            continue;
-                        }
-                    }
+                if let Err(e) = connect_again(ctx, &mut clients, &mut reconnect).await {
+                    errln!("error: {}", e.message);
+                    continue;
                 }
                 reconnect |= reset(ctx, &mut clients, &agent, &session).await;
                 continue;
@@ -181,23 +173,15 @@ pub async fn interactive(ctx: &Ctx, target: Target) -> Result<u8, CliError> {
             errln!("error: {}", e.message);
             continue;
         }
-        if reconnect {
-            match rpc::connect(&ctx.home, ctx.explicit_home).await {
-                Ok(c) => {
-                    clients = c;
-                    reconnect = false;
-                }
-                Err(e) => {
-                    keep(&mut kept, text, &e.message, on_terminal);
-                    continue;
-                }
-            }
+        if let Err(e) = connect_again(ctx, &mut clients, &mut reconnect).await {
+            keep(&mut kept, text, &e.message, on_terminal);
+            continue;
         }
         let show = Show {
             json: false,
             ask: input.terminal(),
         };
-        let quiet = if input.terminal().is_some() {
+        let quiet = if on_terminal {
             termios::Saved::quiet_controls()
         } else {
             None
@@ -222,6 +206,20 @@ pub async fn interactive(ctx: &Ctx, target: Target) -> Result<u8, CliError> {
             Err(f) => errln!("error: {}", f.error.message),
         }
     }
+}
+
+/// Connects afresh when the last request found the connection broken
+/// (`reconnect`), which is cleared once a connection is made.
+async fn connect_again(
+    ctx: &Ctx,
+    clients: &mut Clients,
+    reconnect: &mut bool,
+) -> Result<(), CliError> {
+    if *reconnect {
+        *clients = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+        *reconnect = false;
+    }
+    Ok(())
 }
 
 /// `/new`: resets the session; true when the connection broke.

@@ -164,21 +164,30 @@ mod tests {
         arguments: "{}",
     };
 
+    /// Answers the first request to show up, as the owner would.
+    fn answer_first_pending(
+        store: &Approvals,
+        allow: bool,
+        always: bool,
+    ) -> tokio::task::JoinHandle<()> {
+        let s = store.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Some(p) = s.pending().first() {
+                    assert!(s.decide(&p.id, allow, always));
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    }
+
     #[tokio::test]
     async fn allowed_denied_expired_aborted() {
         let store = Approvals::default();
         let cancel = CancellationToken::new();
         for (allow, want) in [(true, Answer::Allowed), (false, Answer::Denied)] {
-            let s = store.clone();
-            let decider = tokio::spawn(async move {
-                loop {
-                    if let Some(p) = s.pending().first() {
-                        assert!(s.decide(&p.id, allow, false));
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-            });
+            let decider = answer_first_pending(&store, allow, false);
             let got = store
                 .request(ASK, Duration::from_secs(5), &cancel, |_| {})
                 .await;
@@ -202,16 +211,7 @@ mod tests {
     async fn always_allows_later_calls_of_that_tool_in_that_session_only() {
         let store = Approvals::default();
         let cancel = CancellationToken::new();
-        let s = store.clone();
-        let decider = tokio::spawn(async move {
-            loop {
-                if let Some(p) = s.pending().first() {
-                    assert!(s.decide(&p.id, true, true));
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        });
+        let decider = answer_first_pending(&store, true, true);
         let got = store
             .request(ASK, Duration::from_secs(5), &cancel, |_| {})
             .await;
