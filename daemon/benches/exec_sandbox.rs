@@ -39,10 +39,7 @@ fn bench(c: &mut Criterion) {
         }
         group.bench_function(name, |b| {
             b.to_async(&rt).iter(|| async {
-                let jail = Jail {
-                    write: vec![workspace.clone()],
-                    tmp_name: "agents/main",
-                };
+                let jail = Jail::writing(vec![workspace.clone()], "agents/main");
                 let status = sandbox
                     .command(&settings, &jail, "sh")
                     .unwrap()

@@ -91,6 +91,20 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let registry = Registry::open(&home.registry_db())?;
     // Before the socket: a client never sees such a session unreported.
     crate::session::interrupted::report(&home, &registry).await?;
+    // Sessions from before principals were recorded: whose each is, from
+    // its key (the CLI's and sub-agents' are the owner's).
+    let owners = config.clone();
+    let filled = registry
+        .fill_principals(move |key| {
+            crate::session::SessionKey::parse(key)
+                .ok()
+                .and_then(|k| k.chat_principal(|c, u| owners.is_channel_owner(c, u)))
+                .unwrap_or(crate::session::Principal::Owner)
+        })
+        .await?;
+    if filled > 0 {
+        tracing::info!(sessions = filled, "recorded whose each older session is");
+    }
     let models = ModelClient::new(&config.providers)?;
     if let Some(problem) = &config.provider_problem {
         tracing::warn!("{problem}");

@@ -12,10 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::session_log::Emit;
 use super::{Event, Runtime};
-use crate::config::{AgentSettings, Config};
+use crate::config::{AgentSettings, Config, MemoryScope};
 use crate::llm::windows::ContextWindow;
 use crate::session::SessionKey;
+use crate::tools::access::FileAccess;
 use crate::tools::approvals::PendingApproval;
+use crate::tools::memory::MemoryAccess;
 use crate::tools::origin::ChatOrigin;
 use crate::tools::pattern::ToolPatterns;
 use crate::tools::pipeline::CallEnv;
@@ -41,6 +43,8 @@ pub struct CallScope<'a> {
     pub agent: &'a AgentSettings,
     pub key: &'a SessionKey,
     pub origin: &'a ChatOrigin,
+    /// A sub-agent session's spawn layer (from the registry).
+    pub spawn_layer: Option<&'a crate::config::ToolLayer>,
     pub cancel: &'a CancellationToken,
     /// Approval requests are announced here.
     pub emit: &'a Emit,
@@ -64,18 +68,37 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
             agent.workspace.display()
         )
     });
-    // A sub-agent session the daemon forgot (a restart) still gets the
-    // [tools.subagents] layer.
-    let sub_layer = rt
-        .subagent(&key.to_string())
-        .map(|s| s.layer)
+    // A sub-agent session from before spawn layers were recorded still
+    // gets the [tools.subagents] layer.
+    let sub_layer = scope
+        .spawn_layer
+        .cloned()
         .or_else(|| key.is_subagent().then(crate::config::ToolLayer::default));
     let input = PolicyInput::for_origin(agent, origin, sub_layer.as_ref());
     let resolution = policy::resolve(registry, &config.policy, &input);
+    let offered = resolution.offered();
+    let read_offered = offered.iter().any(|t| t.name == "read");
+    // The data boundary: what this origin reaches of the workspace and the
+    // memory (SPEC §8.3).
+    let files = FileAccess::new(
+        &agent.workspace,
+        &origin.principal,
+        agent.memory,
+        &config.memory.paths,
+        read_offered,
+    );
+    let memory = if !origin.is_owner() && agent.memory == MemoryScope::Owner {
+        MemoryAccess::OwnersOnly
+    } else {
+        match rt.memory.index(agent) {
+            Ok(index) => MemoryAccess::Index(index),
+            Err(e) => MemoryAccess::Unavailable(Arc::from(e.to_string())),
+        }
+    };
     let secret_env = secret_env(config);
     let settings = Arc::new(config.tools.clone());
     CallEnv {
-        offered: resolution.offered(),
+        offered,
         resolution,
         redactor: Redactor::from_env(&secret_env, provider_keys(config)),
         result_cap: result_cap(config, agent),
@@ -92,7 +115,8 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
             outbox: rt.outbox(),
             turn_spawns: Arc::default(),
             origin: Arc::new((*origin).clone()),
-            memory: rt.memory.index(agent).map_err(|e| Arc::from(e.to_string())),
+            memory,
+            files,
             sandbox: rt.sandbox.clone(),
         },
         settings,

@@ -31,7 +31,6 @@ use crate::tools::approvals::Approvals;
 use crate::tools::jobs::Jobs;
 use crate::tools::mcp::McpManager;
 use crate::tools::message::Outbox;
-use sessions_access::SubAgent;
 
 /// What a running turn reports, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,8 +120,6 @@ pub struct Runtime {
     memory: crate::memory::Memory,
     /// The last request of each session (`pincer sessions prompt`).
     prompts: last_prompt::PromptStore,
-    /// Sub-agent sessions started since the daemon started.
-    subagents: Arc<std::sync::Mutex<std::collections::HashMap<String, SubAgent>>>,
     live: Arc<RwLock<Live>>,
     /// The exec sandbox (what the kernel offers; the temp folders).
     sandbox: Arc<Sandbox>,
@@ -178,21 +175,6 @@ impl Runtime {
         self.outbox.get().cloned()
     }
 
-    pub fn subagent(&self, key: &str) -> Option<SubAgent> {
-        self.subagents
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
-    }
-
-    pub fn subagents_insert(&self, key: String, sub: SubAgent) {
-        self.subagents
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, sub);
-    }
-
     pub fn new(home: Home, registry: Registry, config: Config, models: ModelClient) -> Self {
         let sandbox = Arc::new(Sandbox::new(&home));
         Self {
@@ -203,7 +185,6 @@ impl Runtime {
             approvals: Approvals::default(),
             jobs: Jobs::default(),
             prompts: Default::default(),
-            subagents: Arc::default(),
             outbox: Arc::default(),
             live: Arc::new(RwLock::new(Live {
                 mcp: Arc::new(McpManager::new(

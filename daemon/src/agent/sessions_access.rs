@@ -1,8 +1,25 @@
 //! The hub as the session tools see it ([`SessionAccess`]): status, list
-//! and history of an agent's own sessions, messages to another session, and
-//! sub-agents — child sessions `agent:<agent>:sub:<uuid>` whose tools are
-//! narrowed by `[tools.subagents]` and by the spawn, and whose final answer
-//! is the tool's result.
+//! and history of the sessions a turn may see, messages to another of its
+//! principal's sessions, and sub-agents — child sessions
+//! `agent:<agent>:sub:<uuid>` whose tools are narrowed by
+//! `[tools.subagents]` and by the spawn, and whose final answer is the
+//! tool's result.
+//!
+//! The data boundary of the session tools (SPEC §8.3) is decided here,
+//! once, for every tool:
+//!
+//! - **what a turn sees** follows the agent's `visibility` for the turn's
+//!   origin ([`crate::config::AgentSettings::visibility_for`]): the
+//!   calling session (`self`), it and its sub-agents all the way down
+//!   (`tree`, the default for everyone but the owner, and the most they
+//!   get), or every session of the agent (`agent`, the owner's default);
+//! - **where a turn writes**: `sessions_send` reaches only an existing
+//!   session it may see *and* whose principal is its own — the owner's
+//!   sessions talk to each other, a group's never reach the owner's — and
+//!   never makes a session;
+//! - **sub-agents** are recorded in the registry with their parent, their
+//!   spawn's layer and their spawner's principal, so a restart forgets
+//!   none of it.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -11,18 +28,22 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Event;
-use super::hub::Hub;
+use super::hub::{Hub, HubError, Reach, describe};
+use crate::config::Visibility;
 use crate::session::SessionKey;
+use crate::session::registry::SessionRow;
 use crate::session::transcript::Body;
 use crate::tools::policy::ChatOrigin;
-use crate::tools::sessions::{BoxFuture, SendRequest, SessionAccess, SpawnRequest};
+use crate::tools::sessions::{
+    BoxFuture, Caller, SendRequest, SessionAccess, SessionResult, SessionToolError,
+    SessionToolError::{Boundary, Failed},
+    SpawnRequest,
+};
 use crate::util::{now_rfc3339, preview};
 
-/// What the daemon remembers about a sub-agent session.
-#[derive(Debug, Clone)]
-pub struct SubAgent {
-    pub depth: u32,
-    pub layer: crate::config::ToolLayer,
+/// A failure as the session tools report it.
+fn failed(e: impl std::fmt::Display) -> SessionToolError {
+    Failed(e.to_string())
 }
 
 impl Hub {
@@ -30,15 +51,15 @@ impl Hub {
     async fn run_and_collect(
         &self,
         key: SessionKey,
-        (text, origin): (String, ChatOrigin),
+        (text, origin, reach): (String, ChatOrigin, Reach),
         wait: Duration,
         cancel: &CancellationToken,
-    ) -> Result<String, String> {
+    ) -> SessionResult {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let key_text = key.to_string();
-        self.chat_nested(key, text, origin, tx)
+        self.chat_nested(key, text, origin, tx, reach)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(refusal)?;
         let collect = async {
             while let Some(event) = rx.recv().await {
                 match event {
@@ -46,51 +67,136 @@ impl Hub {
                         text, stop_reason, ..
                     } => {
                         return if stop_reason == "aborted" {
-                            Err(format!("the turn in {key_text} was aborted"))
+                            Err(failed(format!("the turn in {key_text} was aborted")))
                         } else {
                             Ok(text)
                         };
                     }
                     Event::Error { message, .. } => {
-                        return Err(format!("the turn in {key_text} failed: {message}"));
+                        return Err(failed(format!("the turn in {key_text} failed: {message}")));
                     }
                     _ => {}
                 }
             }
-            Err(format!("the turn in {key_text} ended without an answer"))
+            Err(failed(format!(
+                "the turn in {key_text} ended without an answer"
+            )))
         };
         tokio::select! {
             r = tokio::time::timeout(wait, collect) => match r {
                 Ok(r) => r,
                 Err(_) => {
                     self.abort(&key_text);
-                    Err(format!("{key_text} did not answer within {} s; its turn was stopped", wait.as_secs()))
+                    Err(failed(format!("{key_text} did not answer within {} s; its turn was stopped", wait.as_secs())))
                 }
             },
             _ = cancel.cancelled() => {
                 self.abort(&key_text);
-                Err("aborted".into())
+                Err(failed("aborted"))
             }
         }
     }
 
-    fn own_key(&self, agent: &str, session: &str) -> Result<SessionKey, String> {
-        let key = SessionKey::from_client(agent, session).map_err(|e| e.to_string())?;
-        if key.agent() != agent {
-            return Err(format!(
-                "`{session}` belongs to agent `{}`; an agent can only reach its own sessions",
+    /// What `caller` sees of the agent's sessions, most recent first.
+    async fn visible_sessions(&self, caller: &Caller) -> Result<Vec<SessionRow>, HubError> {
+        let registry = self.runtime().registry();
+        Ok(match self.visibility(caller) {
+            Visibility::Agent => registry.list(Some(caller.agent.clone())).await?,
+            Visibility::Own => registry.find(&caller.key).await?.into_iter().collect(),
+            Visibility::Tree => {
+                let mut rows: Vec<SessionRow> =
+                    registry.find(&caller.key).await?.into_iter().collect();
+                rows.extend(registry.descendants(&caller.key).await?);
+                rows.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.key.cmp(&b.key)));
+                rows
+            }
+        })
+    }
+
+    fn visibility(&self, caller: &Caller) -> Visibility {
+        self.runtime()
+            .config()
+            .agent(&caller.agent)
+            .map_or(Visibility::Own, |a| {
+                a.visibility_for(caller.origin.is_owner())
+            })
+    }
+
+    /// The session `name` resolves to among those `caller` may see; one
+    /// it may not see is refused as if it were not there, so its
+    /// existence is not told either.
+    async fn visible_session(
+        &self,
+        caller: &Caller,
+        name: &str,
+    ) -> Result<SessionRow, SessionToolError> {
+        let key = SessionKey::from_client(&caller.agent, name).map_err(failed)?;
+        if key.agent() != caller.agent {
+            return Err(Boundary(format!(
+                "`{name}` belongs to agent `{}`; an agent can only reach its own sessions",
                 key.agent()
-            ));
+            )));
         }
-        Ok(key)
+        let key = key.to_string();
+        self.visible_sessions(caller)
+            .await
+            .map_err(failed)?
+            .into_iter()
+            .find(|row| row.key == key)
+            .ok_or_else(|| {
+                Boundary(format!(
+                    "{key} is not a session this conversation can see ({}); `sessions_list` shows the ones it can",
+                    self.visibility_sentence(caller)
+                ))
+            })
+    }
+
+    fn visibility_sentence(&self, caller: &Caller) -> &'static str {
+        match self.visibility(caller) {
+            Visibility::Own => "it sees only itself",
+            Visibility::Tree => "it sees itself and its sub-agents",
+            Visibility::Agent => "it sees the agent's sessions",
+        }
+    }
+
+    /// A sub-agent's depth: how many parents lie above it.
+    async fn depth_of(&self, key: &str) -> u32 {
+        let registry = self.runtime().registry();
+        let mut depth = 0;
+        let mut at = key.to_string();
+        // Bounded: a damaged registry with a cycle must not hang a turn.
+        while depth < 64 {
+            match registry.find(&at).await {
+                Ok(Some(SessionRow {
+                    parent: Some(parent),
+                    ..
+                })) => {
+                    depth += 1;
+                    at = parent;
+                }
+                // A sub-agent session without a recorded parent (made
+                // before parents were recorded) still counts as one.
+                _ if depth == 0 && at.contains(":sub:") => return 1,
+                _ => break,
+            }
+        }
+        depth
+    }
+}
+
+/// A hub refusal as a session tool reports it: a session of another
+/// principal is the boundary's refusal, anything else a failure.
+fn refusal(e: HubError) -> SessionToolError {
+    match e {
+        e @ HubError::OtherPrincipal { .. } => Boundary(e.to_string()),
+        e => failed(e),
     }
 }
 
 impl SessionAccess for Hub {
-    fn status(&self, session_key: &str) -> BoxFuture<'_, Result<String, String>> {
-        let key = session_key.to_string();
+    fn status<'a>(&'a self, caller: &'a Caller) -> BoxFuture<'a, SessionResult> {
         Box::pin(async move {
-            let row = self.find("", &key).await.map_err(|e| e.to_string())?;
+            let row = self.find("", &caller.key).await.map_err(failed)?;
             let config = self.runtime().config();
             let model = config
                 .agent(&row.agent)
@@ -110,25 +216,17 @@ impl SessionAccess for Hub {
                 "tokens: {} in, {} out; compactions: {}",
                 row.input_tokens, row.output_tokens, row.compactions
             );
-            if self.depth(&key) > 0 {
-                let _ = writeln!(out, "this is a sub-agent session");
+            if let Some(parent) = &row.parent {
+                let _ = writeln!(out, "this is a sub-agent session of {parent}");
             }
             let _ = write!(out, "now: {}", now_rfc3339());
             Ok(out)
         })
     }
 
-    fn list(&self, agent: &str, limit: usize) -> BoxFuture<'_, Result<String, String>> {
-        let agent = agent.to_string();
+    fn list<'a>(&'a self, caller: &'a Caller, limit: usize) -> BoxFuture<'a, SessionResult> {
         Box::pin(async move {
-            // The registry rows only: `Hub::list` also counts every
-            // transcript's lines, which this answer does not show.
-            let rows = self
-                .runtime()
-                .registry()
-                .list(Some(agent))
-                .await
-                .map_err(|e| e.to_string())?;
+            let rows = self.visible_sessions(caller).await.map_err(failed)?;
             if rows.is_empty() {
                 return Ok("no sessions".into());
             }
@@ -154,27 +252,16 @@ impl SessionAccess for Hub {
         })
     }
 
-    fn history(
-        &self,
-        agent: &str,
-        session: &str,
+    fn history<'a>(
+        &'a self,
+        caller: &'a Caller,
+        session: &'a str,
         limit: usize,
-    ) -> BoxFuture<'_, Result<String, String>> {
-        let key = self.own_key(agent, session);
+    ) -> BoxFuture<'a, SessionResult> {
         Box::pin(async move {
-            let key = key?;
-            let row = match self.find(key.agent(), &key.to_string()).await {
-                Ok(row) => row,
-                Err(super::hub::HubError::UnknownSession { .. }) => {
-                    return Err(format!("no session {key}; `sessions_list` shows them"));
-                }
-                Err(e) => return Err(e.to_string()),
-            };
-            let entries = self
-                .history(row, 0, 0)
-                .await
-                .map_err(|e| e.to_string())?
-                .entries;
+            let row = self.visible_session(caller, session).await?;
+            let key = row.key.clone();
+            let entries = self.history(row, 0, 0).await.map_err(failed)?.entries;
             let lines: Vec<String> = entries
                 .iter()
                 .filter_map(|e| match &e.body {
@@ -193,20 +280,33 @@ impl SessionAccess for Hub {
         })
     }
 
-    fn send(&self, request: SendRequest) -> BoxFuture<'_, Result<String, String>> {
-        let key = self.own_key(&request.agent, &request.to);
+    fn send(&self, request: SendRequest) -> BoxFuture<'_, SessionResult> {
         Box::pin(async move {
-            let key = key?;
-            let from = &request.from_key;
-            if key.to_string() == *from {
-                return Err("a session cannot send to itself".into());
+            let SendRequest {
+                caller,
+                to,
+                message,
+                wait,
+            } = request;
+            let row = self.visible_session(&caller, &to).await?;
+            if row.key == caller.key {
+                return Err(failed("a session cannot send to itself"));
             }
-            let text = format!("[message from session {from}]\n{}", request.message);
-            match request.wait {
+            let origin = (*caller.origin).clone();
+            if row.principal != origin.principal {
+                return Err(Boundary(format!(
+                    "{} is not a conversation of {}; nothing was sent to it",
+                    row.key,
+                    describe(&origin.principal)
+                )));
+            }
+            let key = SessionKey::parse(&row.key).map_err(failed)?;
+            let text = format!("[message from session {}]\n{message}", caller.key);
+            match wait {
                 Some(wait) => {
                     self.run_and_collect(
                         key,
-                        (text, request.origin),
+                        (text, origin, Reach::Existing),
                         wait,
                         &CancellationToken::new(),
                     )
@@ -215,9 +315,9 @@ impl SessionAccess for Hub {
                 None => {
                     let (tx, _rx) = mpsc::unbounded_channel();
                     let key_text = key.to_string();
-                    self.chat_nested(key, text, request.origin, tx)
+                    self.chat_nested(key, text, origin, tx, Reach::Existing)
                         .await
-                        .map_err(|e| e.to_string())?;
+                        .map_err(refusal)?;
                     Ok(format!("sent to {key_text}; not waiting for the answer"))
                 }
             }
@@ -228,24 +328,19 @@ impl SessionAccess for Hub {
         &self,
         request: SpawnRequest,
         cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<String, String>> {
+    ) -> BoxFuture<'_, SessionResult> {
         Box::pin(async move {
-            let key =
-                SessionKey::sub(&request.agent, uuid::Uuid::new_v4()).map_err(|e| e.to_string())?;
-            let depth = self.depth(&request.parent_key) + 1;
-            self.runtime().subagents_insert(
-                key.to_string(),
-                SubAgent {
-                    depth,
-                    layer: request.layer,
-                },
-            );
+            let key = SessionKey::sub(&request.agent, uuid::Uuid::new_v4()).map_err(failed)?;
             tracing::info!(parent = %request.parent_key, child = %key, "sub-agent started");
             let key_text = key.to_string();
+            let reach = Reach::Child {
+                parent: request.parent_key,
+                layer: request.layer,
+            };
             let answer = self
                 .run_and_collect(
                     key,
-                    (request.task, request.origin),
+                    (request.task, request.origin, reach),
                     request.timeout,
                     &cancel,
                 )
@@ -254,12 +349,7 @@ impl SessionAccess for Hub {
         })
     }
 
-    fn depth(&self, session_key: &str) -> u32 {
-        match self.runtime().subagent(session_key) {
-            Some(s) => s.depth,
-            // A sub-agent session the daemon forgot (a restart) still counts.
-            None if session_key.contains(":sub:") => 1,
-            None => 0,
-        }
+    fn depth<'a>(&'a self, session_key: &'a str) -> BoxFuture<'a, u32> {
+        Box::pin(self.depth_of(session_key))
     }
 }

@@ -518,7 +518,7 @@ impl Turn<'_> {
             agent: self.agent,
             key: self.key,
             session_id: &self.session.id,
-            owner: self.origin.owner,
+            owner: self.origin.is_owner(),
             emit: &self.emit,
             cancel: &self.cancel,
         }
@@ -562,6 +562,7 @@ impl Turn<'_> {
                 agent: self.agent,
                 key: self.key,
                 origin: &self.origin,
+                spawn_layer: self.session.spawn_layer.as_ref(),
                 cancel: &self.cancel,
                 emit: &self.emit,
                 sessions: Some(self.sessions.clone()),
@@ -577,7 +578,7 @@ impl Turn<'_> {
         let settings = &self.config.memory;
         if !settings.enabled
             || !settings.auto_recall
-            || !self.origin.owner
+            || !self.origin.is_owner()
             || !offered.iter().any(|t| t.name == "memory_search")
         {
             return None;

@@ -99,5 +99,36 @@ pub(super) fn agent_settings(
         },
         tools,
         ask,
+        memory: match &section.memory {
+            None => super::MemoryScope::Owner,
+            Some(m) => match m.get_ref().trim() {
+                "owner" => super::MemoryScope::Owner,
+                "shared" => super::MemoryScope::Shared,
+                other => {
+                    return Err(loc.at(
+                        m.span(),
+                        format!(
+                            "unknown memory `{other}`: use owner (only the owner reads the agent's memory) or shared (everyone who talks to the agent does)"
+                        ),
+                    ));
+                }
+            },
+        },
+        visibility: match &section.visibility {
+            None => None,
+            Some(v) => Some(match v.get_ref().trim() {
+                "self" => super::Visibility::Own,
+                "tree" => super::Visibility::Tree,
+                "agent" => super::Visibility::Agent,
+                other => {
+                    return Err(loc.at(
+                        v.span(),
+                        format!(
+                            "unknown visibility `{other}`: use self (the calling session), tree (it and its sub-agents) or agent (every session of the agent; the owner only)"
+                        ),
+                    ));
+                }
+            }),
+        },
     })
 }

@@ -29,6 +29,8 @@
 //! prompt = "Answer in French."       # added to this chat's system prompt
 //! [channels.telegram.groups."-1001234567890".senders."42"]
 //! tools = { deny = ["memory_get"] }  # this sender's layer in that group
+//! [channels.telegram.peers."42"]
+//! tools = { allow = ["web_fetch"] }  # the layer of 42's direct messages
 //! ```
 //!
 //! The config records where a token comes from, never the token:
@@ -103,6 +105,9 @@ pub struct ChannelSettings {
     /// `[channels.<name>.groups."<chat id>"]`: the allowlisted groups (or
     /// guild channels); a group not listed is ignored.
     pub groups: BTreeMap<String, GroupSettings>,
+    /// `[channels.<name>.peers."<user id>"] tools`: the layer of one
+    /// person's direct messages (a DM's own layer, as a group's `tools`).
+    pub peers: BTreeMap<String, ToolLayer>,
     /// Telegram's own settings; `None` on other channels.
     pub telegram: Option<TelegramSettings>,
 }
@@ -357,6 +362,13 @@ impl Parser<'_> {
                 self.group(group.get_ref(), require_mention)?,
             );
         }
+        let mut peers = BTreeMap::new();
+        for (id, peer) in &s.peers {
+            peers.insert(
+                self.user_key(id, peer.span())?,
+                layer(self.loc, &peer.get_ref().tools)?,
+            );
+        }
         let telegram = if self.name == "telegram" {
             Some(self.telegram(s)?)
         } else {
@@ -376,6 +388,7 @@ impl Parser<'_> {
             max_attachment_bytes: max_attachment_mb * 1024 * 1024,
             preview: s.preview.unwrap_or(false),
             groups,
+            peers,
             telegram,
         })
     }

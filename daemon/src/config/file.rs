@@ -67,6 +67,9 @@ pub struct ChannelSection {
     /// Allowlisted groups by chat id.
     #[serde(default)]
     pub groups: BTreeMap<String, Spanned<ChannelGroupSection>>,
+    /// Per-person layers of direct messages, by user id.
+    #[serde(default)]
+    pub peers: BTreeMap<String, Spanned<ChannelSenderSection>>,
     /// Telegram: polling | webhook
     pub mode: Option<Spanned<String>>,
     /// Telegram: the long-polling timeout.
@@ -101,7 +104,8 @@ pub struct ChannelGroupSection {
     pub senders: BTreeMap<String, Spanned<ChannelSenderSection>>,
 }
 
-/// `[channels.<name>.groups."<chat id>".senders."<user id>"]`.
+/// `[channels.<name>.groups."<chat id>".senders."<user id>"]` and
+/// `[channels.<name>.peers."<user id>"]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChannelSenderSection {
@@ -313,6 +317,10 @@ pub struct AgentSection {
     pub compaction_model: Option<Spanned<String>>,
     #[serde(default)]
     pub tools: LayerSection,
+    /// Whose this agent's memory is: owner | shared.
+    pub memory: Option<Spanned<String>>,
+    /// Which sessions the session tools see: self | tree | agent.
+    pub visibility: Option<Spanned<String>>,
 }
 
 /// One layer of the tool policy (SPEC §8.3).

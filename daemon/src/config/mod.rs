@@ -85,6 +85,11 @@ impl Config {
     pub fn agent(&self, id: &str) -> Option<&AgentSettings> {
         self.agents.get(id)
     }
+
+    /// Whether `user` is the `owner` of `channel` (`[channels.<name>]`).
+    pub fn is_channel_owner(&self, channel: &str, user: &str) -> bool {
+        self.channels.get(channel).is_some_and(|c| c.is_owner(user))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -192,6 +197,60 @@ pub struct AgentSettings {
     pub tools: ToolLayer,
     /// Tool patterns whose calls wait for the owner's approval.
     pub ask: Vec<String>,
+    /// `memory`: whose the agent's memory is (default the owner's).
+    pub memory: MemoryScope,
+    /// `visibility`: which sessions the session tools see; `None`: the
+    /// whole agent for the owner, a session and its sub-agents for
+    /// everyone else.
+    pub visibility: Option<Visibility>,
+}
+
+/// Whose an agent's memory (`MEMORY.md`, `memory/`, `[memory] paths` and
+/// their index) is: the data boundary's rule for the memory tools, the
+/// file tools and `exec` (SPEC §8.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryScope {
+    /// The owner's alone (the default): no one else reads, searches or
+    /// lists it, whatever tools they have.
+    #[default]
+    Owner,
+    /// Everyone who talks to the agent: an agent with a workspace of its
+    /// own that serves a group (SPEC §5's `friends`).
+    Shared,
+}
+
+/// Which sessions an agent's session tools see, from the calling one
+/// (`visibility`). Ordered: each sees more than the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Visibility {
+    /// The calling session only.
+    Own,
+    /// The calling session and its sub-agents, all the way down.
+    Tree,
+    /// Every session of the agent; only ever the owner's.
+    Agent,
+}
+
+impl Visibility {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Own => "self",
+            Self::Tree => "tree",
+            Self::Agent => "agent",
+        }
+    }
+}
+
+impl AgentSettings {
+    /// What the session tools of a turn see: the configured visibility
+    /// (default `agent` for the owner, `tree` for everyone else), never
+    /// more than `tree` for anyone but the owner.
+    pub fn visibility_for(&self, owner: bool) -> Visibility {
+        match (owner, self.visibility) {
+            (true, v) => v.unwrap_or(Visibility::Agent),
+            (false, v) => v.unwrap_or(Visibility::Tree).min(Visibility::Tree),
+        }
+    }
 }
 
 /// One layer of the tool policy (SPEC §8.3): a profile, an allowlist and a

@@ -42,7 +42,7 @@ pub fn chat_kind(key: &SessionKey, origin: &ChatOrigin) -> ChatKind {
         return ChatKind::SubAgent;
     }
     match &origin.chat {
-        ChatPlace::Cli if origin.owner => ChatKind::OwnerPrivate,
+        ChatPlace::Cli if origin.is_owner() => ChatKind::OwnerPrivate,
         // Someone else's message in a CLI session (one that came through
         // `sessions_send`): treated as a stranger's DM.
         ChatPlace::Cli => ChatKind::Direct {
@@ -51,7 +51,7 @@ pub fn chat_kind(key: &SessionKey, origin: &ChatOrigin) -> ChatKind {
         },
         ChatPlace::Direct { channel, .. } => ChatKind::Direct {
             channel: channel.clone(),
-            owner: origin.owner,
+            owner: origin.is_owner(),
         },
         ChatPlace::Group { channel, .. } => ChatKind::Group {
             channel: channel.clone(),
@@ -148,7 +148,10 @@ mod chat_kind_tests {
 
     fn stranger(chat: ChatPlace) -> ChatOrigin {
         ChatOrigin {
-            owner: false,
+            principal: crate::session::Principal::Person {
+                channel: "telegram".into(),
+                user: "5".into(),
+            },
             chat,
             ..ChatOrigin::owner(false)
         }

@@ -22,8 +22,11 @@
 //! **The origin** comes from `[channels.<name>]`: the chat's layer is the
 //! group entry's `tools` (a DM, or a group without an entry: an empty
 //! layer, so only the channel's default profile `messaging` applies), the
-//! sender layer is the group entry's `senders."<id>"` for this sender, and
-//! the group entry's `prompt` is added to the system prompt.
+//! sender layer is the group entry's `senders."<id>"` for this sender (in
+//! a DM, the channel's `peers."<id>"`), and the group entry's `prompt` is
+//! added to the system prompt. Its **principal** (whose data the turn may
+//! reach, `session::Principal`) is the owner in their own DM, the person
+//! in any other DM, and the group in a group.
 //!
 //! **The owner** (`owner = "<id>"`) is the owner only in their own DM:
 //! there they get owner-only tools and `MEMORY.md`, as at the CLI. Their
@@ -41,9 +44,9 @@ pub mod targets;
 
 pub use targets::message_targets;
 
-use crate::config::Config;
-use crate::session::SessionKey;
+use crate::config::{ChannelSettings, Config};
 use crate::session::key::KeyError;
+use crate::session::{Principal, SessionKey};
 pub use crate::tools::origin::{ChatOrigin, ChatPlace};
 
 /// The kind of chat a message arrived in.
@@ -119,6 +122,23 @@ fn agent_of(config: &Config, inbound: &Inbound) -> String {
     }
 }
 
+/// Whose a chat message is (the data boundary): the owner in their own
+/// DM, the person in any other DM, the group in a group (the owner
+/// writing there too: everyone in it reads the answers).
+fn principal_of(channel: Option<&ChannelSettings>, inbound: &Inbound) -> Principal {
+    match &inbound.chat {
+        Chat::Direct if channel.is_some_and(|c| c.is_owner(&inbound.sender.id)) => Principal::Owner,
+        Chat::Direct => Principal::Person {
+            channel: inbound.channel.clone(),
+            user: inbound.sender.id.clone(),
+        },
+        Chat::Group(chat) => Principal::Group {
+            channel: inbound.channel.clone(),
+            chat: chat.clone(),
+        },
+    }
+}
+
 /// Routes a chat message: the agent (the module doc's order), a session
 /// per DM peer or per group (and thread), and the origin with the chat's
 /// and the sender's policy layers and the chat's prompt addition.
@@ -142,8 +162,7 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
     let origin = ChatOrigin {
         sender: format!("{}:{}", inbound.channel, inbound.sender.id),
         name: inbound.sender.name.clone(),
-        owner: inbound.chat == Chat::Direct
-            && channel.is_some_and(|c| c.is_owner(&inbound.sender.id)),
+        principal: principal_of(channel, inbound),
         chat: match &inbound.chat {
             Chat::Direct => ChatPlace::Direct {
                 channel: inbound.channel.clone(),
@@ -160,11 +179,15 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
         // Always one layer, empty without a group entry: `in_channel`
         // makes `messaging` the default profile.
         channel: vec![group.map(|g| g.tools.clone()).unwrap_or_default()],
-        sender_layers: group
-            .and_then(|g| g.senders.get(&inbound.sender.id))
-            .cloned()
-            .into_iter()
-            .collect(),
+        // In a group, the sender's entry there; in a DM, the person's
+        // `peers` entry.
+        sender_layers: match &inbound.chat {
+            Chat::Group(_) => group.and_then(|g| g.senders.get(&inbound.sender.id)),
+            Chat::Direct => channel.and_then(|c| c.peers.get(&inbound.sender.id)),
+        }
+        .cloned()
+        .into_iter()
+        .collect(),
         main_session: false,
         prompt: group.and_then(|g| g.prompt.clone()),
     };
@@ -230,7 +253,7 @@ mod tests {
         let route = route(&config(Vec::new()), &dm("42")).unwrap();
         assert_eq!(route.agent, "main");
         assert_eq!(route.key.to_string(), "agent:main:telegram:dm:42");
-        assert!(!route.origin.owner);
+        assert!(!route.origin.is_owner());
         assert!(route.origin.in_channel);
         assert_eq!(route.origin.sender, "telegram:42");
         assert_eq!(route.origin.name, "user 42");
@@ -296,7 +319,7 @@ mod tests {
         assert!(owner(&SessionKey::main("main").unwrap()).main_session);
         let other = SessionKey::from_client("main", "work").unwrap();
         assert!(!owner(&other).main_session);
-        assert!(owner(&other).owner);
+        assert!(owner(&other).is_owner());
     }
 
     #[test]
@@ -324,7 +347,7 @@ mod tests {
     fn the_owner_is_the_owner_in_their_dm_only() {
         let c = config_text(CHANNEL);
         let r = route(&c, &dm("1")).unwrap();
-        assert!(r.origin.owner);
+        assert!(r.origin.is_owner());
         assert!(
             r.origin.in_channel,
             "still a channel chat: `messaging` by default"
@@ -334,12 +357,12 @@ mod tests {
             crate::context::chat_kind(&r.key, &r.origin).is_owner_private(),
             "the owner's DM sees MEMORY.md"
         );
-        assert!(!route(&c, &in_group("-100", "1")).unwrap().origin.owner);
-        assert!(!route(&c, &dm("2")).unwrap().origin.owner);
+        assert!(!route(&c, &in_group("-100", "1")).unwrap().origin.is_owner());
+        assert!(!route(&c, &dm("2")).unwrap().origin.is_owner());
         // Another channel's owner is nobody here.
         let mut discord = dm("1");
         discord.channel = "discord".into();
-        assert!(!route(&c, &discord).unwrap().origin.owner);
+        assert!(!route(&c, &discord).unwrap().origin.is_owner());
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub fn message_targets(config: &Config, agent: &str, origin: &ChatOrigin) -> Mes
     // Anyone but the owner (a group member, an approved DM) only has the
     // agent write where they wrote: a message in one group must not make
     // it post into another group or into the owner's DM.
-    if !origin.owner {
+    if !origin.is_owner() {
         return MessageTargets {
             default: default_target(config, origin),
             allowed,
@@ -115,7 +115,7 @@ fn default_target(config: &Config, origin: &ChatOrigin) -> Result<ChatAddress, S
     if let Some(address) = origin.chat.address() {
         return Ok(address);
     }
-    if !origin.owner {
+    if !origin.is_owner() {
         return Err("this turn came from no chat".into());
     }
     let owners: Vec<ChatAddress> = config

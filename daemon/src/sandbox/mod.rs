@@ -97,9 +97,29 @@ pub struct Sandbox {
 pub struct Jail<'a> {
     /// The workspace, or an MCP server's folder.
     pub write: Vec<PathBuf>,
-    /// Names its private temp folder: `agents/<id>`, `hooks/<name>`,
-    /// `mcp/<server>` (one per kind and name, so none shares another's).
+    /// Folders it may read besides the system's, even inside
+    /// `PINCER_HOME` (a chat's command reads the workspace it may not
+    /// write).
+    pub read: Vec<PathBuf>,
+    /// What is carved out of `read` and `write` besides `PINCER_HOME`
+    /// (the owner's memory, other chats' folders).
+    pub hidden: Vec<PathBuf>,
+    /// Names its private temp folder: `agents/<id>`, `chats/<id>/<chat>`,
+    /// `hooks/<name>`, `mcp/<server>` (one per kind and name, so none
+    /// shares another's).
     pub tmp_name: &'a str,
+}
+
+impl<'a> Jail<'a> {
+    /// Read-write on `write` and nothing more but the system.
+    pub fn writing(write: Vec<PathBuf>, tmp_name: &'a str) -> Self {
+        Self {
+            write,
+            read: Vec::new(),
+            hidden: Vec::new(),
+            tmp_name,
+        }
+    }
 }
 
 impl Sandbox {
@@ -179,7 +199,10 @@ impl Sandbox {
         write.push(tmp.clone());
         let mut read: Vec<PathBuf> = rules::SYSTEM_READ.iter().map(PathBuf::from).collect();
         read.extend(settings.read_paths.iter().map(|p| canonical(p)));
-        let plan = rules::Plan::new(&read, &write, &self.hidden);
+        let mut hidden = self.hidden.clone();
+        hidden.extend(jail.hidden.iter().map(|p| canonical(p)));
+        let granted: Vec<PathBuf> = jail.read.iter().map(|p| canonical(p)).collect();
+        let plan = rules::Plan::new(&read, &write, &hidden).granting(&granted, &hidden);
         let mut cmd = tokio::process::Command::new(&self.launcher);
         cmd.arg(SUBCOMMAND);
         plan.push_args(&mut cmd);
@@ -271,10 +294,7 @@ mod tests {
             support: Support::Available { landlock_abi: 7 },
             ..Sandbox::new(&home)
         };
-        let jail = Jail {
-            write: vec![ws.clone()],
-            tmp_name: "agents/main",
-        };
+        let jail = Jail::writing(vec![ws.clone()], "agents/main");
         let settings = ExecSandboxSettings {
             network: false,
             ..Default::default()

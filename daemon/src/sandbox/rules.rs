@@ -76,6 +76,17 @@ impl Plan {
         plan
     }
 
+    /// Adds `granted` as read-only folders with `hidden` carved out of
+    /// them, even where they lie inside a hidden folder (a workspace
+    /// inside `PINCER_HOME`, which a chat's command reads but may not
+    /// write).
+    pub fn granting(mut self, granted: &[PathBuf], hidden: &[PathBuf]) -> Self {
+        for root in granted {
+            carve(root, hidden, &mut self.read);
+        }
+        self
+    }
+
     /// The launcher's arguments for this plan.
     pub fn push_args(&self, cmd: &mut tokio::process::Command) {
         for (flag, paths) in [
@@ -144,6 +155,31 @@ mod tests {
         let plan = Plan::new(&[home.join("state")], std::slice::from_ref(&ws), &hidden);
         assert_eq!(plan.write, vec![ws]);
         assert!(plan.read.is_empty());
+    }
+
+    #[test]
+    fn a_granted_workspace_inside_the_home_is_read_around_what_it_hides() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let ws = home.join("workspace");
+        for d in ["memory", "inbox/chat-a", "inbox/chat-b", "src"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        std::fs::write(ws.join("MEMORY.md"), "x").unwrap();
+        std::fs::write(ws.join("README.md"), "x").unwrap();
+        let hidden = vec![
+            home.clone(),
+            ws.join("MEMORY.md"),
+            ws.join("memory"),
+            ws.join("inbox"),
+        ];
+        let own = ws.join("inbox/chat-a");
+        let plan = Plan::new(&[], std::slice::from_ref(&own), &hidden)
+            .granting(std::slice::from_ref(&ws), &hidden);
+        let mut read = plan.read.clone();
+        read.sort();
+        assert_eq!(read, vec![ws.join("README.md"), ws.join("src")]);
+        assert_eq!(plan.write, vec![own]);
     }
 
     #[test]

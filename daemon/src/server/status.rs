@@ -18,6 +18,7 @@ impl From<HubError> for Status {
                 Status::invalid_argument(message)
             }
             HubError::Busy(_) => Status::failed_precondition(message),
+            HubError::OtherPrincipal { .. } => Status::permission_denied(message),
             HubError::ShuttingDown => Status::unavailable(message),
             // Attempted and abandoned, nothing changed: the operation, not
             // the daemon, failed.

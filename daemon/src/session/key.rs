@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use super::Principal;
+
 /// A parsed, validated session key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionKey {
@@ -131,6 +133,28 @@ impl SessionKey {
         self.rest.first().is_some_and(|p| p == "sub")
     }
 
+    /// Whose chat a channel key is: a DM's person (the owner when
+    /// `is_owner(channel, user)`), a group key's group (threads
+    /// included). `None` for the CLI's keys and sub-agents', whose
+    /// principal is whoever made them.
+    pub fn chat_principal(&self, is_owner: impl Fn(&str, &str) -> bool) -> Option<Principal> {
+        match self.rest.as_slice() {
+            [channel, kind, id, ..] if kind == "dm" => Some(if is_owner(channel, id) {
+                Principal::Owner
+            } else {
+                Principal::Person {
+                    channel: channel.clone(),
+                    user: id.clone(),
+                }
+            }),
+            [channel, kind, id, ..] if kind == "group" => Some(Principal::Group {
+                channel: channel.clone(),
+                chat: id.clone(),
+            }),
+            _ => None,
+        }
+    }
+
     /// The channel a key belongs to (the registry's `channel` column):
     /// `cli` for `main` and short names, `sub` for sub-agents, else the
     /// platform part. What a chat *is* comes from its origin (routing),
@@ -193,6 +217,31 @@ mod tests {
         assert!(!SessionKey::from_client("x", "main2").unwrap().is_main());
         assert!(!dm.is_main() && !dm.is_subagent());
         assert_eq!(g.channel(), "discord");
+    }
+
+    #[test]
+    fn channel_keys_name_their_chat_as_the_principal() {
+        let owner_is_1 = |c: &str, u: &str| c == "telegram" && u == "1";
+        let key = |k: &str| SessionKey::parse(k).unwrap();
+        assert_eq!(
+            key("agent:a:telegram:dm:1").chat_principal(owner_is_1),
+            Some(Principal::Owner)
+        );
+        assert_eq!(
+            key("agent:a:discord:dm:1")
+                .chat_principal(owner_is_1)
+                .map(|p| p.to_string()),
+            Some("discord:dm:1".into())
+        );
+        assert_eq!(
+            key("agent:a:telegram:group:-5:thread:9")
+                .chat_principal(owner_is_1)
+                .map(|p| p.to_string()),
+            Some("telegram:group:-5".into())
+        );
+        for k in ["agent:a:main", "agent:a:work", "agent:a:sub:1"] {
+            assert_eq!(key(k).chat_principal(owner_is_1), None, "{k}");
+        }
     }
 
     #[test]

@@ -10,6 +10,8 @@ use std::thread;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::principal::Principal;
+use crate::config::ToolLayer;
 use crate::util::now_rfc3339;
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +37,32 @@ pub struct SessionRow {
     pub last_error: Option<String>,
     /// What the last failed turn tried and where it stopped.
     pub failure_summary: Option<String>,
+    /// Whose session it is, recorded when it was created (the data
+    /// boundary: another principal's turns never write into it).
+    pub principal: Principal,
+    /// For a sub-agent's session: the key of the session that spawned it.
+    pub parent: Option<String>,
+    /// For a sub-agent's session: the spawn's own narrowing of its tools.
+    pub spawn_layer: Option<ToolLayer>,
+}
+
+/// What a session is created with: whose it is and, for a sub-agent's,
+/// where it comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    pub principal: Principal,
+    /// The spawning session's key and the spawn's tool layer.
+    pub parent: Option<(String, ToolLayer)>,
+}
+
+impl NewSession {
+    /// A top-level session of `principal`.
+    pub fn of(principal: Principal) -> Self {
+        Self {
+            principal,
+            parent: None,
+        }
+    }
 }
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -82,12 +110,14 @@ impl Registry {
         Ok(rx.await.map_err(|_| RegistryError::Closed)??)
     }
 
-    /// The session for `key`, created with a fresh id if new.
+    /// The session for `key`, created with a fresh id if new (recording
+    /// `new`'s principal and parent; an existing session keeps its own).
     pub async fn get_or_create(
         &self,
         key: &str,
         agent: &str,
         channel: &str,
+        new: NewSession,
     ) -> Result<SessionRow, RegistryError> {
         let (key, agent, channel) = (key.to_string(), agent.to_string(), channel.to_string());
         self.call(move |conn| {
@@ -95,11 +125,66 @@ impl Registry {
                 return Ok(row);
             }
             let now = now_rfc3339();
+            let (parent, layer) = new.parent.unzip();
             conn.execute(
-                "INSERT INTO sessions (key, id, agent, channel, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                params![key, uuid::Uuid::now_v7().to_string(), agent, channel, now],
+                "INSERT INTO sessions (key, id, agent, channel, created_at, updated_at, principal, parent, spawn_layer) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
+                params![
+                    key,
+                    uuid::Uuid::now_v7().to_string(),
+                    agent,
+                    channel,
+                    now,
+                    new.principal.to_string(),
+                    parent,
+                    layer.as_ref().map(layer_to_json)
+                ],
             )?;
             by_key(conn, &key)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
+        })
+        .await
+    }
+
+    /// Records a principal for every session that has none (sessions made
+    /// before principals were recorded), as `principal_of` derives it
+    /// from the key; answers how many were filled.
+    pub async fn fill_principals(
+        &self,
+        principal_of: impl Fn(&str) -> Principal + Send + 'static,
+    ) -> Result<usize, RegistryError> {
+        self.call(move |conn| {
+            let tx = conn.transaction()?;
+            let keys: Vec<String> = {
+                let mut stmt = tx.prepare("SELECT key FROM sessions WHERE principal IS NULL")?;
+                let rows = stmt.query_map([], |r| r.get(0))?;
+                rows.collect::<Result<_, _>>()?
+            };
+            for key in &keys {
+                tx.execute(
+                    "UPDATE sessions SET principal = ?2 WHERE key = ?1",
+                    params![key, principal_of(key).to_string()],
+                )?;
+            }
+            tx.commit()?;
+            Ok(keys.len())
+        })
+        .await
+    }
+
+    /// The sessions `key` spawned, and theirs, all the way down (a
+    /// sub-agent's tree), most recently updated first.
+    pub async fn descendants(&self, key: &str) -> Result<Vec<SessionRow>, RegistryError> {
+        let key = key.to_string();
+        self.call(move |conn| {
+            let mut stmt = conn.prepare(&format!(
+                "WITH RECURSIVE tree(key) AS (
+                     SELECT key FROM sessions WHERE parent = ?1
+                     UNION SELECT s.key FROM sessions s JOIN tree t ON s.parent = t.key
+                 )
+                 SELECT {COLUMNS} FROM sessions WHERE key IN (SELECT key FROM tree)
+                 ORDER BY updated_at DESC, key"
+            ))?;
+            let rows = stmt.query_map([key], row)?;
+            rows.collect()
         })
         .await
     }
@@ -267,7 +352,7 @@ impl Registry {
     }
 }
 
-const COLUMNS: &str = "key, id, agent, channel, created_at, updated_at, input_tokens, output_tokens, compactions, last_error, failure_summary";
+const COLUMNS: &str = "key, id, agent, channel, created_at, updated_at, input_tokens, output_tokens, compactions, last_error, failure_summary, principal, parent, spawn_layer";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -282,7 +367,51 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         compactions: r.get::<_, i64>(8)?.clamp(0, u32::MAX as i64) as u32,
         last_error: r.get(9)?,
         failure_summary: r.get(10)?,
+        // A row the start-up fill has not reached yet, or one written by
+        // hand: nobody's, so no one but the owner's own turns reach it.
+        principal: r
+            .get::<_, Option<String>>(11)?
+            .as_deref()
+            .and_then(Principal::parse)
+            .unwrap_or(Principal::Owner),
+        parent: r.get(12)?,
+        spawn_layer: r
+            .get::<_, Option<String>>(13)?
+            .as_deref()
+            .map(layer_from_json),
     })
+}
+
+/// A spawn's tool layer as the registry stores it.
+fn layer_to_json(layer: &ToolLayer) -> String {
+    serde_json::json!({"allow": layer.allow, "deny": layer.deny}).to_string()
+}
+
+/// The stored layer; a damaged one denies every tool, so a sub-agent
+/// never gains tools from a broken row.
+fn layer_from_json(text: &str) -> ToolLayer {
+    let list = |v: &serde_json::Value, k: &str| -> Option<Vec<String>> {
+        v.get(k)?
+            .as_array()?
+            .iter()
+            .map(|s| s.as_str().map(str::to_string))
+            .collect()
+    };
+    let parsed = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| Some((list(&v, "allow")?, list(&v, "deny")?)));
+    match parsed {
+        Some((allow, deny)) => ToolLayer {
+            profile: None,
+            allow,
+            deny,
+        },
+        None => ToolLayer {
+            profile: None,
+            allow: Vec::new(),
+            deny: vec!["*".into()],
+        },
+    }
 }
 
 fn by_key(conn: &Connection, key: &str) -> rusqlite::Result<Option<SessionRow>> {
@@ -331,6 +460,12 @@ const MIGRATIONS: &[&str] = &[
     // these sessions are read at start to report interrupted turns.
     "ALTER TABLE sessions ADD COLUMN turn_running TEXT;
     CREATE INDEX IF NOT EXISTS sessions_turn_running ON sessions(turn_running) WHERE turn_running IS NOT NULL;",
+    // The data boundary (SPEC §8.3): whose each session is, and a
+    // sub-agent's parent and spawn layer (a restart used to forget them).
+    "ALTER TABLE sessions ADD COLUMN principal TEXT;
+    ALTER TABLE sessions ADD COLUMN parent TEXT;
+    ALTER TABLE sessions ADD COLUMN spawn_layer TEXT;
+    CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent) WHERE parent IS NOT NULL;",
 ];
 
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -417,16 +552,131 @@ impl Registry {
 mod tests {
     use super::*;
 
+    fn owner() -> NewSession {
+        NewSession::of(Principal::Owner)
+    }
+
+    #[tokio::test]
+    async fn principals_parents_and_spawn_layers_are_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        let group = Principal::Group {
+            channel: "telegram".into(),
+            chat: "-100".into(),
+        };
+        let layer = ToolLayer {
+            profile: None,
+            allow: vec!["read".into()],
+            deny: vec!["exec".into()],
+        };
+        {
+            let reg = Registry::open(&path).unwrap();
+            let g = "agent:main:telegram:group:-100";
+            reg.get_or_create(g, "main", "telegram", NewSession::of(group.clone()))
+                .await
+                .unwrap();
+            let child = NewSession {
+                principal: group.clone(),
+                parent: Some((g.into(), layer.clone())),
+            };
+            reg.get_or_create("agent:main:sub:1", "main", "sub", child.clone())
+                .await
+                .unwrap();
+            let grandchild = NewSession {
+                parent: Some(("agent:main:sub:1".into(), ToolLayer::default())),
+                ..child
+            };
+            reg.get_or_create("agent:main:sub:2", "main", "sub", grandchild)
+                .await
+                .unwrap();
+            // An existing session keeps what it was created with.
+            let again = reg
+                .get_or_create(g, "main", "telegram", owner())
+                .await
+                .unwrap();
+            assert_eq!(again.principal, group);
+        }
+        let reg = Registry::open(&path).unwrap();
+        let sub = reg.find("agent:main:sub:1").await.unwrap().unwrap();
+        assert_eq!(sub.principal, group);
+        assert_eq!(
+            sub.parent.as_deref(),
+            Some("agent:main:telegram:group:-100")
+        );
+        assert_eq!(sub.spawn_layer, Some(layer));
+        let tree: Vec<String> = reg
+            .descendants("agent:main:telegram:group:-100")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.key)
+            .collect();
+        assert_eq!(tree.len(), 2);
+        assert!(tree.contains(&"agent:main:sub:2".to_string()), "{tree:?}");
+        assert!(
+            reg.descendants("agent:main:sub:2")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn sessions_from_before_principals_get_one_from_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            // The schema as it was before principals (four steps).
+            for (step, sql) in MIGRATIONS.iter().take(4).enumerate() {
+                conn.execute_batch(sql).unwrap();
+                conn.pragma_update(None, "user_version", step as i64 + 1)
+                    .unwrap();
+            }
+            conn.execute(
+                "INSERT INTO sessions (key, id, agent, channel, created_at, updated_at) VALUES ('agent:main:telegram:dm:7', 'id1', 'main', 'telegram', 't', 't')",
+                [],
+            )
+            .unwrap();
+        }
+        let reg = Registry::open(&path).unwrap();
+        let filled = reg
+            .fill_principals(|key| {
+                assert_eq!(key, "agent:main:telegram:dm:7");
+                Principal::Person {
+                    channel: "telegram".into(),
+                    user: "7".into(),
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(filled, 1);
+        let row = reg.find("id1").await.unwrap().unwrap();
+        assert_eq!(row.principal.to_string(), "telegram:dm:7");
+        assert_eq!(reg.fill_principals(|_| Principal::Owner).await.unwrap(), 0);
+    }
+
+    #[test]
+    fn a_damaged_spawn_layer_denies_everything() {
+        assert_eq!(layer_from_json("{nonsense").deny, ["*"]);
+        let layer = ToolLayer {
+            profile: None,
+            allow: vec![],
+            deny: vec!["exec".into()],
+        };
+        assert_eq!(layer_from_json(&layer_to_json(&layer)), layer);
+    }
+
     #[tokio::test]
     async fn create_find_usage_reset_delete() {
         let dir = tempfile::tempdir().unwrap();
         let reg = Registry::open(&dir.path().join("p.db")).unwrap();
         let a = reg
-            .get_or_create("agent:main:main", "main", "cli")
+            .get_or_create("agent:main:main", "main", "cli", owner())
             .await
             .unwrap();
         let again = reg
-            .get_or_create("agent:main:main", "main", "cli")
+            .get_or_create("agent:main:main", "main", "cli", owner())
             .await
             .unwrap();
         assert_eq!(a.id, again.id);
@@ -459,7 +709,10 @@ mod tests {
         let path = dir.path().join("p.db");
         let id = {
             let reg = Registry::open(&path).unwrap();
-            reg.get_or_create("agent:a:x", "a", "cli").await.unwrap().id
+            reg.get_or_create("agent:a:x", "a", "cli", owner())
+                .await
+                .unwrap()
+                .id
         };
         let reg = Registry::open(&path).unwrap();
         assert_eq!(reg.list(Some("a".into())).await.unwrap()[0].id, id);

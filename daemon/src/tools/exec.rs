@@ -12,7 +12,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 
-use super::paths::confine;
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 use crate::sandbox::Jail;
 use crate::util::cap_head_tail;
@@ -48,22 +47,59 @@ pub fn tool() -> ToolDef {
 }
 
 async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
-    let cwd = match confine(&ctx.workspace, args.cwd.as_deref().unwrap_or(".")) {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
-    };
     if args.command.trim().is_empty() {
         return ToolOutput::error("command is empty");
     }
+    // A chat that is not the owner's (offered exec only where its own
+    // layers name it) runs in the sandbox or not at all, starts in its own
+    // folder, writes only there and sees neither the owner's memory nor
+    // other chats' folders.
+    let stranger = ctx.files.jail();
+    if stranger.is_some() && !ctx.sandbox.active(&ctx.settings.exec_sandbox) {
+        return ToolOutput::refused(format!(
+            "exec runs for a chat that is not the owner's only in the sandbox, and {}",
+            ctx.sandbox.sentence(&ctx.settings.exec_sandbox)
+        ));
+    }
+    let own = ctx.files.own_folder();
+    if let Some(own) = &own
+        && let Err(e) = std::fs::create_dir_all(own)
+    {
+        return ToolOutput::error(format!(
+            "cannot make this chat's folder {}: {e}",
+            own.display()
+        ));
+    }
+    let cwd = match (&args.cwd, own) {
+        (None, Some(own)) => own,
+        (cwd, _) => match ctx.files.read(cwd.as_deref().unwrap_or(".")) {
+            Ok(p) => p,
+            Err(e) => return e.output(),
+        },
+    };
     let timeout = args
         .timeout_s
         .map(Duration::from_secs)
         .unwrap_or(ctx.settings.exec_timeout)
         .min(Duration::from_secs(24 * 3600));
-    let tmp_name = format!("agents/{}", ctx.agent);
-    let jail = Jail {
-        write: vec![ctx.workspace.clone()],
-        tmp_name: &tmp_name,
+    // A temp folder per chat: another chat's commands never see its files.
+    let tmp_name = match &stranger {
+        None => format!("agents/{}", ctx.agent),
+        Some(_) => format!("chats/{}/{}", ctx.agent, ctx.origin.principal),
+    };
+    let jail = match stranger {
+        None => Jail {
+            write: vec![ctx.workspace.clone()],
+            read: Vec::new(),
+            hidden: Vec::new(),
+            tmp_name: &tmp_name,
+        },
+        Some(paths) => Jail {
+            write: paths.write,
+            read: paths.read,
+            hidden: paths.hidden,
+            tmp_name: &tmp_name,
+        },
     };
     let mut cmd = match ctx.sandbox.command(&ctx.settings.exec_sandbox, &jail, "sh") {
         Ok(cmd) => cmd,

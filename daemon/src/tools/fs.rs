@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::lines::LineReader;
 use super::open::{MAX_CHANGE_BYTES, check_replaceable, open_regular, read_text, readable};
-use super::paths::{confine, display_relative};
+use super::paths::display_relative;
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 use crate::config::FsSettings;
 
@@ -157,9 +157,9 @@ pub fn tools() -> Vec<ToolDef> {
 }
 
 async fn read(args: ReadArgs, ctx: ToolContext) -> ToolOutput {
-    let path = match confine(&ctx.workspace, &args.path) {
+    let path = match ctx.files.read(&args.path) {
         Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return e.output(),
     };
     let window = Window {
         start: args.offset.unwrap_or(1).max(1),
@@ -251,9 +251,9 @@ fn read_window(
 }
 
 async fn write(args: WriteArgs, ctx: ToolContext) -> ToolOutput {
-    let path = match confine(&ctx.workspace, &args.path) {
+    let path = match ctx.files.write(&args.path) {
         Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return e.output(),
     };
     let len = args.content.len();
     let fs = ctx.settings.fs;
@@ -293,9 +293,9 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(std::path::PathBuf, std::fs::File
 }
 
 async fn edit(args: EditArgs, ctx: ToolContext) -> ToolOutput {
-    let path = match confine(&ctx.workspace, &args.path) {
+    let path = match ctx.files.write(&args.path) {
         Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return e.output(),
     };
     if args.old_string.is_empty() {
         return ToolOutput::error(
@@ -336,9 +336,9 @@ fn replace_in(path: &Path, args: &EditArgs, fs: FsSettings) -> Result<String, St
 
 async fn ls(args: LsArgs, ctx: ToolContext) -> ToolOutput {
     let requested = args.path.unwrap_or_else(|| ".".into());
-    let path = match confine(&ctx.workspace, &requested) {
+    let path = match ctx.files.read(&requested) {
         Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return e.output(),
     };
     let mut dir = match tokio::fs::read_dir(&path).await {
         Ok(d) => d,
@@ -346,6 +346,9 @@ async fn ls(args: LsArgs, ctx: ToolContext) -> ToolOutput {
     };
     let mut entries = Vec::new();
     while let Ok(Some(entry)) = dir.next_entry().await {
+        if ctx.files.hides(&entry.path()) {
+            continue;
+        }
         let name = entry.file_name().to_string_lossy().into_owned();
         let line = match entry.metadata().await {
             Ok(m) if m.is_dir() => format!("{name}/"),
@@ -363,9 +366,9 @@ async fn ls(args: LsArgs, ctx: ToolContext) -> ToolOutput {
 
 async fn glob(args: GlobArgs, ctx: ToolContext) -> ToolOutput {
     let requested = args.path.clone().unwrap_or_else(|| ".".into());
-    let base = match confine(&ctx.workspace, &requested) {
+    let base = match ctx.files.read(&requested) {
         Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return e.output(),
     };
     let matcher = match globset::GlobBuilder::new(&args.pattern)
         .literal_separator(true)
@@ -378,8 +381,11 @@ async fn glob(args: GlobArgs, ctx: ToolContext) -> ToolOutput {
     let result = tokio::task::spawn_blocking(move || {
         let mut found = Vec::new();
         let mut truncated = false;
+        let files = ctx.files.clone();
         for entry in ignore::WalkBuilder::new(&base)
             .hidden(false)
+            // What the data boundary hides is not walked into.
+            .filter_entry(move |e| !files.hides(e.path()))
             .build()
             .flatten()
         {
@@ -420,9 +426,9 @@ async fn glob(args: GlobArgs, ctx: ToolContext) -> ToolOutput {
 
 async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
     let requested = args.path.clone().unwrap_or_else(|| ".".into());
-    let base = match confine(&ctx.workspace, &requested) {
+    let base = match ctx.files.read(&requested) {
         Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return e.output(),
     };
     let regex = match regex::bytes::RegexBuilder::new(&args.pattern)
         .case_insensitive(args.ignore_case)
@@ -441,8 +447,11 @@ async fn grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput {
     let fs = ctx.settings.fs;
     let result = tokio::task::spawn_blocking(move || {
         let mut found = Found::default();
+        let files = ctx.files.clone();
         for entry in ignore::WalkBuilder::new(&base)
             .hidden(false)
+            // What the data boundary hides is not walked into.
+            .filter_entry(move |e| !files.hides(e.path()))
             .build()
             .flatten()
         {

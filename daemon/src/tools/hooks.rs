@@ -146,10 +146,7 @@ async fn run(hook: &HookSettings, facts: &CallFacts<'_>, input: &Value) -> Resul
         // A temp folder of its own: not one the model's commands can
         // plant files in.
         let tmp_name = format!("hooks/{}", hook.name);
-        let jail = Jail {
-            write: vec![facts.workspace.to_path_buf()],
-            tmp_name: &tmp_name,
-        };
+        let jail = Jail::writing(vec![facts.workspace.to_path_buf()], &tmp_name);
         facts.sandbox.command(facts.exec, &jail, program)?
     } else {
         tokio::process::Command::new(program)

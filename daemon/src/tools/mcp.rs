@@ -204,10 +204,7 @@ impl McpServer {
                 };
                 let mut cmd = if *sandbox {
                     let tmp_name = format!("mcp/{name}");
-                    let jail = Jail {
-                        write: cwd.iter().cloned().collect(),
-                        tmp_name: &tmp_name,
-                    };
+                    let jail = Jail::writing(cwd.iter().cloned().collect(), &tmp_name);
                     self.sandbox
                         .command(&self.exec, &jail, program)
                         .map_err(|e| format!("the MCP server `{name}` was not started: {e}"))?

@@ -1,15 +1,42 @@
 //! The memory tools (SPEC §8.2, §10): `memory_search` runs the agent's
 //! hybrid search and `memory_get` reads lines of a memory file. Both say
 //! plainly when the vector leg is off, so neither the model nor the user
-//! mistakes keyword-only results for the real thing.
+//! mistakes keyword-only results for the real thing, and both refuse a
+//! turn that is not the owner's when the memory is the owner's (the data
+//! boundary; the policy does not offer them there either).
 
-use pincer_memory::{Hit, Query, SearchOutcome};
+use std::sync::Arc;
+
+use pincer_memory::{Hit, MemoryIndex, Query, SearchOutcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 
 const MEMORY: &[&str] = &["memory"];
+
+/// The agent's memory as one turn may reach it.
+#[derive(Clone)]
+pub enum MemoryAccess {
+    Index(MemoryIndex),
+    /// There is no index, and why (memory off, the embedder failed).
+    Unavailable(Arc<str>),
+    /// The memory is the owner's and the turn is not (`memory = "owner"`).
+    OwnersOnly,
+}
+
+impl MemoryAccess {
+    /// The index, or the tool's answer when there is none to use.
+    fn index(&self) -> Result<&MemoryIndex, ToolOutput> {
+        match self {
+            Self::Index(index) => Ok(index),
+            Self::Unavailable(why) => Err(ToolOutput::error(why.to_string())),
+            Self::OwnersOnly => Err(ToolOutput::refused(
+                "this agent's memory is the owner's (memory = \"owner\"); it is not searched or read for this chat",
+            )),
+        }
+    }
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -59,9 +86,9 @@ pub fn tools() -> Vec<ToolDef> {
 }
 
 async fn search(args: SearchArgs, ctx: ToolContext) -> ToolOutput {
-    let index = match &ctx.memory {
+    let index = match ctx.memory.index() {
         Ok(index) => index,
-        Err(why) => return ToolOutput::error(why.to_string()),
+        Err(refused) => return refused,
     };
     if args.query.trim().is_empty() {
         return ToolOutput::error("`query` is empty: say what to look for");
@@ -107,9 +134,9 @@ pub fn location(hit: &Hit) -> String {
 }
 
 async fn get(args: GetArgs, ctx: ToolContext) -> ToolOutput {
-    let index = match &ctx.memory {
+    let index = match ctx.memory.index() {
         Ok(index) => index.clone(),
-        Err(why) => return ToolOutput::error(why.to_string()),
+        Err(refused) => return refused,
     };
     let path = args.path.clone();
     let read =

@@ -23,7 +23,7 @@ use serde::Deserialize;
 
 use super::open::open_regular;
 use super::origin::{ChatAddress, ChatOrigin};
-use super::paths::{confine, display_relative};
+use super::paths::display_relative;
 use super::sessions::BoxFuture;
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 use crate::config::FsSettings;
@@ -178,9 +178,18 @@ async fn run(args: MessageArgs, ctx: ToolContext) -> ToolOutput {
     };
     let staged = match file {
         Some(requested) => {
+            // The file follows `read`'s rules for this turn (the data
+            // boundary): never the owner's memory or another chat's
+            // folder for anyone but the owner.
+            let path = match ctx.files.send(&requested) {
+                Ok(path) => path,
+                Err(refusal) => return refusal.output(),
+            };
             let workspace = ctx.workspace.clone();
             let fs = ctx.settings.fs;
-            match tokio::task::spawn_blocking(move || stage(&workspace, &requested, fs)).await {
+            match tokio::task::spawn_blocking(move || stage(&workspace, &path, &requested, fs))
+                .await
+            {
                 Ok(Ok(staged)) => Some(staged),
                 Ok(Err(e)) => return ToolOutput::error(e),
                 Err(e) => return ToolOutput::error(format!("the file could not be read: {e}")),
@@ -258,11 +267,11 @@ struct Staged {
     _dir: tempfile::TempDir,
 }
 
-/// Confines and opens `requested` as the file tools do, and copies it
-/// from the opened descriptor into a private folder under its own name.
-fn stage(workspace: &Path, requested: &str, fs: FsSettings) -> Result<Staged, String> {
-    let path = confine(workspace, requested)?;
-    let file = open_regular(&path, requested, fs)?;
+/// Opens the confined `path` (`requested` as the model wrote it) as the
+/// file tools do, and copies it from the opened descriptor into a private
+/// folder under its own name.
+fn stage(workspace: &Path, path: &Path, requested: &str, fs: FsSettings) -> Result<Staged, String> {
+    let file = open_regular(path, requested, fs)?;
     let too_big = |len: u64| {
         format!(
             "`{requested}` is {len} bytes; `message` sends files of up to {MAX_FILE_BYTES} bytes (50 MB)"
@@ -293,7 +302,7 @@ fn stage(workspace: &Path, requested: &str, fs: FsSettings) -> Result<Staged, St
     }
     Ok(Staged {
         path: copy,
-        shown: display_relative(workspace, &path),
+        shown: display_relative(workspace, path),
         bytes,
         _dir: dir,
     })

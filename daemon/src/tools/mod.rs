@@ -5,6 +5,7 @@
 //! workspace and [`open`] the files in it; [`fs`] and [`exec`] are core
 //! tools; [`message`] sends to chats through the bridges.
 
+pub mod access;
 pub mod address;
 pub mod approvals;
 pub mod arguments;
@@ -53,6 +54,9 @@ use crate::config::ToolSettings;
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// The data boundary refused the call (SPEC §8.3): the audit records
+    /// it as `denied` by `boundary`, with the reason.
+    pub refused: bool,
 }
 
 impl ToolOutput {
@@ -60,12 +64,21 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            refused: false,
         }
     }
     pub fn error(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
             is_error: true,
+            refused: false,
+        }
+    }
+    /// The data boundary's refusal: what was asked is not the caller's.
+    pub fn refused(content: impl Into<String>) -> Self {
+        Self {
+            refused: true,
+            ..Self::error(content)
         }
     }
 }
@@ -77,6 +90,9 @@ pub struct ToolContext {
     pub session_key: String,
     /// The agent's workspace; file tools cannot leave it.
     pub workspace: PathBuf,
+    /// What this turn's file tools, `message` and `exec` may touch in it
+    /// (the data boundary for anyone but the owner).
+    pub files: access::FileAccess,
     /// Cancelled when the turn is aborted.
     pub cancel: CancellationToken,
     pub settings: Arc<ToolSettings>,
@@ -92,8 +108,9 @@ pub struct ToolContext {
     pub turn_spawns: Arc<std::sync::atomic::AtomicU32>,
     /// Where the turn's message came from (carried into other sessions).
     pub origin: Arc<policy::ChatOrigin>,
-    /// The agent's memory index, or why it has none (the memory tools).
-    pub memory: Result<pincer_memory::MemoryIndex, Arc<str>>,
+    /// The agent's memory index as this turn may reach it (the memory
+    /// tools).
+    pub memory: memory::MemoryAccess,
     /// Where `exec` (and hooks that opt in) run confined.
     pub sandbox: Arc<crate::sandbox::Sandbox>,
 }

@@ -8,6 +8,7 @@
 //! `message` tool can send there ([`ChatAddress`]).
 
 use crate::config::ToolLayer;
+pub use crate::session::Principal;
 
 /// Where a message was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +131,9 @@ pub struct ChatOrigin {
     pub sender: String,
     /// How the model is told who wrote: a display name, or the sender id.
     pub name: String,
-    pub owner: bool,
+    /// On whose behalf the turn runs (the data boundary): the owner, the
+    /// person of a DM, or the group the message was written in.
+    pub principal: Principal,
     /// The chat the message was written in: the kind for the prompt (SPEC
     /// §9: `MEMORY.md` only in the owner's private sessions), the ids for
     /// the `message` tool.
@@ -155,12 +158,18 @@ pub struct ChatOrigin {
 }
 
 impl ChatOrigin {
+    /// Whether the owner is asking: owner-only tools, `MEMORY.md`, the
+    /// owner's memory and sessions.
+    pub fn is_owner(&self) -> bool {
+        self.principal.is_owner()
+    }
+
     /// The owner at the CLI; `main_session` for the agent's `main` session.
     pub fn owner(main_session: bool) -> Self {
         Self {
             sender: "owner".into(),
             name: "owner".into(),
-            owner: true,
+            principal: Principal::Owner,
             chat: ChatPlace::Cli,
             other_chats: Vec::new(),
             in_channel: false,
@@ -189,7 +198,13 @@ impl ChatOrigin {
                     merged.other_chats.push(chat.clone());
                 }
             }
-            merged.owner &= o.owner;
+            // One turn, one principal: several only when messages of
+            // different principals queued together, and then the first
+            // that is not the owner (never the owner's rights for a
+            // stranger's message).
+            if merged.principal != o.principal && merged.principal.is_owner() {
+                merged.principal = o.principal.clone();
+            }
             merged.main_session &= o.main_session;
             merged.in_channel |= o.in_channel;
             for layer in &o.channel {
@@ -234,7 +249,10 @@ mod tests {
         ChatOrigin {
             sender: format!("telegram:{id}"),
             name: format!("user{id}"),
-            owner: false,
+            principal: Principal::Group {
+                channel: "telegram".into(),
+                chat: "-100".into(),
+            },
             chat: ChatPlace::Group {
                 channel: "telegram".into(),
                 chat_id: "-100".into(),
@@ -262,13 +280,14 @@ mod tests {
         assert!(merged.sender_layers.contains(&b.sender_layers[0]));
         assert_eq!(merged.channel.len(), 1, "the same chat layer once");
         assert_eq!(merged.sender, "telegram:1,telegram:2");
-        assert!(!merged.owner);
+        assert!(!merged.is_owner());
     }
 
     #[test]
     fn the_owner_only_when_every_message_is_the_owners() {
         let merged = ChatOrigin::merge(&[ChatOrigin::owner(true), stranger("1", &[])]);
-        assert!(!merged.owner);
+        assert!(!merged.is_owner());
+        assert_eq!(merged.principal.to_string(), "telegram:group:-100");
         assert!(!merged.main_session);
         assert!(merged.in_channel);
         let merged = ChatOrigin::merge(&[ChatOrigin::owner(true), ChatOrigin::owner(true)]);

@@ -19,14 +19,14 @@
 //! only when all of them apply. Paths are confined to the workspace like
 //! every file tool's.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::access::{FileAccess, Refusal};
 use super::fs::write_atomic;
 use super::open::{MAX_CHANGE_BYTES, check_replaceable, read_text};
-use super::paths::confine;
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 use crate::config::FsSettings;
 
@@ -248,29 +248,37 @@ enum Change {
     Remove(PathBuf),
 }
 
+fn invalid(why: String) -> Refusal {
+    Refusal::Invalid(why)
+}
+
 /// Every change the patch makes, checked against the disk; nothing is
 /// written yet. Files are opened as every file tool opens them.
-fn plan(root: &Path, ops: &[Op], fs: FsSettings) -> Result<(Vec<Change>, Vec<String>), String> {
+fn plan(
+    files: &FileAccess,
+    ops: &[Op],
+    fs: FsSettings,
+) -> Result<(Vec<Change>, Vec<String>), Refusal> {
     let mut changes = Vec::new();
     let mut summary = Vec::new();
     for op in ops {
         match op {
             Op::Add { path, content } => {
-                let p = confine(root, path)?;
+                let p = files.write(path)?;
                 if p.exists() {
-                    return Err(format!(
+                    return Err(invalid(format!(
                         "`{path}` already exists; use `*** Update File:` to change it"
-                    ));
+                    )));
                 }
                 changes.push(Change::Write(p, content.clone()));
                 summary.push(format!("added {path}"));
             }
             Op::Delete { path } => {
-                let p = confine(root, path)?;
+                let p = files.write(path)?;
                 if !p.is_file() {
-                    return Err(format!("`{path}` is not a file in the workspace"));
+                    return Err(invalid(format!("`{path}` is not a file in the workspace")));
                 }
-                check_replaceable(&p, path, fs)?;
+                check_replaceable(&p, path, fs).map_err(invalid)?;
                 changes.push(Change::Remove(p));
                 summary.push(format!("deleted {path}"));
             }
@@ -279,13 +287,13 @@ fn plan(root: &Path, ops: &[Op], fs: FsSettings) -> Result<(Vec<Change>, Vec<Str
                 move_to,
                 hunks,
             } => {
-                let p = confine(root, path)?;
-                let text = read_text(&p, path, fs, MAX_CHANGE_BYTES)?;
-                let updated = apply_hunks(&text, hunks, path)?;
+                let p = files.write(path)?;
+                let text = read_text(&p, path, fs, MAX_CHANGE_BYTES).map_err(invalid)?;
+                let updated = apply_hunks(&text, hunks, path).map_err(invalid)?;
                 match move_to {
                     Some(to) => {
-                        let target = confine(root, to)?;
-                        check_replaceable(&target, to, fs)?;
+                        let target = files.write(to)?;
+                        check_replaceable(&target, to, fs).map_err(invalid)?;
                         changes.push(Change::Write(target, updated));
                         changes.push(Change::Remove(p));
                         summary.push(format!("updated {path} and moved it to {to}"));
@@ -306,16 +314,16 @@ async fn apply_patch(args: ApplyPatchArgs, ctx: ToolContext) -> ToolOutput {
         Ok(ops) => ops,
         Err(e) => return ToolOutput::error(format!("the patch cannot be read: {e}")),
     };
-    let root = ctx.workspace.clone();
+    let files = ctx.files.clone();
     let fs = ctx.settings.fs;
-    let result = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
-        let (changes, summary) = plan(&root, &ops, fs)?;
+    let result = tokio::task::spawn_blocking(move || -> Result<Vec<String>, Refusal> {
+        let (changes, summary) = plan(&files, &ops, fs)?;
         for change in changes {
             match change {
                 Change::Write(p, content) => write_atomic(&p, content.as_bytes())
-                    .map_err(|e| format!("cannot write {}: {e}", p.display()))?,
+                    .map_err(|e| invalid(format!("cannot write {}: {e}", p.display())))?,
                 Change::Remove(p) => std::fs::remove_file(&p)
-                    .map_err(|e| format!("cannot delete {}: {e}", p.display()))?,
+                    .map_err(|e| invalid(format!("cannot delete {}: {e}", p.display())))?,
             }
         }
         Ok(summary)
@@ -323,7 +331,12 @@ async fn apply_patch(args: ApplyPatchArgs, ctx: ToolContext) -> ToolOutput {
     .await;
     match result {
         Ok(Ok(summary)) => ToolOutput::ok(summary.join("\n")),
-        Ok(Err(e)) => ToolOutput::error(format!("the patch was not applied: {e}")),
+        Ok(Err(Refusal::Invalid(e))) => {
+            ToolOutput::error(format!("the patch was not applied: {e}"))
+        }
+        Ok(Err(Refusal::Boundary(e))) => {
+            ToolOutput::refused(format!("the patch was not applied: {e}"))
+        }
         Err(e) => ToolOutput::error(format!("the patch was not applied: {e}")),
     }
 }

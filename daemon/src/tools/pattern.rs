@@ -160,6 +160,13 @@ impl ToolPatterns {
             .map(|(p, _)| p.as_str())
     }
 
+    /// Whether a pattern names the tool without a wildcard: by name,
+    /// `group:…`, plugin id or `mcp:<server>` (what lifts the data
+    /// boundary's removals for a chat that is not the owner's).
+    pub fn names(&self, tool: &ToolFacts) -> bool {
+        self.compiled.iter().any(|(_, c)| c.names(tool))
+    }
+
     /// Whether a pattern names the tool on purpose, as an `optional` tool
     /// needs: by name, plugin id, `mcp:<server>` or `group:plugins`, not
     /// through a wildcard or another group.

@@ -248,6 +248,12 @@ impl CallEnv<'_> {
             .copied()
             .unwrap_or(self.settings.default_timeout);
         let (mut output, mut status) = self.execute(tool, args.clone(), limit, deadline).await;
+        if output.refused {
+            // The data boundary refused inside the tool: what was asked
+            // is not this chat's. Recorded as such.
+            status = "denied";
+            decided_by = "boundary".into();
+        }
         // 7. Hooks after the call may rewrite the result.
         for hook in self.hooks(HookEvent::AfterToolCall, tool) {
             if let After::Replace { result, is_error } =
@@ -256,6 +262,7 @@ impl CallEnv<'_> {
                 output = ToolOutput {
                     content: result,
                     is_error,
+                    refused: output.refused,
                 };
                 if status == "ok" && is_error {
                     status = "error";

@@ -1,7 +1,9 @@
 //! The tool policy pipeline (SPEC §8.3): before the model sees any tool,
 //! the registry is narrowed by layers, in order — profile, per-provider,
 //! global, agent, channel/group, sender, sandbox, sub-agent — then
-//! owner-only tools are removed for senders who are not owners. Deny wins;
+//! owner-only tools are removed for senders who are not owners, and the
+//! **data boundary** removes for them what reaches the owner's data or
+//! machine unless their chat's own layers name it ([`boundary`]). Deny wins;
 //! an empty allow means "no restriction at this layer"; a non-empty allow
 //! is an allowlist, except in the layer that sets the profile, where it
 //! adds to the profile; a layer can only narrow. Every removed tool keeps
@@ -10,7 +12,9 @@
 
 use super::pattern::{ToolFacts, ToolPatterns};
 use super::{ToolDef, ToolRegistry};
-use crate::config::{AgentSettings, ModelTarget, PolicySettings, SandboxMode, ToolLayer};
+use crate::config::{
+    AgentSettings, MemoryScope, ModelTarget, PolicySettings, SandboxMode, ToolLayer,
+};
 
 /// What each profile offers, as patterns.
 fn profile_patterns(profile: &str) -> &'static [&'static str] {
@@ -119,7 +123,7 @@ impl<'a> PolicyInput<'a> {
             model: agent.models.first(),
             channel: &origin.channel,
             sender: &origin.sender_layers,
-            owner: origin.owner,
+            owner: origin.is_owner(),
             main_session: origin.main_session,
             subagent,
             default_profile: if origin.in_channel {
@@ -252,12 +256,29 @@ pub fn resolve<'r>(
         layers.push(Compiled::new("sub-agent spawn".into(), layer));
     }
 
+    // The chat's own allow lists: what lifts the data boundary's removals.
+    let named_by_chat = ToolPatterns::new(
+        &input
+            .channel
+            .iter()
+            .chain(input.sender)
+            .flat_map(|l| l.allow.iter().cloned())
+            .collect::<Vec<_>>(),
+    );
     let mut verdicts: Vec<Verdict<'r>> = registry
         .all()
         .iter()
         .map(|tool| {
             let facts = ToolFacts::of(tool);
-            let removed = remove(tool, &facts, &layers, input.owner);
+            let removed = remove(tool, &facts, &layers, input.owner).or_else(|| {
+                (!input.owner)
+                    .then(|| boundary(tool, &facts, input.agent.memory, &named_by_chat))
+                    .flatten()
+                    .map(|reason| Removal {
+                        layer: BOUNDARY.into(),
+                        reason,
+                    })
+            });
             Verdict { tool, removed }
         })
         .collect();
@@ -278,6 +299,46 @@ pub fn resolve<'r>(
         });
     }
     Resolution { profile, verdicts }
+}
+
+/// The layer name of the data boundary's removals.
+pub const BOUNDARY: &str = "data boundary";
+
+/// The data boundary (SPEC §8.3) for a turn that is not the owner's: why
+/// `tool` is removed, if it is. Beside the policy, whatever the profiles
+/// say:
+///
+/// - the memory tools, when the agent's memory is the owner's
+///   (`memory = "owner"`, the default): the owner's notes are never
+///   searched or read for anyone else;
+/// - `group:runtime` (`exec`, `process`), unless the chat's own layers
+///   (the group's, the sender's, the DM peer's) name it in `allow` — by
+///   name or group, never through a glob: a stranger reaches the owner's
+///   machine only where the owner said so for that chat;
+/// - MCP and plugin tools, on the same terms: they act with the owner's
+///   accounts and files.
+pub fn boundary(
+    tool: &ToolDef,
+    facts: &ToolFacts,
+    memory: MemoryScope,
+    named_by_chat: &ToolPatterns,
+) -> Option<String> {
+    let in_group = |g: &str| tool.groups.iter().any(|t| t == g);
+    if in_group("memory") && memory == MemoryScope::Owner {
+        return Some(
+            "the agent's memory is the owner's (memory = \"owner\"); only the owner's chats search or read it".into(),
+        );
+    }
+    if named_by_chat.names(facts) {
+        return None;
+    }
+    if in_group("runtime") {
+        return Some("runs commands on the owner's machine: offered to a chat that is not the owner's only when its own tools.allow names it (the group's, the sender's or the DM peer's)".into());
+    }
+    if tool.source != super::ToolSource::Core {
+        return Some("an MCP or plugin tool acts for the owner: offered to a chat that is not the owner's only when its own tools.allow names it (by name, plugin id, mcp:<server> or group:plugins)".into());
+    }
+    None
 }
 
 fn remove(tool: &ToolDef, facts: &ToolFacts, layers: &[Compiled], owner: bool) -> Option<Removal> {

@@ -261,8 +261,30 @@ fn cases() -> Vec<Case> {
             removed_by: &[("web_fetch", "channel/group"), ("ls", "sender")],
         },
         Case {
-            name: "a stranger in a group: messaging by default, no runtime, no owner-only",
+            name: "a stranger in a group: messaging by default, no runtime, no owner's memory",
             config: "[agents.main]\n",
+            ctx: Ctx {
+                channel_default: true,
+                stranger: true,
+                ..Ctx::default()
+            },
+            offered: vec![
+                "sessions_list",
+                "session_status",
+                "sessions_history",
+                "sessions_send",
+                "sessions_spawn",
+                "message",
+            ],
+            removed_by: &[
+                ("exec", "profile `messaging`"),
+                ("memory_search", "data boundary"),
+                ("memory_get", "data boundary"),
+            ],
+        },
+        Case {
+            name: "an agent whose memory is shared keeps the memory tools for a stranger",
+            config: "[agents.main]\nmemory = \"shared\"\n",
             ctx: Ctx {
                 channel_default: true,
                 stranger: true,
@@ -278,19 +300,16 @@ fn cases() -> Vec<Case> {
                 "memory_search",
                 "memory_get",
             ],
-            removed_by: &[("exec", "profile `messaging`")],
+            removed_by: &[],
         },
         Case {
-            name: "exec reaches a group only when the config names it",
+            name: "exec allowed by the agent does not reach a stranger: the boundary removes it",
             config: "[agents.main]\ntools = { profile = \"messaging\", allow = [\"exec\"] }\n",
             ctx: Ctx {
                 stranger: true,
                 ..Ctx::default()
             },
             offered: vec![
-                "exec",
-                "memory_search",
-                "memory_get",
                 "sessions_list",
                 "session_status",
                 "sessions_history",
@@ -298,17 +317,97 @@ fn cases() -> Vec<Case> {
                 "sessions_spawn",
                 "message",
             ],
-            removed_by: &[("process", "profile")],
+            removed_by: &[("exec", "data boundary"), ("process", "profile")],
         },
         Case {
-            name: "owner-only tools are removed for non-owners",
+            name: "a coding agent offers a stranger no runtime, MCP or plugin tools",
+            config: "[agents.main]\ntools.profile = \"coding\"\n",
+            ctx: Ctx {
+                channel_default: true,
+                stranger: true,
+                ..Ctx::default()
+            },
+            offered: vec![
+                "read",
+                "write",
+                "edit",
+                "ls",
+                "glob",
+                "grep",
+                "apply_patch",
+                "web_fetch",
+                "sessions_list",
+                "session_status",
+                "sessions_history",
+                "sessions_send",
+                "sessions_spawn",
+            ],
+            removed_by: &[
+                ("exec", "data boundary"),
+                ("process", "data boundary"),
+                ("memory_search", "data boundary"),
+            ],
+        },
+        Case {
+            name: "the chat's own layer names exec: a stranger gets it",
+            config: "[agents.main]\ntools.profile = \"coding\"\n",
+            ctx: Ctx {
+                channel: Some(layer(&["exec", "read"], &[])),
+                stranger: true,
+                ..Ctx::default()
+            },
+            offered: vec!["exec", "read"],
+            removed_by: &[("process", "channel/group"), ("write", "channel/group")],
+        },
+        Case {
+            name: "the sender's layer naming group:runtime counts; a glob does not",
+            config: "[agents.main]\ntools.profile = \"coding\"\n",
+            ctx: Ctx {
+                channel: Some(layer(&["ex*", "pro*", "read"], &[])),
+                stranger: true,
+                ..Ctx::default()
+            },
+            offered: vec!["read"],
+            removed_by: &[("exec", "data boundary"), ("process", "data boundary")],
+        },
+        Case {
+            name: "the chat's own layer names an MCP server and a plugin",
+            config: "[agents.main]\n",
+            ctx: Ctx {
+                sender: Some(layer(&["mcp:time", "weather", "read"], &[])),
+                stranger: true,
+                ..Ctx::default()
+            },
+            offered: vec![
+                "mcp__time__now",
+                "weather__alerts",
+                "weather__forecast",
+                "read",
+            ],
+            removed_by: &[("exec", "sender")],
+        },
+        Case {
+            name: "owner-only tools, runtime, MCP and plugins are removed for non-owners",
             config: "[agents.main]\n",
             ctx: Ctx {
                 stranger: true,
                 ..Ctx::default()
             },
-            offered: but(&["gateway_restart"]),
-            removed_by: &[("gateway_restart", "owner-only")],
+            offered: but(&[
+                "gateway_restart",
+                "exec",
+                "process",
+                "memory_search",
+                "memory_get",
+                "weather__alerts",
+                "mcp__time__now",
+            ]),
+            removed_by: &[
+                ("gateway_restart", "owner-only"),
+                ("exec", "data boundary"),
+                ("weather__alerts", "data boundary"),
+                ("mcp__time__now", "data boundary"),
+            ],
         },
         Case {
             name: "sandbox layer applies to non-main sessions in non-main mode",

@@ -4,7 +4,10 @@
 //! They need the session hub, which lives above the tools: the hub
 //! implements [`SessionAccess`] and the turn hands it to tools in their
 //! context, so the dependency still points one way (agent → tools).
-//! An agent only ever reaches its own sessions.
+//! An agent only ever reaches its own sessions, and a turn only those its
+//! [`Caller`] may see (the data boundary, decided by the hub: a session
+//! and its sub-agents for anyone but the owner, never a session of
+//! another principal to write into).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +21,39 @@ use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 use crate::config::ToolLayer;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Who calls a session tool: the calling session and the turn's origin
+/// (whose principal the hub checks every session against).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub key: String,
+    pub agent: String,
+    pub origin: std::sync::Arc<crate::tools::policy::ChatOrigin>,
+}
+
+impl Caller {
+    pub fn of(ctx: &ToolContext) -> Self {
+        Self {
+            key: ctx.session_key.clone(),
+            agent: ctx.agent.clone(),
+            origin: ctx.origin.clone(),
+        }
+    }
+}
+
+/// Why a session tool did not do what was asked.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SessionToolError {
+    /// The data boundary: the session is not the caller's to see or to
+    /// write into (the audit records it as the boundary's refusal).
+    #[error("{0}")]
+    Boundary(String),
+    /// Anything else: no such session, a failed turn, a timeout.
+    #[error("{0}")]
+    Failed(String),
+}
+
+pub type SessionResult = Result<String, SessionToolError>;
 
 /// A sub-agent run asked for by `sessions_spawn`.
 #[derive(Debug, Clone)]
@@ -35,37 +71,38 @@ pub struct SpawnRequest {
 /// A message to another session asked for by `sessions_send`.
 #[derive(Debug, Clone)]
 pub struct SendRequest {
-    pub from_key: String,
-    pub agent: String,
+    pub caller: Caller,
     pub to: String,
     pub message: String,
     /// Wait this long for the answer; `None`: do not wait.
     pub wait: Option<Duration>,
-    pub origin: crate::tools::policy::ChatOrigin,
 }
 
 /// What the session tools need from the hub. Results are text for the
 /// model; errors are sentences.
 pub trait SessionAccess: Send + Sync {
-    fn status(&self, session_key: &str) -> BoxFuture<'_, Result<String, String>>;
-    fn list(&self, agent: &str, limit: usize) -> BoxFuture<'_, Result<String, String>>;
-    fn history(
-        &self,
-        agent: &str,
-        session: &str,
+    /// The calling session's key, agent, model, tokens.
+    fn status<'a>(&'a self, caller: &'a Caller) -> BoxFuture<'a, SessionResult>;
+    /// The sessions the caller may see, most recent first.
+    fn list<'a>(&'a self, caller: &'a Caller, limit: usize) -> BoxFuture<'a, SessionResult>;
+    /// The recent messages of a session the caller may see.
+    fn history<'a>(
+        &'a self,
+        caller: &'a Caller,
+        session: &'a str,
         limit: usize,
-    ) -> BoxFuture<'_, Result<String, String>>;
-    /// Delivers `message` to another session of the same agent; with
-    /// `wait`, returns its answer.
-    fn send(&self, request: SendRequest) -> BoxFuture<'_, Result<String, String>>;
+    ) -> BoxFuture<'a, SessionResult>;
+    /// Delivers `message` to another existing session of the caller's own
+    /// principal that it may see; with `wait`, returns its answer.
+    fn send(&self, request: SendRequest) -> BoxFuture<'_, SessionResult>;
     /// Runs a task in a new child session and returns its final answer.
     fn spawn(
         &self,
         request: SpawnRequest,
         cancel: tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'_, Result<String, String>>;
+    ) -> BoxFuture<'_, SessionResult>;
     /// The sub-agent depth of a session (0 for a top-level session).
-    fn depth(&self, session_key: &str) -> u32;
+    fn depth<'a>(&'a self, session_key: &'a str) -> BoxFuture<'a, u32>;
 }
 
 const SESSIONS: &[&str] = &["sessions"];
@@ -125,10 +162,11 @@ fn access(ctx: &ToolContext) -> Result<&dyn SessionAccess, ToolOutput> {
         .ok_or_else(|| ToolOutput::error("session tools are not available in this context"))
 }
 
-fn done(r: Result<String, String>) -> ToolOutput {
+fn done(r: SessionResult) -> ToolOutput {
     match r {
         Ok(t) => ToolOutput::ok(t),
-        Err(e) => ToolOutput::error(e),
+        Err(SessionToolError::Boundary(e)) => ToolOutput::refused(e),
+        Err(SessionToolError::Failed(e)) => ToolOutput::error(e),
     }
 }
 
@@ -142,33 +180,40 @@ pub fn tools() -> Vec<ToolDef> {
             plain,
             |_: NoArgs, ctx: ToolContext| async move {
                 match access(&ctx) {
-                    Ok(a) => done(a.status(&ctx.session_key).await),
+                    Ok(a) => done(a.status(&Caller::of(&ctx)).await),
                     Err(e) => e,
                 }
             },
         ),
         ToolDef::typed(
             "sessions_list",
-            "This agent's sessions, most recent first: key, last activity, token use.",
+            "The sessions this conversation may see (itself and its sub-agents; for the owner, the agent's), most recent first: key, last activity, token use.",
             SESSIONS,
             plain,
             |args: ListArgs, ctx: ToolContext| async move {
                 match access(&ctx) {
-                    Ok(a) => done(a.list(&ctx.agent, args.limit.unwrap_or(20).min(200)).await),
+                    Ok(a) => done(
+                        a.list(&Caller::of(&ctx), args.limit.unwrap_or(20).min(200))
+                            .await,
+                    ),
                     Err(e) => e,
                 }
             },
         ),
         ToolDef::typed(
             "sessions_history",
-            "The recent messages of one of this agent's sessions.",
+            "The recent messages of a session this conversation may see (itself, its sub-agents; for the owner, the agent's).",
             SESSIONS,
             plain,
             |args: HistoryArgs, ctx: ToolContext| async move {
                 match access(&ctx) {
                     Ok(a) => done(
-                        a.history(&ctx.agent, &args.session, args.limit.unwrap_or(20).min(200))
-                            .await,
+                        a.history(
+                            &Caller::of(&ctx),
+                            &args.session,
+                            args.limit.unwrap_or(20).min(200),
+                        )
+                        .await,
                     ),
                     Err(e) => e,
                 }
@@ -177,7 +222,7 @@ pub fn tools() -> Vec<ToolDef> {
         .with_aliases(&[("key", "session"), ("session_key", "session")]),
         ToolDef::typed(
             "sessions_send",
-            "Send a message to another of this agent's sessions and (by default) wait for its answer.",
+            "Send a message to another existing session of this conversation's own (for the owner: the owner's other sessions) and (by default) wait for its answer.",
             SESSIONS,
             plain,
             |args: SendArgs, ctx: ToolContext| async move {
@@ -192,12 +237,10 @@ pub fn tools() -> Vec<ToolDef> {
                 };
                 done(
                     a.send(SendRequest {
-                        from_key: ctx.session_key.clone(),
-                        agent: ctx.agent.clone(),
+                        caller: Caller::of(&ctx),
                         to: args.session,
                         message: args.message,
                         wait,
-                        origin: (*ctx.origin).clone(),
                     })
                     .await,
                 )
@@ -221,7 +264,7 @@ async fn spawn(args: SpawnArgs, ctx: ToolContext) -> ToolOutput {
         Err(e) => return e,
     };
     let limits = &ctx.settings.subagents;
-    let depth = a.depth(&ctx.session_key);
+    let depth = a.depth(&ctx.session_key).await;
     if depth >= limits.max_depth {
         return ToolOutput::error(format!(
             "sub-agents cannot be nested deeper than {} level(s); do the task here",

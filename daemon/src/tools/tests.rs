@@ -20,7 +20,10 @@ pub(super) fn ctx(dir: &std::path::Path) -> ToolContext {
         outbox: None,
         turn_spawns: Default::default(),
         origin: Arc::new(super::policy::ChatOrigin::owner(true)),
-        memory: Err(Arc::from("memory is not set up in this test")),
+        memory: super::memory::MemoryAccess::Unavailable(Arc::from(
+            "memory is not set up in this test",
+        )),
+        files: super::access::FileAccess::owner(dir),
         settings: Arc::new(ToolSettings {
             exec_timeout: Duration::from_secs(10),
             exec_max_output_chars: 300,

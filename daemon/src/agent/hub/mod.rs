@@ -23,9 +23,10 @@ use tokio_util::sync::CancellationToken;
 use super::session_log::SessionLog;
 use super::turn::Turn;
 use super::{Event, Runtime};
-use crate::session::SessionKey;
-use crate::session::registry::SessionRow;
+use crate::config::ToolLayer;
+use crate::session::registry::{NewSession, SessionRow};
 use crate::session::transcript::Transcript;
+use crate::session::{Principal, SessionKey};
 use crate::tools::policy::ChatOrigin;
 
 pub type Subscriber = mpsc::UnboundedSender<Event>;
@@ -68,6 +69,23 @@ pub enum HubError {
     /// The compaction ran and did not complete (the history was kept whole).
     #[error("the compaction did not complete: {0}; the history was kept whole")]
     Compaction(String),
+    /// A message would have gone into a session of another principal
+    /// (the data boundary, SPEC §8.3).
+    #[error("{key} is not a conversation of {asking}; nothing was sent to it")]
+    OtherPrincipal { key: String, asking: String },
+}
+
+/// How a delivery finds its session.
+#[derive(Debug, Clone)]
+pub enum Reach {
+    /// Made if new (the CLI, a chat): whose it is comes from the chat the
+    /// key names, else from the sender.
+    Open,
+    /// Only an existing session of the sender's own principal
+    /// (`sessions_send`): never made, never another's.
+    Existing,
+    /// A new sub-agent session under `parent`, narrowed by `layer`.
+    Child { parent: String, layer: ToolLayer },
 }
 
 /// The session a driver task serves.
@@ -178,8 +196,15 @@ impl Hub {
         origin: ChatOrigin,
         subscriber: Subscriber,
     ) -> Result<(), HubError> {
-        self.deliver(key, (text, Vec::new()), origin, subscriber, false)
-            .await
+        self.deliver(
+            key,
+            (text, Vec::new()),
+            origin,
+            subscriber,
+            Reach::Open,
+            false,
+        )
+        .await
     }
 
     /// [`Hub::chat`] with images: `images` are paths relative to the
@@ -195,7 +220,7 @@ impl Hub {
         origin: ChatOrigin,
         subscriber: Subscriber,
     ) -> Result<(), HubError> {
-        self.deliver(key, (text, images), origin, subscriber, false)
+        self.deliver(key, (text, images), origin, subscriber, Reach::Open, false)
             .await
     }
 
@@ -203,15 +228,65 @@ impl Hub {
     /// its turns do not take a slot of the global limit, because the turn
     /// waiting for them holds one already (otherwise a full limit would
     /// deadlock). Fan-out is bounded by the sub-agent limits.
+    /// `reach` says whether the session may be made (a sub-agent's) or
+    /// must exist already and be the sender's own (`sessions_send`).
     pub async fn chat_nested(
         &self,
         key: SessionKey,
         text: String,
         origin: ChatOrigin,
         subscriber: Subscriber,
+        reach: Reach,
     ) -> Result<(), HubError> {
-        self.deliver(key, (text, Vec::new()), origin, subscriber, true)
+        self.deliver(key, (text, Vec::new()), origin, subscriber, reach, true)
             .await
+    }
+
+    /// The session `key` for a message of `origin`, made if `reach`
+    /// allows: its principal is the chat's the key names (a DM's person,
+    /// the owner in their own DM, a group), else the sender's; a
+    /// sub-agent's is its spawner's, with its parent recorded.
+    async fn session_for(
+        &self,
+        key: &SessionKey,
+        origin: &ChatOrigin,
+        reach: Reach,
+    ) -> Result<SessionRow, HubError> {
+        let registry = &self.rt.registry;
+        let key_text = key.to_string();
+        let new = match reach {
+            Reach::Existing => {
+                let row = registry
+                    .find(&key_text)
+                    .await?
+                    .filter(|row| row.key == key_text)
+                    .ok_or_else(|| HubError::UnknownSession {
+                        name: key_text.clone(),
+                        key: key_text.clone(),
+                    })?;
+                if row.principal != origin.principal {
+                    return Err(HubError::OtherPrincipal {
+                        key: key_text,
+                        asking: describe(&origin.principal),
+                    });
+                }
+                return Ok(row);
+            }
+            Reach::Open => {
+                let config = self.rt.config();
+                let principal = key
+                    .chat_principal(|channel, user| config.is_channel_owner(channel, user))
+                    .unwrap_or_else(|| origin.principal.clone());
+                NewSession::of(principal)
+            }
+            Reach::Child { parent, layer } => NewSession {
+                principal: origin.principal.clone(),
+                parent: Some((parent, layer)),
+            },
+        };
+        Ok(registry
+            .get_or_create(&key_text, key.agent(), key.channel(), new)
+            .await?)
     }
 
     async fn deliver(
@@ -220,6 +295,7 @@ impl Hub {
         (text, images): (String, Vec<String>),
         mut origin: ChatOrigin,
         subscriber: Subscriber,
+        reach: Reach,
         nested: bool,
     ) -> Result<(), HubError> {
         // An origin that travels into another session (sessions_send, a
@@ -236,11 +312,7 @@ impl Hub {
         self.agent_id(key.agent())?;
         self.check_size(&key, &text)?;
         // Make sure the session exists before anything is queued.
-        let row = self
-            .rt
-            .registry
-            .get_or_create(&key.to_string(), key.agent(), key.channel())
-            .await?;
+        let row = self.session_for(&key, &origin, reach).await?;
         let mut slots = self.lock();
         let slot = slots.entry(key.to_string()).or_default();
         if slot.running.is_some() {
@@ -260,7 +332,7 @@ impl Hub {
         slot.running = Some(cancel.clone());
         let log = slot.log.take();
         drop(slots);
-        let text = if origin.owner {
+        let text = if origin.is_owner() {
             text
         } else {
             origin.attributed(&text)
@@ -596,7 +668,7 @@ fn next_turn(slot: &mut Slot) -> (String, Vec<String>, ChatOrigin, Arc<Mutex<Vec
 /// wrote one of them, each keeps its sender's name, so the model knows who
 /// asked what.
 fn join_messages(pending: &[Pending]) -> String {
-    let attribute = pending.iter().any(|p| !p.origin.owner);
+    let attribute = pending.iter().any(|p| !p.origin.is_owner());
     pending
         .iter()
         .map(|p| {
@@ -608,6 +680,15 @@ fn join_messages(pending: &[Pending]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// A principal as a refusal names it.
+pub fn describe(principal: &Principal) -> String {
+    match principal {
+        Principal::Owner => "the owner".into(),
+        Principal::Person { channel, user } => format!("{channel} user {user}"),
+        Principal::Group { channel, chat } => format!("{channel} group {chat}"),
+    }
 }
 
 /// Drops the slots (and so closes the transcripts) of the least recently
@@ -654,7 +735,10 @@ mod tests {
         ChatOrigin {
             sender: format!("telegram:{id}"),
             name: format!("user{id}"),
-            owner: false,
+            principal: crate::session::Principal::Group {
+                channel: "telegram".into(),
+                chat: "-100".into(),
+            },
             chat: crate::tools::origin::ChatPlace::Group {
                 channel: "telegram".into(),
                 chat_id: "-100".into(),
@@ -685,7 +769,7 @@ mod tests {
     fn a_turn_from_several_senders_runs_under_all_their_layers() {
         let mut slot = Slot::default();
         slot.pending
-            .push(pending(stranger("1", "memory_get"), "what's up?"));
+            .push(pending(stranger("1", "sessions_history"), "what's up?"));
         slot.pending
             .push(pending(stranger("2", "sessions_list"), "list them"));
         let (text, _, origin, _) = next_turn(&mut slot);
@@ -711,10 +795,13 @@ mod tests {
             .map(|t| t.name.clone())
             .collect();
         assert!(
-            offered.contains(&"memory_search".to_string()),
+            offered.contains(&"session_status".to_string()),
             "{offered:?}"
         );
-        assert!(!offered.contains(&"memory_get".to_string()), "{offered:?}");
+        assert!(
+            !offered.contains(&"sessions_history".to_string()),
+            "{offered:?}"
+        );
         assert!(
             !offered.contains(&"sessions_list".to_string()),
             "{offered:?}"
@@ -745,6 +832,6 @@ mod tests {
         slot.pending.push(pending(ChatOrigin::owner(true), "two"));
         let (text, _, origin, _) = next_turn(&mut slot);
         assert_eq!(text, "one\n\ntwo");
-        assert!(origin.owner && origin.main_session);
+        assert!(origin.is_owner() && origin.main_session);
     }
 }
