@@ -1,6 +1,8 @@
 //! `pincer tools list|audit`: every tool of the daemon, where it comes
 //! from, and whether the agent is offered it — if not, the policy layer that
-//! removed it and why. The audit table lives in `audit.rs`.
+//! removed it and why — and the data boundary of the chat (whose data its
+//! turns act for; the memory, sessions and files they reach). The audit
+//! table lives in `audit.rs`.
 
 use pincer_proto::v1 as pb;
 use serde_json::json;
@@ -59,7 +61,7 @@ async fn list(
             .collect();
         out::json(
             &json!({"agent": list.agent, "profile": list.profile, "tools": tools, "note": list.note,
-                          "skipped": list.skipped, "servers": servers}),
+                          "skipped": list.skipped, "servers": servers, "boundary": list.boundary}),
         );
         return Ok(0);
     }
@@ -72,6 +74,12 @@ async fn list(
     );
     if !list.note.is_empty() {
         outln!("{}", list.note);
+    }
+    if !list.boundary.is_empty() {
+        outln!("data boundary:");
+        for line in &list.boundary {
+            outln!("  {line}");
+        }
     }
     let width = list
         .tools

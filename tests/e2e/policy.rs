@@ -107,8 +107,6 @@ async fn a_channel_stranger_gets_messaging_and_no_runtime() {
     assert_eq!(
         offered,
         [
-            "memory_search",
-            "memory_get",
             "session_status",
             "sessions_list",
             "sessions_history",
@@ -116,6 +114,23 @@ async fn a_channel_stranger_gets_messaging_and_no_runtime() {
             "sessions_spawn",
             "message"
         ]
+    );
+    // The owner's memory is out of a stranger's reach, whatever the
+    // profile offers, and the list says so beside the layers.
+    let get = tools.iter().find(|t| t["name"] == "memory_get").unwrap();
+    assert_eq!(get["removed_by"], "data boundary", "{get}");
+    let boundary: Vec<&str> = json["boundary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert_eq!(boundary[0], "acts for: telegram user 12345", "{boundary:?}");
+    assert!(
+        boundary
+            .iter()
+            .any(|l| l.starts_with("memory: the owner's")),
+        "{boundary:?}"
     );
 }
 
@@ -197,7 +212,12 @@ async fn a_group_entry_routes_the_group_with_its_layers() {
     let web = tool(&member, "web_fetch");
     assert_eq!(web["offered"], false, "{web}");
     assert_eq!(web["removed_by"], "channel/group", "{web}");
-    assert_eq!(tool(&member, "memory_get")["offered"], true, "{member}");
+    assert_eq!(
+        tool(&member, "memory_get")["removed_by"],
+        "data boundary",
+        "{member}"
+    );
+    assert_eq!(tool(&member, "sessions_list")["offered"], true, "{member}");
 
     let seven = list(&["--group", "-100", "--peer", "7"]).await;
     let get = tool(&seven, "memory_get");
@@ -207,5 +227,10 @@ async fn a_group_entry_routes_the_group_with_its_layers() {
     // The same person in a DM: the default agent, no group layers.
     let dm = list(&["--peer", "7"]).await;
     assert_eq!(dm["agent"], "main", "{dm}");
-    assert_eq!(tool(&dm, "memory_get")["offered"], true, "{dm}");
+    assert_eq!(
+        tool(&dm, "memory_get")["removed_by"],
+        "data boundary",
+        "{dm}"
+    );
+    assert_eq!(tool(&dm, "web_fetch")["offered"], false, "{dm}");
 }

@@ -1,6 +1,8 @@
 //! The session tools end to end: a sub-agent spawned with a narrower
-//! policy answers its parent; a message sent to another session comes back
-//! with that session's answer; `session_status` describes the session.
+//! policy answers its parent; a message sent to another of the owner's
+//! sessions comes back with that session's answer, and one to a session
+//! that does not exist makes none; `session_status` describes the
+//! session.
 
 use pincer_testkit::harness::{TestHome, provider_config};
 use pincer_testkit::requests::{first_user, offered_tools, tool_results};
@@ -37,7 +39,11 @@ async fn sub_agents_send_and_status() {
             Step::tool("session_status", json!({})),
             Step::tool(
                 "sessions_send",
-                json!({"session": "other", "message": "[other] ping"}),
+                json!({"session": "other", "message": "ping"}),
+            ),
+            Step::tool(
+                "sessions_send",
+                json!({"session": "nowhere", "message": "ping"}),
             ),
             Step::text("all done"),
         ],
@@ -46,8 +52,15 @@ async fn sub_agents_send_and_status() {
         "[child]",
         vec![Step::tool("ls", json!({})), Step::text("child saw a.txt")],
     );
-    llm.script("[other]", vec![Step::text("pong from other")]);
+    llm.script(
+        "[other]",
+        vec![Step::text("hello"), Step::text("pong from other")],
+    );
     let _d = home.start();
+    let out = home
+        .cli(&["send", "--session", "other", "[other] hi"])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
     let out = home.cli(&["send", "--json", "[parent] go"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json_lines().last().unwrap()["text"], "all done");
@@ -84,9 +97,19 @@ async fn sub_agents_send_and_status() {
     assert_eq!(sent, "pong from other");
     let other = journal
         .iter()
-        .find(|r| first_user(r).contains("[other] ping"))
+        .find(|r| first_user(r).starts_with("[other]") && r.to_string().contains("ping"))
         .unwrap();
-    assert!(first_user(other).starts_with("[message from session agent:main:main]"));
+    assert!(
+        other
+            .to_string()
+            .contains("[message from session agent:main:main]\\nping"),
+        "{other}"
+    );
+    let nowhere = last_tool_result(parent[4]);
+    assert!(
+        nowhere.contains("no session agent:main:nowhere"),
+        "{nowhere}"
+    );
 
     let sessions = home.cli(&["--json", "sessions", "list"]).await.json();
     let keys: Vec<&str> = sessions
@@ -100,4 +123,8 @@ async fn sub_agents_send_and_status() {
         "{keys:?}"
     );
     assert!(keys.contains(&"agent:main:other"), "{keys:?}");
+    assert!(
+        !keys.contains(&"agent:main:nowhere"),
+        "sessions_send made a session: {keys:?}"
+    );
 }

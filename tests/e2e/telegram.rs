@@ -13,18 +13,18 @@ use pincer_testkit::scripted::{ScriptedLlm, Step};
 use pincer_testkit::telegram::{BotMessage, ChatSpec, Failure, TelegramEmulator, UserSpec};
 use serde_json::json;
 
-const OWNER: i64 = 1001;
+pub(crate) const OWNER: i64 = 1001;
 
-struct Rig {
-    tg: TelegramEmulator,
-    llm: ScriptedLlm,
-    home: TestHome,
+pub(crate) struct Rig {
+    pub(crate) tg: TelegramEmulator,
+    pub(crate) llm: ScriptedLlm,
+    pub(crate) home: TestHome,
     daemon: Option<Daemon>,
 }
 
 /// pincerd with the Telegram channel at the emulator; `agent` is added to
 /// `[agents.main]`, `channel` to `[channels.telegram]` (after `owner`).
-async fn rig(agent: &str, channel: &str) -> Rig {
+pub(crate) async fn rig(agent: &str, channel: &str) -> Rig {
     rig_with(TelegramEmulator::start(), agent, channel).await
 }
 
@@ -80,7 +80,7 @@ impl Rig {
         }
     }
 
-    async fn wait_for(&self, chat: i64, n: usize) -> Vec<BotMessage> {
+    pub(crate) async fn wait_for(&self, chat: i64, n: usize) -> Vec<BotMessage> {
         let start = Instant::now();
         loop {
             let got = self.tg.bot_messages(chat).await;
@@ -97,19 +97,19 @@ impl Rig {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.home.path().join("logs/pincerd.log")).unwrap_or_default()
     }
 
     /// What the bot sent in `chat` after a quiet second (to see that
     /// nothing more arrives).
-    async fn settled(&self, chat: i64) -> Vec<BotMessage> {
+    pub(crate) async fn settled(&self, chat: i64) -> Vec<BotMessage> {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         self.tg.bot_messages(chat).await
     }
 }
 
-fn text(m: &BotMessage) -> String {
+pub(crate) fn text(m: &BotMessage) -> String {
     m.text.clone().unwrap_or_default()
 }
 

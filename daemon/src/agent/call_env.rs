@@ -139,6 +139,49 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
     }
 }
 
+/// The data boundary of a turn of `agent` for `origin` (SPEC §8.3), one
+/// sentence a line: whose data the turn acts for, the memory, the
+/// sessions and the files it reaches (`pincer tools list`). From the
+/// same rules the tools enforce.
+pub fn describe_boundary(
+    config: &Config,
+    agent: &AgentSettings,
+    origin: &ChatOrigin,
+    resolution: &policy::Resolution<'_>,
+) -> Vec<String> {
+    let owner = origin.is_owner();
+    let read_offered = resolution.offered().iter().any(|t| t.name == "read");
+    let files = FileAccess::new(
+        &agent.workspace,
+        &origin.principal,
+        agent.memory,
+        &config.memory.paths,
+        read_offered,
+    );
+    let whose = crate::agent::hub::describe(&origin.principal);
+    vec![
+        format!("acts for: {whose}"),
+        match (owner, agent.memory) {
+            (true, _) => "memory: the owner's, searched and read here".into(),
+            (false, MemoryScope::Owner) => {
+                "memory: the owner's (memory = \"owner\"), never searched or read here".into()
+            }
+            (false, MemoryScope::Shared) => {
+                "memory: shared with everyone who talks to the agent (memory = \"shared\")".into()
+            }
+        },
+        format!(
+            "sessions: {}; sends only into sessions of {whose}",
+            match agent.visibility_for(owner) {
+                crate::config::Visibility::Own => "sees only its own",
+                crate::config::Visibility::Tree => "sees its own and its sub-agents'",
+                crate::config::Visibility::Agent => "sees every session of the agent",
+            }
+        ),
+        files.describe(),
+    ]
+}
+
 /// min(configured chars, 30 % of the context window at ~4 chars/token)
 fn result_cap(config: &Config, agent: &AgentSettings) -> usize {
     let window = agent.context_window();

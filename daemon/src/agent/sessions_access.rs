@@ -138,17 +138,24 @@ impl Hub {
             )));
         }
         let key = key.to_string();
-        self.visible_sessions(caller)
+        let found = self
+            .visible_sessions(caller)
             .await
             .map_err(failed)?
             .into_iter()
-            .find(|row| row.key == key)
-            .ok_or_else(|| {
-                Boundary(format!(
-                    "{key} is not a session this conversation can see ({}); `sessions_list` shows the ones it can",
-                    self.visibility_sentence(caller)
-                ))
-            })
+            .find(|row| row.key == key);
+        match found {
+            Some(row) => Ok(row),
+            // Whoever sees the whole agent may know a session is not there;
+            // anyone else is not told whether it exists.
+            None if self.visibility(caller) == Visibility::Agent => Err(failed(format!(
+                "no session {key}; the session tools reach only existing sessions (`sessions_list` shows them)"
+            ))),
+            None => Err(Boundary(format!(
+                "{key} is not a session this conversation can see ({}); `sessions_list` shows the ones it can",
+                self.visibility_sentence(caller)
+            ))),
+        }
     }
 
     fn visibility_sentence(&self, caller: &Caller) -> &'static str {

@@ -571,14 +571,18 @@ impl Turn<'_> {
         )
     }
 
-    /// Auto-recall (SPEC §9): the top memory hits for the new message, for
-    /// the owner only and only where policy offers `memory_search`, so a
-    /// group chat never sees the owner's notes this way.
+    /// Auto-recall (SPEC §9): the top memory hits for the new message,
+    /// only where policy offers `memory_search` — never for a chat that is
+    /// not the owner's when the memory is the owner's (the data boundary
+    /// removes the tool there, and this checks it again), so a group never
+    /// sees the owner's notes this way.
     async fn recall(&self, offered: &[&ToolDef], message: &str) -> Option<String> {
         let settings = &self.config.memory;
+        let reachable =
+            self.origin.is_owner() || self.agent.memory == crate::config::MemoryScope::Shared;
         if !settings.enabled
             || !settings.auto_recall
-            || !self.origin.is_owner()
+            || !reachable
             || !offered.iter().any(|t| t.name == "memory_search")
         {
             return None;

@@ -1,6 +1,8 @@
 //! Agents: `[agents.<id>]` into [`AgentSettings`] (models and fallbacks,
 //! workspace, limits, prompt mode, compaction models, the agent's tool
-//! layer and `ask` list).
+//! layer and `ask` list, whose its memory is (`memory = "owner" | "shared"`)
+//! and which sessions its session tools see (`visibility = "self" | "tree"
+//! | "agent"`)).
 
 use std::time::Duration;
 

@@ -268,6 +268,38 @@ mod tests {
     }
 
     #[test]
+    fn an_agents_memory_and_visibility_parse_and_bad_ones_are_located() {
+        use crate::config::{MemoryScope, Visibility};
+        let c = parse_text(
+            "[agents.main]\n[agents.friends]\nmemory = \"shared\"\nvisibility = \"self\"\n\
+             [channels.telegram]\n[channels.telegram.peers.\"42\"]\ntools = { allow = [\"web_fetch\"] }\n",
+        )
+        .unwrap();
+        let main = c.agent("main").unwrap();
+        assert_eq!((main.memory, main.visibility), (MemoryScope::Owner, None));
+        assert_eq!(main.visibility_for(true), Visibility::Agent);
+        assert_eq!(main.visibility_for(false), Visibility::Tree);
+        let friends = c.agent("friends").unwrap();
+        assert_eq!(friends.memory, MemoryScope::Shared);
+        assert_eq!(friends.visibility_for(true), Visibility::Own);
+        assert_eq!(c.channels["telegram"].peers["42"].allow, ["web_fetch"]);
+        // Only the owner ever sees the whole agent.
+        let c = parse_text("[agents.main]\nvisibility = \"agent\"\n").unwrap();
+        assert_eq!(
+            c.agent("main").unwrap().visibility_for(false),
+            Visibility::Tree
+        );
+
+        let p = problem("[agents.main]\nmemory = \"public\"\n");
+        assert_eq!(p.line, 2);
+        assert!(p.reason.contains("use owner"), "{}", p.reason);
+        let p = problem("[agents.main]\nvisibility = \"all\"\n");
+        assert!(p.reason.contains("use self"), "{}", p.reason);
+        let p = problem("[channels.telegram.peers.\"@bob\"]\n");
+        assert_eq!(p.line, 1);
+    }
+
+    #[test]
     fn bindings_parse_and_bad_ones_are_located() {
         let agents = "[agents.main]\n[agents.helper]\n";
         let c = parse_text(&format!(

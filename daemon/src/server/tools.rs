@@ -78,6 +78,8 @@ impl pb::tools_server::Tools for ToolsService {
         let input = PolicyInput::for_origin(agent, &origin, None);
         let registry = rt.tool_registry().await;
         let resolution = policy::resolve(&registry, &config.policy, &input);
+        let boundary =
+            crate::agent::call_env::describe_boundary(&config, agent, &origin, &resolution);
         let tools = resolution
             .verdicts
             .iter()
@@ -124,6 +126,7 @@ impl pb::tools_server::Tools for ToolsService {
                     tools: s.tools as u32,
                 })
                 .collect(),
+            boundary,
         }))
     }
 

@@ -216,6 +216,28 @@ impl FileAccess {
         })
     }
 
+    /// What these rules let a turn touch, as a sentence (`pincer tools
+    /// list`).
+    pub fn describe(&self) -> String {
+        match &self.stranger {
+            None => "files: the whole workspace".into(),
+            Some(s) => format!(
+                "files: reads the workspace but {}other chats' attachments; writes only in {}{}",
+                if s.hidden.iter().any(|h| h == Path::new("MEMORY.md")) {
+                    "the owner's memory and "
+                } else {
+                    ""
+                },
+                s.own.display(),
+                if s.may_read {
+                    ""
+                } else {
+                    "; `message` sends no workspace file (no `read` here)"
+                }
+            ),
+        }
+    }
+
     /// `path` relative to the workspace, both resolved.
     fn relative(&self, path: &Path) -> Option<PathBuf> {
         path.strip_prefix(&self.real_root)
