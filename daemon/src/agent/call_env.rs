@@ -87,13 +87,11 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
         &config.memory.paths,
         read_offered,
     );
-    let memory = if !origin.is_owner() && agent.memory == MemoryScope::Owner {
-        MemoryAccess::OwnersOnly
-    } else {
-        match rt.memory.index(agent) {
-            Ok(index) => MemoryAccess::Index(index),
-            Err(e) => MemoryAccess::Unavailable(Arc::from(e.to_string())),
-        }
+    let memory = match (origin.is_owner(), agent.memory, rt.memory.index(agent)) {
+        (false, MemoryScope::Owner, _) => MemoryAccess::OwnersOnly,
+        (_, _, Err(e)) => MemoryAccess::Unavailable(Arc::from(e.to_string())),
+        (true, _, Ok(index)) => MemoryAccess::Index(index),
+        (false, MemoryScope::Shared, Ok(index)) => MemoryAccess::Shared(index),
     };
     let secret_env = secret_env(config);
     let settings = Arc::new(config.tools.clone());

@@ -35,10 +35,10 @@ use crate::llm::{FinishReason, LlmError, Message, Request, ToolSpec};
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
 use crate::session::transcript::{Body, Usage};
+use crate::tools::ToolRegistry;
 use crate::tools::pipeline::CallEnv;
 use crate::tools::policy::ChatOrigin;
 use crate::tools::sessions::SessionAccess;
-use crate::tools::{ToolDef, ToolRegistry};
 use crate::util::preview;
 
 /// How many times a reply cut by `finish_reason = length` is continued.
@@ -124,7 +124,7 @@ impl Turn<'_> {
             PromptMode::None => None,
             PromptMode::Minimal => Some(turn_context(&crate::context::now_text(), None)),
             PromptMode::Full | PromptMode::Auto => {
-                let recalled = self.recall(&tool_env.offered, &message).await;
+                let recalled = self.recall(&tool_env, &message).await;
                 Some(turn_context(
                     &crate::context::now_text(),
                     recalled.as_deref(),
@@ -572,32 +572,28 @@ impl Turn<'_> {
     }
 
     /// Auto-recall (SPEC §9): the top memory hits for the new message,
-    /// only where policy offers `memory_search` — never for a chat that is
-    /// not the owner's when the memory is the owner's (the data boundary
-    /// removes the tool there, and this checks it again), so a group never
-    /// sees the owner's notes this way.
-    async fn recall(&self, offered: &[&ToolDef], message: &str) -> Option<String> {
+    /// only where policy offers `memory_search`, through the same memory
+    /// access as the tool's (the data boundary: never the owner's memory
+    /// for a chat that is not the owner's), so a group never sees the
+    /// owner's notes this way.
+    async fn recall(&self, env: &CallEnv<'_>, message: &str) -> Option<String> {
         let settings = &self.config.memory;
-        let reachable =
-            self.origin.is_owner() || self.agent.memory == crate::config::MemoryScope::Shared;
         if !settings.enabled
             || !settings.auto_recall
-            || !reachable
-            || !offered.iter().any(|t| t.name == "memory_search")
+            || !env.offered.iter().any(|t| t.name == "memory_search")
         {
             return None;
         }
-        let index = self.rt.memory.index(self.agent).ok()?;
         let query = pincer_memory::Query {
             text: message.to_string(),
             limit: Some(settings.auto_recall_results),
             ..Default::default()
         };
-        match index.search(query).await {
+        match env.base.memory.search(query).await {
             Ok(outcome) if !outcome.hits.is_empty() => Some(recall_section(&outcome)),
             Ok(_) => None,
-            Err(e) => {
-                tracing::warn!(agent = %self.agent.id, "auto-recall failed: {e}");
+            Err(why) => {
+                tracing::warn!(agent = %self.agent.id, "auto-recall failed: {}", why.content);
                 None
             }
         }

@@ -15,25 +15,63 @@ use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 
 const MEMORY: &[&str] = &["memory"];
 
-/// The agent's memory as one turn may reach it.
+/// The agent's memory as one turn may reach it (the data boundary for
+/// memory, decided here for the tools and for auto-recall).
 #[derive(Clone)]
 pub enum MemoryAccess {
+    /// The owner's turn: everything indexed.
     Index(MemoryIndex),
+    /// A turn that is not the owner's, of an agent whose memory is
+    /// `shared`: the memory files, never the indexed session transcripts
+    /// (they hold other people's conversations).
+    Shared(MemoryIndex),
     /// There is no index, and why (memory off, the embedder failed).
     Unavailable(Arc<str>),
     /// The memory is the owner's and the turn is not (`memory = "owner"`).
     OwnersOnly,
 }
 
+/// The index path of indexed session transcripts (`sessions/<file>`).
+const TRANSCRIPTS: &str = "sessions/";
+
 impl MemoryAccess {
     /// The index, or the tool's answer when there is none to use.
     fn index(&self) -> Result<&MemoryIndex, ToolOutput> {
         match self {
-            Self::Index(index) => Ok(index),
+            Self::Index(index) | Self::Shared(index) => Ok(index),
             Self::Unavailable(why) => Err(ToolOutput::error(why.to_string())),
             Self::OwnersOnly => Err(ToolOutput::refused(
                 "this agent's memory is the owner's (memory = \"owner\"); it is not searched or read for this chat",
             )),
+        }
+    }
+
+    /// Runs `query` over what this turn may reach; `Err` is the tool's
+    /// answer (no index, or the boundary's refusal).
+    pub async fn search(&self, query: Query) -> Result<SearchOutcome, ToolOutput> {
+        let index = self.index()?;
+        let mut outcome = index
+            .search(query)
+            .await
+            .map_err(|e| ToolOutput::error(format!("memory search failed: {e}")))?;
+        if matches!(self, Self::Shared(_)) {
+            outcome
+                .hits
+                .retain(|h| h.source != "sessions" && !h.path.starts_with(TRANSCRIPTS));
+        }
+        Ok(outcome)
+    }
+
+    /// Whether `path` may be read by this turn (a transcript only by the
+    /// owner's).
+    fn may_get(&self, path: &str) -> Result<(), ToolOutput> {
+        match self {
+            Self::Shared(_) if path.trim_start_matches("./").starts_with(TRANSCRIPTS) => {
+                Err(ToolOutput::refused(
+                    "session transcripts in this agent's memory are the owner's; they are not read for this chat",
+                ))
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -86,10 +124,6 @@ pub fn tools() -> Vec<ToolDef> {
 }
 
 async fn search(args: SearchArgs, ctx: ToolContext) -> ToolOutput {
-    let index = match ctx.memory.index() {
-        Ok(index) => index,
-        Err(refused) => return refused,
-    };
     if args.query.trim().is_empty() {
         return ToolOutput::error("`query` is empty: say what to look for");
     }
@@ -98,9 +132,9 @@ async fn search(args: SearchArgs, ctx: ToolContext) -> ToolOutput {
         limit: args.limit,
         ..Query::default()
     };
-    match index.search(query).await {
+    match ctx.memory.search(query).await {
         Ok(outcome) => ToolOutput::ok(render(&args.query, &outcome)),
-        Err(e) => ToolOutput::error(format!("memory search failed: {e}")),
+        Err(answer) => answer,
     }
 }
 
@@ -138,6 +172,9 @@ async fn get(args: GetArgs, ctx: ToolContext) -> ToolOutput {
         Ok(index) => index.clone(),
         Err(refused) => return refused,
     };
+    if let Err(refused) = ctx.memory.may_get(&args.path) {
+        return refused;
+    }
     let path = args.path.clone();
     let read =
         tokio::task::spawn_blocking(move || index.get(&args.path, args.from, args.lines)).await;

@@ -9,6 +9,8 @@ pub mod access;
 pub mod address;
 pub mod approvals;
 pub mod arguments;
+#[cfg(test)]
+mod boundary_tests;
 pub mod exec;
 pub mod fs;
 #[cfg(test)]
