@@ -23,6 +23,22 @@ use crate::resolve::{Resolver, describe, file_type, find_link, kind_at, open_ben
 /// taken is a leftover of a crash, or something planted).
 const TEMP_TRIES: u32 = 16;
 
+/// The number of the next temporary name of this process.
+static TEMP_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// The `n`th temporary name of this process: `.pincer-write-<pid>-<n>`.
+/// Predictable, so it is created exclusively and never through a link.
+pub(crate) fn temp_name(n: u64) -> String {
+    format!(".pincer-write-{}-{n}", std::process::id())
+}
+
+/// The number the next temporary name will have (for tests that plant
+/// links there).
+#[cfg(test)]
+pub(crate) fn next_temp() -> u64 {
+    TEMP_COUNT.load(Ordering::Relaxed)
+}
+
 /// A workspace, opened: the folder its configured path leads to, with
 /// that path's own links (the user's: `~/.pincer/workspace` may well be a
 /// link to a data disk) resolved once, here. Everything beneath it is
@@ -315,21 +331,12 @@ impl Dir {
         .map_err(|e| self.failed(&[name], action, e, true))
     }
 
-    /// A new temporary file in this folder: `.pincer-write-<pid>-<n>`,
-    /// created exclusively.
+    /// A new temporary file in this folder ([`temp_name`]), created
+    /// exclusively; a name taken is skipped.
     fn temp_file(&self) -> Result<(String, File), FsError> {
-        static COUNT: AtomicU64 = AtomicU64::new(0);
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
         let mut last = None;
         for _ in 0..TEMP_TRIES {
-            let name = format!(
-                ".pincer-write-{}-{stamp}-{}",
-                std::process::id(),
-                COUNT.fetch_add(1, Ordering::Relaxed)
-            );
+            let name = temp_name(TEMP_COUNT.fetch_add(1, Ordering::Relaxed));
             match self.open_file(
                 OsStr::new(&name),
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,

@@ -289,6 +289,29 @@ fn an_atomic_write_replaces_a_file_but_never_a_link_and_leaves_no_temp_file() {
 }
 
 #[test]
+fn links_planted_at_the_next_temporary_names_are_skipped_not_followed() {
+    let p = Place::new();
+    for root in p.roots() {
+        // Other tests of this process may take some of these names first;
+        // whichever this write gets, it never writes through a link.
+        let next = crate::dir::next_temp();
+        for n in next..next + 3 {
+            symlink(
+                p.outside.join("authorized_keys"),
+                p.ws.join(crate::dir::temp_name(n)),
+            )
+            .unwrap();
+        }
+        root.write_atomic("notes.md", b"mine").unwrap();
+        assert_eq!(std::fs::read(p.ws.join("notes.md")).unwrap(), b"mine");
+        assert_eq!(p.outside(), p.untouched());
+        for n in next..next + 3 {
+            assert!(p.ws.join(crate::dir::temp_name(n)).is_symlink());
+        }
+    }
+}
+
+#[test]
 fn removing_takes_the_name_never_what_a_link_points_to() {
     let p = Place::new();
     for root in p.roots() {
