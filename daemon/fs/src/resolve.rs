@@ -21,6 +21,7 @@ use rustix::io::Errno;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Resolver {
     /// `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` (Linux 5.6+).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Kernel,
     /// `openat(O_NOFOLLOW)` component by component.
     Walk,
@@ -144,9 +145,10 @@ pub(crate) fn kind_at(dir: BorrowedFd<'_>, name: &OsStr) -> Option<FileType> {
         .map(|s| file_type(&s))
 }
 
+/// The type of what `stat` describes.
+// `st_mode`'s width differs between platforms: the cast is needed on some.
+#[allow(clippy::unnecessary_cast)]
 pub(crate) fn file_type(stat: &rustix::fs::Stat) -> FileType {
-    // `st_mode`'s width differs between platforms.
-    #[allow(clippy::unnecessary_cast)]
     FileType::from_raw_mode(stat.st_mode as rustix::fs::RawMode)
 }
 
