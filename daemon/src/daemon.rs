@@ -83,9 +83,13 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     }
     // A zero-config first start has no workspace yet: made here, a note
     // saved in it is seen by the memory watcher, and tools find the folder.
+    // Opened once to see that it can be (its configured path's own links
+    // resolved); everything pincerd writes in it later goes through the
+    // same opener (`workspace.rs`). One that cannot be is said, not fatal:
+    // the other agents work.
     for agent in config.agents.values() {
-        if let Err(e) = std::fs::create_dir_all(&agent.workspace) {
-            tracing::warn!(agent = %agent.id, workspace = %agent.workspace.display(), "cannot create the workspace: {e}");
+        if let Err(e) = crate::workspace::create(&agent.workspace) {
+            tracing::warn!(agent = %agent.id, "Agent {}: {e}; its file tools, attachments and memory flush fail until it can be opened.", agent.id);
         }
     }
     let registry = Registry::open(&home.registry_db())?;

@@ -24,3 +24,4 @@ pub mod server;
 pub mod session;
 pub mod tools;
 pub mod util;
+pub mod workspace;

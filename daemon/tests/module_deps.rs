@@ -28,7 +28,10 @@ use std::path::{Path, PathBuf};
 /// the daemon's side of `memory` uses providers (`llm`) for embeddings and
 /// is used by the agent; `lifecycle` (the `Part` trait) knows only the
 /// config; `sandbox` (the exec sandbox and its launcher) reads the exec
-/// settings and is used by the tools that start programs; `logging`, `children` (processes that die with pincerd) and
+/// settings and is used by the tools that start programs; `workspace`
+/// (every write pincerd makes in a workspace, through pincer-fs) sits
+/// beside `session`, whose principals name the chats' folders, and under
+/// everything that writes there (daemon, channels, agent, tools); `logging`, `children` (processes that die with pincerd) and
 /// `launch` (who started pincerd; the service's environment file) use nothing of ours.
 const LAYERS: &[&[&str]] = &[
     &["main"],
@@ -37,7 +40,7 @@ const LAYERS: &[&[&str]] = &[
     &["channels"],
     &["agent", "doctor", "routing"],
     &["context", "tools", "memory"],
-    &["llm", "session", "lifecycle", "sandbox"],
+    &["llm", "session", "lifecycle", "sandbox", "workspace"],
     &["config"],
     &["home", "util", "logging", "children", "launch"],
 ];

@@ -600,6 +600,106 @@ async fn a_photo_reaches_a_model_with_vision_as_an_image_part_in_every_call() {
     assert!(last["content"].is_string(), "{last}");
 }
 
+/// The group of the attachment tests, allowlisted with no other rule.
+const TEAM: i64 = -100300;
+
+/// Ann, a member of [`TEAM`] (not the owner), sends a document that
+/// mentions the bot, with `marker` in its caption; answers what the bot
+/// said in the group.
+async fn member_sends_a_document(r: &Rig, marker: &str, bytes: &[u8]) -> Vec<BotMessage> {
+    r.llm.script(marker, vec![Step::text("noted")]);
+    let team = ChatSpec::supergroup(TEAM, "Team");
+    let ann = UserSpec::new(11, "Ann");
+    r.tg.send_document(
+        &team,
+        &ann,
+        bytes,
+        "authorized_keys",
+        "text/plain",
+        Some(&format!("@pincer_test_bot keep this {marker}")),
+    )
+    .await;
+    r.wait_for(TEAM, 1).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_members_document_is_saved_in_the_groups_own_folder() {
+    let r = rig("", &format!("[channels.telegram.groups.\"{TEAM}\"]\n")).await;
+    let sent = member_sends_a_document(&r, "[tg-team-doc]", b"ssh-ed25519 AAAA ann").await;
+    assert_eq!(text(&sent[0]), "noted");
+    let folder = r
+        .home
+        .workspace()
+        .join(format!("inbox/telegram-group-{TEAM}"));
+    let saved: Vec<_> = std::fs::read_dir(&folder)
+        .expect("the group's folder")
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(std::fs::read(&saved[0]).unwrap(), b"ssh-ed25519 AAAA ann");
+    let name = saved[0].file_name().unwrap().to_string_lossy().into_owned();
+    let request = r.llm.journal()[0].to_string();
+    assert!(
+        request.contains(&format!(
+            "[document saved as inbox/telegram-group-{TEAM}/{name} (20 bytes)]"
+        )),
+        "the agent is told the path in the group's folder: {request}"
+    );
+    let owners: Vec<_> = std::fs::read_dir(r.home.workspace().join("inbox"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        owners,
+        [format!("telegram-group-{TEAM}")],
+        "nothing in the owner's inbox"
+    );
+}
+
+/// `planted` (relative to the workspace) is made a link to a folder
+/// outside it before a member sends a document: nothing appears outside,
+/// the log has the sentence, and the agent's note says the document was
+/// not saved and why.
+async fn a_planted_link_saves_nothing_outside(planted: &str) {
+    let r = rig("", &format!("[channels.telegram.groups.\"{TEAM}\"]\n")).await;
+    let outside = r.home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let link = r.home.workspace().join(planted);
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+
+    let sent = member_sends_a_document(&r, "[tg-planted]", b"ssh-ed25519 AAAA attacker").await;
+    assert_eq!(text(&sent[0]), "noted", "the message is still answered");
+    let found: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+    assert!(found.is_empty(), "written through the link: {found:?}");
+
+    let sentence = format!(
+        "`{planted}` in {} is a symbolic link; pincerd does not write through links in a workspace",
+        r.home.workspace().canonicalize().unwrap().display()
+    );
+    let log = r.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains(&sentence)),
+        "{sentence}\nnot in the log:\n{log}"
+    );
+    let request = r.llm.journal()[0].to_string();
+    assert!(
+        request.contains(&format!("[the attachments could not be saved: {sentence}]")),
+        "the agent's note: {request}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_inbox_replaced_by_a_link_saves_no_document_outside() {
+    a_planted_link_saves_nothing_outside("inbox").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_groups_folder_replaced_by_a_link_saves_no_document_outside() {
+    a_planted_link_saves_nothing_outside(&format!("inbox/telegram-group-{TEAM}")).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reload_applies_a_new_dm_policy_without_a_restart() {
     let r = rig("", "dm_policy = \"disabled\"").await;

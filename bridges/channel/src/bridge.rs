@@ -18,9 +18,11 @@
 //!    pass. The channel's owner always passes in their DM.
 //! 4. **Commands** (`/new`, `/reset`, `/stop`, `/status`, `/help`,
 //!    `/approve ID`, `/deny ID`) are answered without a turn.
-//! 5. **The turn**: the group's context and notes on saved attachments are
-//!    added to the text, and the [`Host`] runs it, given the saved files
-//!    that may be images (a model with vision gets to see them). The worker moves on as
+//! 5. **The turn**: the group's context and notes on saved attachments
+//!    (each created through the chat's folder the [`Host`] opened, never
+//!    through a link) are added to the text, and the [`Host`] runs it,
+//!    given the saved files that may be images (a model with vision gets
+//!    to see them). The worker moves on as
 //!    soon as the daemon took the message (later messages queue in the
 //!    daemon's session and are answered together); a follower task shows
 //!    "typing…" and waits for the end of the turn.
@@ -48,7 +50,7 @@
 //! answer at a time, in order.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -516,20 +518,30 @@ impl Bridge {
         }
     }
 
-    /// Saves the message's attachments in the agent's inbox; answers one
-    /// note per attachment for the agent, and the saved files that may be
-    /// images (for [`Host::chat`]).
+    /// Saves the message's attachments in the chat's folder of the agent's
+    /// workspace ([`Host::inbox`], opened by the daemon): each file is
+    /// created there exclusively, never through a link nor over anything,
+    /// and handed to the platform to fill. Answers one note per
+    /// attachment for the agent, and the saved files that may be images,
+    /// relative to the workspace (for [`Host::chat`]). What could not be
+    /// saved is said in the note and logged.
     async fn save_attachments(
         &self,
         msg: &Inbound,
         settings: &BridgeSettings,
-    ) -> (Vec<String>, Vec<PathBuf>) {
+    ) -> (Vec<String>, Vec<String>) {
         if msg.attachments.is_empty() {
             return (Vec::new(), Vec::new());
         }
         let inbox = match self.host.inbox(msg) {
             Ok(dir) => dir,
             Err(e) => {
+                tracing::warn!(
+                    channel = %msg.channel,
+                    chat = %msg.chat_id,
+                    "The attachments of message {} were not saved: {e}",
+                    msg.message_id
+                );
                 return (
                     vec![format!("[the attachments could not be saved: {e}]")],
                     Vec::new(),
@@ -548,7 +560,6 @@ impl Bridge {
                 .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
                 .collect();
             let file = format!("{}-{i}-{name}", id.trim_start_matches('-'));
-            let dest = inbox.join(&file);
             if att.size.is_some_and(|s| s > settings.max_attachment_bytes) {
                 notes.push(format!(
                     "[{} `{}` not saved: larger than the {} MB limit]",
@@ -558,23 +569,42 @@ impl Bridge {
                 ));
                 continue;
             }
+            let saved = inbox.relative().join(&file).display().to_string();
+            let dest = match inbox.create_new(&file) {
+                Ok(dest) => dest,
+                Err(e) => {
+                    tracing::warn!(
+                        channel = %msg.channel,
+                        chat = %msg.chat_id,
+                        "The {} `{}` of message {} was not saved: {e}",
+                        att.kind,
+                        att.name,
+                        msg.message_id
+                    );
+                    notes.push(format!(
+                        "[{} `{}` could not be saved: {e}]",
+                        att.kind, att.name
+                    ));
+                    continue;
+                }
+            };
             match self
                 .platform
-                .download(att, &dest, settings.max_attachment_bytes)
+                .download(att, dest, settings.max_attachment_bytes)
                 .await
             {
                 Ok(bytes) => {
-                    notes.push(format!(
-                        "[{} saved as {} ({bytes} bytes)]",
-                        att.kind,
-                        relative_inbox(&inbox, &file)
-                    ));
+                    notes.push(format!("[{} saved as {saved} ({bytes} bytes)]", att.kind));
                     if may_be_image(att) {
-                        images.push(dest);
+                        images.push(saved);
                     }
                 }
                 Err(e) => {
-                    let _ = std::fs::remove_file(&dest);
+                    // Through the same opened folder: the half-written
+                    // file, never a name swapped in since.
+                    if let Err(removed) = inbox.remove_file(&file) {
+                        tracing::warn!("A failed download was not cleaned up: {removed}");
+                    }
                     notes.push(format!(
                         "[{} `{}` could not be saved: {e}]",
                         att.kind, att.name
@@ -1053,15 +1083,6 @@ fn may_be_image(att: &Attachment) -> bool {
                 .extension()
                 .and_then(|e| e.to_str())
                 .is_some_and(|e| EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x))))
-}
-
-/// How the agent finds a saved file: `inbox/<file>` from its workspace.
-fn relative_inbox(inbox: &Path, file: &str) -> String {
-    let folder = inbox
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "inbox".into());
-    PathBuf::from(folder).join(file).display().to_string()
 }
 
 #[cfg(test)]

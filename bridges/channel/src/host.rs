@@ -6,9 +6,14 @@
 //! A trait because the bridge must not depend on the daemon (the daemon
 //! depends on the bridges), and the bridge's own tests drive it with a
 //! scripted host.
+//!
+//! Attachments cross this seam as an opened folder ([`Dir`]), not a path:
+//! the daemon opens the chat's folder of the workspace without following
+//! a link, and the bridge creates each file through it, so a folder
+//! swapped for a link (a model or a command may make links in a
+//! workspace) cannot send a file anywhere else.
 
-use std::path::PathBuf;
-
+use pincer_fs::Dir;
 use tokio::sync::mpsc;
 
 use crate::message::Inbound;
@@ -131,14 +136,16 @@ pub trait Host: Send + Sync + 'static {
     /// already added) as a turn for `msg`'s chat and sender: the daemon
     /// routes it (agent, session, policy) and streams the turn's events.
     /// `images` are the saved attachments that may be images (photos,
-    /// documents named like one), inside [`Host::inbox`]: the daemon sends
-    /// them to a model that can see them, after checking what each file
-    /// really is; the text names them for every other model.
+    /// documents named like one), relative to the workspace
+    /// (`inbox/telegram-dm-42/7-0-photo.jpg`, in the folder
+    /// [`Host::inbox`] answered): the daemon sends them to a model that can
+    /// see them, after checking what each file really is; the text names
+    /// them for every other model.
     fn chat<'a>(
         &'a self,
         msg: &'a Inbound,
         text: String,
-        images: Vec<PathBuf>,
+        images: Vec<String>,
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>>;
 
     /// Runs a chat command for `msg`'s session; answers the reply text.
@@ -156,9 +163,11 @@ pub trait Host: Send + Sync + 'static {
         allow: bool,
     ) -> BoxFuture<'a, Result<String, HostError>>;
 
-    /// The folder attachments of `msg` are saved in: the inbox of the
-    /// workspace of the agent that answers the chat (created if missing).
-    fn inbox(&self, msg: &Inbound) -> Result<PathBuf, HostError>;
+    /// The folder attachments of `msg` are saved in, opened: the chat's
+    /// own folder under the inbox of the workspace of the agent that
+    /// answers it (created if missing, refused if a link is on the way).
+    /// Its [`Dir::relative`] is how the agent finds the files.
+    fn inbox(&self, msg: &Inbound) -> Result<Dir, HostError>;
 }
 
 #[cfg(test)]

@@ -42,4 +42,6 @@ pub use host::{ApprovalRequest, Command, Host, HostError, TurnEvent};
 pub use ledger::{Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
 pub use pairings::{Pairings, PairingsError};
+/// The opened folder [`Host::inbox`] answers (the workspace opener's).
+pub use pincer_fs::{Dir, FsError};
 pub use platform::{BoxFuture, Button, ButtonPress, Event, Incoming, Platform, SendError, Target};

@@ -9,6 +9,7 @@
 //! off and retry, or give up. The bridge owns the retry loop, so both
 //! platforms retry alike.
 
+use std::fs::File;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -134,13 +135,14 @@ pub trait Platform: Send + Sync + 'static {
         caption: &'a str,
     ) -> BoxFuture<'a, Result<String, SendError>>;
 
-    /// Downloads an attachment of an inbound message to `dest` (created,
-    /// never overwritten), refusing more than `max_bytes`. Answers the
-    /// number of bytes written.
+    /// Downloads an attachment of an inbound message into `dest`, a new
+    /// empty file the bridge created in the chat's folder, refusing more
+    /// than `max_bytes`. Answers the number of bytes written. The bridge
+    /// removes the file when this fails.
     fn download<'a>(
         &'a self,
         attachment: &'a Attachment,
-        dest: &'a Path,
+        dest: File,
         max_bytes: u64,
     ) -> BoxFuture<'a, Result<u64, SendError>>;
 

@@ -1,9 +1,9 @@
 //! Fetching an attachment: `getFile` for its path, then the file itself,
-//! streamed to disk with a running count so a file larger than allowed
-//! is refused without ever being held whole, and a half-written file is
-//! never left behind.
+//! streamed into the file the bridge created (in the chat's folder,
+//! through the workspace opener) with a running count, so a file larger
+//! than allowed is refused without ever being held whole. The bridge
+//! removes the file when this fails.
 
-use std::path::Path;
 use std::time::Duration;
 
 use pincer_channel::{Attachment, SendError};
@@ -24,12 +24,16 @@ fn too_big(size: u64, max: u64) -> SendError {
     ))
 }
 
-/// Downloads `attachment` into `dest` (created, never overwritten);
-/// answers the bytes written.
+fn cannot_write(e: std::io::Error) -> SendError {
+    SendError::Permanent(format!("cannot write the file: {e}"))
+}
+
+/// Downloads `attachment` into `dest`, a new empty file; answers the bytes
+/// written.
 pub(crate) async fn download(
     api: &Api,
     attachment: &Attachment,
-    dest: &Path,
+    dest: std::fs::File,
     max_bytes: u64,
 ) -> Result<u64, SendError> {
     let file = api
@@ -67,39 +71,15 @@ pub(crate) async fn download(
     {
         return Err(too_big(size, max_bytes));
     }
-    let mut out = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dest)
-        .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => SendError::Permanent(format!(
-                "{} exists already; it is not overwritten",
-                dest.display()
-            )),
-            _ => SendError::Permanent(format!("cannot create {}: {e}", dest.display())),
-        })?;
-    // From here on the file is ours: any failure removes it.
-    let written = async {
-        let mut count: u64 = 0;
-        while let Some(chunk) = response.chunk().await.map_err(|e| send_error(network(e)))? {
-            count += chunk.len() as u64;
-            if count > max_bytes {
-                return Err(too_big(count, max_bytes));
-            }
-            out.write_all(&chunk).await.map_err(|e| {
-                SendError::Permanent(format!("cannot write {}: {e}", dest.display()))
-            })?;
+    let mut out = tokio::fs::File::from_std(dest);
+    let mut count: u64 = 0;
+    while let Some(chunk) = response.chunk().await.map_err(|e| send_error(network(e)))? {
+        count += chunk.len() as u64;
+        if count > max_bytes {
+            return Err(too_big(count, max_bytes));
         }
-        out.flush()
-            .await
-            .map_err(|e| SendError::Permanent(format!("cannot write {}: {e}", dest.display())))?;
-        Ok(count)
+        out.write_all(&chunk).await.map_err(cannot_write)?;
     }
-    .await;
-    drop(out);
-    if written.is_err() {
-        let _ = tokio::fs::remove_file(dest).await;
-    }
-    written
+    out.flush().await.map_err(cannot_write)?;
+    Ok(count)
 }

@@ -275,7 +275,7 @@ impl Platform for Telegram {
     fn download<'a>(
         &'a self,
         attachment: &'a Attachment,
-        dest: &'a Path,
+        dest: std::fs::File,
         max_bytes: u64,
     ) -> BoxFuture<'a, Result<u64, SendError>> {
         Box::pin(crate::download::download(

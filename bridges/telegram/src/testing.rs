@@ -201,7 +201,8 @@ pub(crate) async fn fake_api(script: Script) -> FakeApi {
 
 /// A host that answers every message at once with `echo: <text>`.
 pub(crate) struct ScriptedHost {
-    inbox: PathBuf,
+    /// The workspace; attachments go to its `inbox`.
+    workspace: PathBuf,
     pub(crate) turns: Mutex<Vec<String>>,
 }
 
@@ -210,7 +211,7 @@ impl Host for ScriptedHost {
         &'a self,
         msg: &'a Inbound,
         text: String,
-        _images: Vec<PathBuf>,
+        _images: Vec<String>,
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>> {
         Box::pin(async move {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -248,8 +249,10 @@ impl Host for ScriptedHost {
         })
     }
 
-    fn inbox(&self, _msg: &Inbound) -> Result<PathBuf, HostError> {
-        Ok(self.inbox.clone())
+    fn inbox(&self, _msg: &Inbound) -> Result<pincer_channel::Dir, HostError> {
+        pincer_fs::Root::create(&self.workspace)
+            .and_then(|root| root.create_dir_all("inbox"))
+            .map_err(|e| HostError::Refused(e.to_string()))
     }
 }
 
@@ -262,7 +265,7 @@ pub(crate) fn bridge(
     mode: &str,
 ) -> (Arc<Bridge>, Arc<ScriptedHost>) {
     let host = Arc::new(ScriptedHost {
-        inbox: dir.to_path_buf(),
+        workspace: dir.to_path_buf(),
         turns: Mutex::default(),
     });
     let ledger = Ledger::open(&dir.join("ledger.sqlite")).unwrap();

@@ -62,12 +62,9 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
         origin,
         ..
     } = scope;
-    let workspace_error = std::fs::create_dir_all(&agent.workspace).err().map(|e| {
-        format!(
-            "the workspace {} cannot be created: {e}",
-            agent.workspace.display()
-        )
-    });
+    let workspace_error = crate::workspace::create(&agent.workspace)
+        .err()
+        .map(|e| e.to_string());
     // A sub-agent session from before spawn layers were recorded still
     // gets the [tools.subagents] layer.
     let sub_layer = scope

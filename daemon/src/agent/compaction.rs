@@ -4,8 +4,6 @@
 //! registry and tell the client. A failure is written and reported, never
 //! swallowed: the history stays whole and the caller decides what next.
 
-use std::io::Write;
-
 use tokio_util::sync::CancellationToken;
 
 use super::session_log::{Emit, SessionLog};
@@ -207,26 +205,26 @@ impl Compactor<'_> {
         );
     }
 
+    /// Appends the notes to today's file through the workspace opener:
+    /// `memory/` or the file turned into a link, or the file given a second
+    /// name, is refused rather than followed (model-written text must not
+    /// land in a file outside the workspace).
     fn append_notes(&self, notes: &str) -> Result<String, String> {
         let now = chrono::Local::now();
-        let dir = self.agent.workspace.join("memory");
-        let path = dir.join(format!("{}.md", now.format("%Y-%m-%d")));
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)?;
-            write!(
-                f,
-                "\n## Saved before compaction ({}, {})\n\n{}\n",
-                self.key,
-                now.format("%H:%M"),
-                notes.trim()
-            )
-        };
-        write()
-            .map(|()| format!("memory/{}.md", now.format("%Y-%m-%d")))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        let text = format!(
+            "\n## Saved before compaction ({}, {})\n\n{}\n",
+            self.key,
+            now.format("%H:%M"),
+            notes.trim()
+        );
+        crate::workspace::append_memory_notes(
+            &self.agent.workspace,
+            &format!("{}.md", now.format("%Y-%m-%d")),
+            &text,
+        )
+        .map_err(|e| {
+            tracing::warn!(session = %self.key, "The memory flush before compaction was not saved: {e}");
+            e.to_string()
+        })
     }
 }

@@ -3,12 +3,16 @@
 //! chat's policy layers) and handed to the hub like a CLI message; chat
 //! commands call the same hub verbs as the Sessions service; approvals
 //! the same store as `pincer approvals`. Nothing here decides policy.
-//! A message's saved images go to the hub as paths relative to the
-//! answering agent's workspace, as the transcript keeps them.
+//!
+//! Attachments: [`Host::inbox`] answers the chat's own folder of the
+//! answering agent's workspace (`session::Principal::folder`: the owner's
+//! `inbox`, a person's `inbox/<channel>-dm-<id>`, a group's
+//! `inbox/<channel>-group-<id>`), opened through the workspace opener
+//! (`crate::workspace`), so a link planted on the way refuses the save
+//! instead of redirecting it. The bridge names the saved images relative
+//! to the workspace, as the transcript keeps them.
 
-use std::path::{Path, PathBuf};
-
-use pincer_channel::{BoxFuture, ChatKind, Command, Host, HostError, Inbound, TurnEvent};
+use pincer_channel::{BoxFuture, ChatKind, Command, Dir, Host, HostError, Inbound, TurnEvent};
 use tokio::sync::mpsc;
 
 use crate::agent::Event;
@@ -31,22 +35,6 @@ impl DaemonHost {
         let config = self.hub.runtime().config();
         routing::route(&config, &to_routing(msg)).map_err(|e| HostError::Refused(e.to_string()))
     }
-}
-
-/// The saved images as paths relative to `workspace`, as the transcript
-/// keeps them; one outside it (the workspace moved by a reload since the
-/// file was saved) is left out, and its note in the text stays.
-fn workspace_relative(workspace: &Path, images: &[PathBuf]) -> Vec<String> {
-    images
-        .iter()
-        .filter_map(|p| match p.strip_prefix(workspace) {
-            Ok(rel) => rel.to_str().map(str::to_string),
-            Err(_) => {
-                tracing::info!(image = %p.display(), workspace = %workspace.display(), "image outside the agent's workspace; only its note is sent");
-                None
-            }
-        })
-        .collect()
 }
 
 /// The channel layer's message as the routing layer reads it.
@@ -81,14 +69,10 @@ impl Host for DaemonHost {
         &'a self,
         msg: &'a Inbound,
         text: String,
-        images: Vec<PathBuf>,
+        images: Vec<String>,
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>> {
         Box::pin(async move {
             let route = self.route(msg)?;
-            let images = match self.hub.runtime().config().agent(&route.agent) {
-                Some(agent) => workspace_relative(&agent.workspace, &images),
-                None => Vec::new(),
-            };
             let (tx, mut rx) = mpsc::unbounded_channel();
             self.hub
                 .chat_with_images(route.key, text, images, route.origin, tx)
@@ -225,30 +209,13 @@ impl Host for DaemonHost {
         })
     }
 
-    fn inbox(&self, msg: &Inbound) -> Result<PathBuf, HostError> {
+    fn inbox(&self, msg: &Inbound) -> Result<Dir, HostError> {
         let route = self.route(msg)?;
         let config = self.hub.runtime().config();
         let agent = config
             .agent(&route.agent)
             .ok_or_else(|| HostError::Refused(format!("no agent `{}`", route.agent)))?;
-        let inbox = agent.workspace.join("inbox");
-        std::fs::create_dir_all(&inbox)
-            .map_err(|e| HostError::Refused(format!("cannot create {}: {e}", inbox.display())))?;
-        Ok(inbox)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn images_are_kept_relative_to_the_workspace_and_others_dropped() {
-        let ws = Path::new("/home/u/.pincer/workspace");
-        let images = [
-            ws.join("inbox/1-2-0-photo.jpg"),
-            PathBuf::from("/elsewhere/inbox/x.jpg"),
-        ];
-        assert_eq!(workspace_relative(ws, &images), ["inbox/1-2-0-photo.jpg"]);
+        crate::workspace::chat_inbox(&agent.workspace, &route.origin.principal)
+            .map_err(|e| HostError::Refused(e.to_string()))
     }
 }

@@ -126,6 +126,12 @@ impl FileAccess {
         self.stranger.is_none()
     }
 
+    /// The chat's own folder, relative to the workspace, for anyone but
+    /// the owner.
+    pub fn own_relative(&self) -> Option<&Path> {
+        self.stranger.as_ref().map(|s| s.own.as_path())
+    }
+
     /// The chat's own folder (absolute) for anyone but the owner: where it
     /// writes, where its commands start.
     pub fn own_folder(&self) -> Option<PathBuf> {
@@ -236,6 +242,12 @@ impl FileAccess {
                 }
             ),
         }
+    }
+
+    /// A path [`Self::read`] or [`Self::write`] answered, relative to the
+    /// workspace (what the workspace opener takes); `None` outside it.
+    pub fn relative_path(&self, path: &Path) -> Option<PathBuf> {
+        self.relative(path)
     }
 
     /// `path` relative to the workspace, both resolved.

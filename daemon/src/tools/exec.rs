@@ -61,15 +61,13 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
             ctx.sandbox.sentence(&ctx.settings.exec_sandbox)
         ));
     }
-    let own = ctx.files.own_folder();
-    if let Some(own) = &own
-        && let Err(e) = std::fs::create_dir_all(own)
-    {
-        return ToolOutput::error(format!(
-            "cannot make this chat's folder {}: {e}",
-            own.display()
-        ));
+    // Made beneath the workspace root without following a link: a chat's
+    // folder (or the inbox) turned into a link must not become the
+    // command's folder, nor its sandbox's writable one.
+    if let Err(e) = super::write::make_own_folder(&ctx.files) {
+        return ToolOutput::error(format!("cannot make this chat's folder: {e}"));
     }
+    let own = ctx.files.own_folder();
     let cwd = match (&args.cwd, own) {
         (None, Some(own)) => own,
         (cwd, _) => match ctx.files.read(cwd.as_deref().unwrap_or(".")) {

@@ -1,16 +1,18 @@
 //! File tools: `read`, `write`, `edit`, `ls`, `glob`, `grep`. Every path goes
 //! through [`confine`], every file is opened through [`super::open`] (regular
-//! files only, never blocking, hard links refused unless allowed); `read`
-//! and `grep` stream files in bounded memory; walks respect `.gitignore`
-//! and are capped so a huge tree cannot flood the model's context.
+//! files only, never blocking, hard links refused unless allowed) and
+//! written through [`super::write`] (beneath the workspace root, no link
+//! followed); `read` and `grep` stream files in bounded memory; walks
+//! respect `.gitignore` and are capped so a huge tree cannot flood the
+//! model's context.
 
-use std::io::Write;
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use super::access::FileAccess;
 use super::lines::LineReader;
 use super::open::{MAX_CHANGE_BYTES, check_replaceable, open_regular, read_text, readable};
 use super::paths::display_relative;
@@ -258,9 +260,10 @@ async fn write(args: WriteArgs, ctx: ToolContext) -> ToolOutput {
     let len = args.content.len();
     let fs = ctx.settings.fs;
     let shown = args.path.clone();
+    let files = ctx.files.clone();
     let result = tokio::task::spawn_blocking(move || {
         check_replaceable(&path, &shown, fs)?;
-        write_atomic(&path, args.content.as_bytes())
+        super::write::replace(&files, &path, args.content.as_bytes())
             .map_err(|e| format!("cannot write `{shown}`: {e}"))
     })
     .await;
@@ -269,27 +272,6 @@ async fn write(args: WriteArgs, ctx: ToolContext) -> ToolOutput {
         Ok(Err(e)) => ToolOutput::error(e),
         Err(e) => ToolOutput::error(format!("cannot write `{}`: {e}", args.path)),
     }
-}
-
-/// Writes via a temporary file and rename, so a crash never leaves half a file.
-pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| std::io::Error::other("no parent folder"))?;
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile_in(dir)?;
-    tmp.1.write_all(content)?;
-    tmp.1.sync_all()?;
-    std::fs::rename(&tmp.0, path)
-}
-
-fn tempfile_in(dir: &Path) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
-    let name = dir.join(format!(".pincer-write-{}", uuid::Uuid::new_v4()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&name)?;
-    Ok((name, file))
 }
 
 async fn edit(args: EditArgs, ctx: ToolContext) -> ToolOutput {
@@ -303,7 +285,8 @@ async fn edit(args: EditArgs, ctx: ToolContext) -> ToolOutput {
         );
     }
     let fs = ctx.settings.fs;
-    match tokio::task::spawn_blocking(move || replace_in(&path, &args, fs)).await {
+    let files = ctx.files.clone();
+    match tokio::task::spawn_blocking(move || replace_in(&files, &path, &args, fs)).await {
         Ok(Ok(done)) => ToolOutput::ok(done),
         Ok(Err(e)) => ToolOutput::error(e),
         Err(e) => ToolOutput::error(format!("edit failed: {e}")),
@@ -311,7 +294,12 @@ async fn edit(args: EditArgs, ctx: ToolContext) -> ToolOutput {
 }
 
 /// The edit itself, on the blocking pool: read, replace, write back.
-fn replace_in(path: &Path, args: &EditArgs, fs: FsSettings) -> Result<String, String> {
+fn replace_in(
+    files: &FileAccess,
+    path: &Path,
+    args: &EditArgs,
+    fs: FsSettings,
+) -> Result<String, String> {
     let text = read_text(path, &args.path, fs, MAX_CHANGE_BYTES)?;
     let count = text.matches(&args.old_string).count();
     let new_text = match (count, args.replace_all) {
@@ -329,7 +317,7 @@ fn replace_in(path: &Path, args: &EditArgs, fs: FsSettings) -> Result<String, St
             ));
         }
     };
-    write_atomic(path, new_text.as_bytes())
+    super::write::replace(files, path, new_text.as_bytes())
         .map_err(|e| format!("cannot write `{}`: {e}", args.path))?;
     Ok(format!("replaced {count} occurrence(s) in `{}`", args.path))
 }

@@ -2,8 +2,9 @@
 //! (derived from its Rust argument type, or given by an MCP server); the
 //! [`registry`] holds them; the [`policy`] pipeline decides which an agent,
 //! chat and sender are offered; [`paths`] confines file tools to the
-//! workspace and [`open`] the files in it; [`fs`] and [`exec`] are core
-//! tools; [`message`] sends to chats through the bridges.
+//! workspace and [`open`] the files in it, [`write`] writes them through
+//! the workspace opener; [`fs`] and [`exec`] are core tools; [`message`]
+//! sends to chats through the bridges.
 
 pub mod access;
 pub mod address;
@@ -37,6 +38,7 @@ pub mod sessions;
 #[cfg(test)]
 mod tests;
 pub mod web;
+pub mod write;
 
 use std::future::Future;
 use std::path::PathBuf;

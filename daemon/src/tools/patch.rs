@@ -17,7 +17,8 @@
 //!
 //! All or nothing: every change is computed first, and files are written
 //! only when all of them apply. Paths are confined to the workspace like
-//! every file tool's.
+//! every file tool's, and written and removed through the workspace opener
+//! ([`super::write`]).
 
 use std::path::PathBuf;
 
@@ -25,7 +26,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::access::{FileAccess, Refusal};
-use super::fs::write_atomic;
 use super::open::{MAX_CHANGE_BYTES, check_replaceable, read_text};
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
 use crate::config::FsSettings;
@@ -320,9 +320,9 @@ async fn apply_patch(args: ApplyPatchArgs, ctx: ToolContext) -> ToolOutput {
         let (changes, summary) = plan(&files, &ops, fs)?;
         for change in changes {
             match change {
-                Change::Write(p, content) => write_atomic(&p, content.as_bytes())
+                Change::Write(p, content) => super::write::replace(&files, &p, content.as_bytes())
                     .map_err(|e| invalid(format!("cannot write {}: {e}", p.display())))?,
-                Change::Remove(p) => std::fs::remove_file(&p)
+                Change::Remove(p) => super::write::remove(&files, &p)
                     .map_err(|e| invalid(format!("cannot delete {}: {e}", p.display())))?,
             }
         }

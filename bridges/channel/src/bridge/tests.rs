@@ -124,15 +124,21 @@ impl Platform for FakePlatform {
     fn download<'a>(
         &'a self,
         attachment: &'a Attachment,
-        dest: &'a Path,
+        mut dest: std::fs::File,
         max_bytes: u64,
     ) -> BoxFuture<'a, Result<u64, SendError>> {
         Box::pin(async move {
+            use std::io::Write;
             let body = format!("bytes of {}", attachment.id);
             if body.len() as u64 > max_bytes {
                 return Err(SendError::Permanent("too large".into()));
             }
-            std::fs::write(dest, &body).map_err(|e| SendError::Permanent(e.to_string()))?;
+            dest.write_all(body.as_bytes())
+                .map_err(|e| SendError::Permanent(e.to_string()))?;
+            // A connection lost half-way: the bridge removes the file.
+            if attachment.id.starts_with("broken") {
+                return Err(SendError::Transient("the connection was reset".into()));
+            }
             Ok(body.len() as u64)
         })
     }
@@ -157,20 +163,24 @@ impl Platform for FakePlatform {
 struct ScriptedHost {
     received: Mutex<Vec<(String, String)>>,
     /// The image paths each message came with.
-    images: Mutex<Vec<Vec<PathBuf>>>,
+    images: Mutex<Vec<Vec<String>>>,
     answer: Mutex<Option<String>>,
     decided: Mutex<Vec<(String, bool)>>,
-    inbox: PathBuf,
+    /// The agent's workspace, and the chat's folder in it that
+    /// [`Host::inbox`] opens (as the daemon does, through the opener).
+    workspace: PathBuf,
+    folder: Mutex<String>,
 }
 
 impl ScriptedHost {
-    fn new(inbox: PathBuf) -> Arc<Self> {
+    fn new(workspace: PathBuf) -> Arc<Self> {
         Arc::new(Self {
             received: Mutex::default(),
             images: Mutex::default(),
             answer: Mutex::default(),
             decided: Mutex::default(),
-            inbox,
+            workspace,
+            folder: Mutex::new("inbox".into()),
         })
     }
     fn received(&self) -> Vec<String> {
@@ -188,7 +198,7 @@ impl Host for ScriptedHost {
         &'a self,
         msg: &'a Inbound,
         text: String,
-        images: Vec<PathBuf>,
+        images: Vec<String>,
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>> {
         Box::pin(async move {
             self.received
@@ -239,9 +249,11 @@ impl Host for ScriptedHost {
             ))
         })
     }
-    fn inbox(&self, _msg: &Inbound) -> Result<PathBuf, HostError> {
-        std::fs::create_dir_all(&self.inbox).unwrap();
-        Ok(self.inbox.clone())
+    fn inbox(&self, _msg: &Inbound) -> Result<pincer_fs::Dir, HostError> {
+        let folder = self.folder.lock().unwrap().clone();
+        pincer_fs::Root::create(&self.workspace)
+            .and_then(|root| root.create_dir_all(&folder))
+            .map_err(|e| HostError::Refused(e.to_string()))
     }
 }
 
@@ -265,7 +277,7 @@ fn settings() -> BridgeSettings {
 
 fn rig_in(dir: &Path, max_chars: usize) -> Rig {
     let platform = FakePlatform::new(max_chars);
-    let host = ScriptedHost::new(dir.join("workspace/inbox"));
+    let host = ScriptedHost::new(dir.join("workspace"));
     let ledger = Arc::new(Mutex::new(Ledger::open(&dir.join("channels.db")).unwrap()));
     let pairings = Arc::new(Pairings::open(&dir.join("pairing.json")).unwrap());
     let bridge = Bridge::new(
@@ -683,7 +695,7 @@ async fn attachments_are_saved_in_the_inbox_and_named() {
     assert_eq!(std::fs::read_to_string(saved).unwrap(), "bytes of file-1");
     assert_eq!(
         r.host.images.lock().unwrap().as_slice(),
-        [Vec::<PathBuf>::new()],
+        [Vec::<String>::new()],
         "a document not named like an image is no image"
     );
 }
@@ -708,12 +720,11 @@ async fn photos_and_documents_named_like_images_are_handed_over_as_images() {
     }
     r.bridge.receive(incoming(msg, 1)).await.unwrap();
     settled(&r.bridge).await;
-    let inbox = r.dir.join("workspace/inbox");
     assert_eq!(
         r.host.images.lock().unwrap().as_slice(),
         [vec![
-            inbox.join("1-6-0-photo.jpg"),
-            inbox.join("1-6-1-scan.PNG")
+            "inbox/1-6-0-photo.jpg".to_string(),
+            "inbox/1-6-1-scan.PNG".to_string()
         ]],
         "saved photos and image documents only, not the one too large to save"
     );
@@ -722,6 +733,135 @@ async fn photos_and_documents_named_like_images_are_handed_over_as_images() {
         got[0].contains("[photo saved as inbox/1-6-0-photo.jpg"),
         "{}",
         got[0]
+    );
+}
+
+fn doc(id: &str, name: &str) -> Attachment {
+    Attachment {
+        id: id.into(),
+        name: name.into(),
+        kind: "document".into(),
+        size: Some(10),
+    }
+}
+
+/// What a folder outside the workspace holds, by name.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_groups_attachments_go_to_its_folder_named_from_the_workspace() {
+    let r = rig();
+    *r.host.folder.lock().unwrap() = "inbox/telegram-group--100".into();
+    let mut msg = group("7", "5", "@bot look", true);
+    msg.attachments.push(Attachment {
+        kind: "photo".into(),
+        ..doc("f-1", "cat.jpg")
+    });
+    r.bridge.receive(incoming(msg, 1)).await.unwrap();
+    settled(&r.bridge).await;
+    let got = r.host.received();
+    assert!(
+        got[0].contains("[photo saved as inbox/telegram-group--100/100-5-0-cat.jpg (12 bytes)]"),
+        "{}",
+        got[0]
+    );
+    assert_eq!(
+        std::fs::read_to_string(
+            r.dir
+                .join("workspace/inbox/telegram-group--100/100-5-0-cat.jpg")
+        )
+        .unwrap(),
+        "bytes of f-1"
+    );
+    assert_eq!(
+        r.host.images.lock().unwrap().as_slice(),
+        [vec![
+            "inbox/telegram-group--100/100-5-0-cat.jpg".to_string()
+        ]],
+        "relative to the workspace, as the transcript keeps them"
+    );
+}
+
+#[tokio::test]
+async fn a_link_planted_on_the_way_saves_nothing_and_the_note_says_why() {
+    // The inbox, the chat's folder, and the very file name (predictable
+    // from the message id) each replaced by a link to an outside folder.
+    for (planted, target_is_file) in [
+        ("inbox", false),
+        ("inbox/telegram-group--100", false),
+        ("inbox/telegram-group--100/100-5-0-keys", true),
+    ] {
+        let r = rig();
+        *r.host.folder.lock().unwrap() = "inbox/telegram-group--100".into();
+        let outside = r.dir.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let ws = r.dir.join("workspace");
+        std::fs::create_dir_all(ws.join(planted).parent().unwrap()).unwrap();
+        let target = if target_is_file {
+            outside.join("authorized_keys")
+        } else {
+            outside.clone()
+        };
+        std::os::unix::fs::symlink(&target, ws.join(planted)).unwrap();
+
+        let mut msg = group("7", "5", "@bot keep this", true);
+        msg.attachments.push(doc("f-1", "keys"));
+        r.bridge.receive(incoming(msg, 1)).await.unwrap();
+        settled(&r.bridge).await;
+        assert!(
+            listing(&outside).is_empty(),
+            "{planted}: {:?}",
+            listing(&outside)
+        );
+        let got = r.host.received();
+        assert_eq!(got.len(), 1, "the message is still answered");
+        assert!(
+            got[0].contains("could not be saved"),
+            "{planted}: {}",
+            got[0]
+        );
+        assert!(
+            got[0].contains(&format!("`{planted}` in ")) && got[0].contains("is a symbolic link"),
+            "{planted}: {}",
+            got[0]
+        );
+        assert_eq!(
+            r.host.images.lock().unwrap().as_slice(),
+            [Vec::<String>::new()]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_download_leaves_no_file() {
+    let r = rig();
+    let mut msg = dm("1", "8", "two files");
+    msg.attachments.push(doc("broken-1", "half.bin"));
+    msg.attachments.push(doc("f-2", "whole.bin"));
+    r.bridge.receive(incoming(msg, 1)).await.unwrap();
+    settled(&r.bridge).await;
+    let got = r.host.received();
+    assert!(
+        got[0].contains("[document `half.bin` could not be saved: the connection was reset]"),
+        "{}",
+        got[0]
+    );
+    assert!(
+        got[0].contains("saved as inbox/1-8-1-whole.bin"),
+        "{}",
+        got[0]
+    );
+    assert_eq!(
+        listing(&r.dir.join("workspace/inbox")),
+        ["1-8-1-whole.bin"],
+        "the half-written file was removed"
     );
 }
 

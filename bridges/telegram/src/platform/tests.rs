@@ -215,28 +215,28 @@ fn attachment(size: Option<u64>) -> Attachment {
     }
 }
 
+/// A new empty file, as the bridge hands it over.
+fn new_file(path: &std::path::Path) -> std::fs::File {
+    std::fs::File::create_new(path).unwrap()
+}
+
 #[tokio::test]
-async fn a_download_lands_in_a_new_file() {
+async fn a_download_streams_into_the_file_it_is_given() {
     let api = fake_api(Script::default()).await;
     let tg = api.connect().await;
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("f.bin");
-    let n = tg.download(&attachment(None), &dest, 1024).await.unwrap();
+    let n = tg
+        .download(&attachment(None), new_file(&dest), 1024)
+        .await
+        .unwrap();
     assert_eq!(n, 10);
     assert_eq!(std::fs::read(&dest).unwrap(), b"hello file");
     assert_eq!(api.calls("file:documents/f.bin").len(), 1);
-
-    // Never over an existing file, which stays as it was.
-    let err = tg
-        .download(&attachment(None), &dest, 1024)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, SendError::Permanent(_)), "{err}");
-    assert_eq!(std::fs::read(&dest).unwrap(), b"hello file");
 }
 
 #[tokio::test]
-async fn a_download_over_the_limit_is_refused_and_leaves_nothing() {
+async fn a_download_over_the_limit_is_refused() {
     // The size announced by getFile is over the limit: nothing fetched.
     let api = fake_api(Script {
         file: (
@@ -250,14 +250,15 @@ async fn a_download_over_the_limit_is_refused_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("big.bin");
     let err = tg
-        .download(&attachment(None), &dest, 100)
+        .download(&attachment(None), new_file(&dest), 100)
         .await
         .unwrap_err();
     assert!(matches!(err, SendError::Permanent(_)), "{err}");
     assert!(api.calls("file:documents/f.bin").is_empty());
-    assert!(!dest.exists());
+    assert_eq!(std::fs::metadata(&dest).unwrap().len(), 0);
 
-    // No size announced: the running count stops it.
+    // No size announced: the running count stops it before the limit is
+    // passed on disk.
     let api = fake_api(Script {
         file: (
             json!({"file_id": "F", "file_path": "documents/f.bin"}),
@@ -267,12 +268,13 @@ async fn a_download_over_the_limit_is_refused_and_leaves_nothing() {
     })
     .await;
     let tg = api.connect().await;
+    let dest = dir.path().join("big2.bin");
     let err = tg
-        .download(&attachment(None), &dest, 100)
+        .download(&attachment(None), new_file(&dest), 100)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("larger than the limit"), "{err}");
-    assert!(!dest.exists(), "the partial file is removed");
+    assert!(std::fs::metadata(&dest).unwrap().len() <= 100);
 }
 
 #[tokio::test]
