@@ -968,7 +968,14 @@ mod tests {
             });
             let title = md.contains("](") && (md.contains(" (") || md.contains("\n(")
                 || md.contains(" \"") || md.contains("\n\"") || md.contains("\t"));
-            prop_assume!(!info_string && !title);
+            // And a table's cells beyond its header's count (GFM drops
+            // them: `|a\n|-\n|b|c` has no `c`); inputs with a delimiter
+            // row are left out.
+            let table = md.lines().any(|line| {
+                let line = line.trim();
+                line.contains('-') && line.chars().all(|c| "|-: \t".contains(c))
+            });
+            prop_assume!(!info_string && !title && !table);
             let out = plain(&md);
             prop_assert!(is_subsequence(&letters(&md), &letters(&out)), "{:?}", out);
         }
