@@ -38,14 +38,11 @@
 //! preview as it was; the turn runs again after the restart and answers
 //! in new messages.
 //!
-//! # Sending
+//! # Files
 //!
-//! Each chunk is rendered for the platform ([`crate::format`]); a
-//! formatting the platform rejects is sent again as plain text, a 429 waits
-//! `retry_after`, a transient error backs off (1 s doubling to 30 s, six
-//! tries), a permanent one (the bot blocked, the chat gone) gives the
-//! answer up and says so in the health. Chunks of one chat go out one
-//! answer at a time, in order.
+//! [`delivery`] plans and sends answers (rendering, retries, the send
+//! gate per chat); [`approvals`] shows approvals to the owner and takes
+//! the presses on their buttons; `tests.rs` drives the whole bridge.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -56,16 +53,17 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod approvals;
+mod delivery;
+
 use crate::access::{AccessPolicy, Decision};
-use crate::chunk::chunks_for;
 use crate::context::{self, ContextBuffer, ContextKey};
-use crate::format::render;
 use crate::health::Health;
-use crate::host::{ApprovalRequest, Command, HELP, Host, HostError, TurnEvent};
+use crate::host::{Command, HELP, Host, HostError, TurnEvent};
 use crate::ledger::{Claim, Key, Ledger, LedgerError};
 use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;
-use crate::platform::{Button, ButtonPress, Event, Incoming, Platform, SendError, Target};
+use crate::platform::{Event, Incoming, Platform, Target};
 
 /// Turns tried for one message across restarts before the bridge gives
 /// up on it (a message that crashes the daemon every time).
@@ -697,309 +695,6 @@ impl Bridge {
             seen.remove(&old);
         }
         true
-    }
-
-    /// Marks `msg` handled without an answer.
-    async fn settle(&self, msg: &Inbound) {
-        let key = MsgKey::of(msg);
-        let at = now();
-        if let Err(e) = self.ledger(move |l| l.answered(key.key(), at)).await {
-            tracing::error!("cannot record a handled message: {e}");
-        }
-    }
-
-    /// Plans `text` as the answer to `msg`, then sends it.
-    async fn reply(&self, msg: &Inbound, text: String) {
-        self.reply_with(msg, text, None).await;
-    }
-
-    /// [`Self::reply`], turning the live preview message `preview` (when
-    /// there is one) into the answer's first chunk.
-    async fn reply_with(&self, msg: &Inbound, text: String, preview: Option<String>) {
-        let chunks = chunks_for(&text, &self.platform.capabilities());
-        let key = MsgKey::of(msg);
-        let at = now();
-        if let Err(e) = self
-            .ledger(move |l| l.planned(key.key(), &chunks, at))
-            .await
-        {
-            tracing::error!("cannot record an answer before sending it: {e}");
-            self.health.error(&e.to_string());
-            return;
-        }
-        self.deliver_with(msg, preview).await;
-    }
-
-    /// Sends the chunks of `msg`'s planned answer the platform has not
-    /// confirmed yet, in order.
-    async fn deliver(&self, msg: &Inbound) {
-        self.deliver_with(msg, None).await;
-    }
-
-    /// [`Self::deliver`], editing the preview message into chunk 0.
-    async fn deliver_with(&self, msg: &Inbound, preview: Option<String>) {
-        let chat = chat_of(msg);
-        let gate = lock(&self.sending).entry(chat.clone()).or_default().clone();
-        {
-            let _one_at_a_time = gate.lock().await;
-            self.send_owed(msg, preview).await;
-        }
-        // Nobody else holds or waits for the gate (the map's reference and
-        // ours are the only ones, and taking another needs the map's lock):
-        // drop it, so the map holds the chats being answered, not every
-        // chat ever answered.
-        let mut sending = lock(&self.sending);
-        if Arc::strong_count(&gate) == 2 {
-            sending.remove(&chat);
-        }
-    }
-
-    /// [`Self::deliver_with`] behind the chat's gate.
-    async fn send_owed(&self, msg: &Inbound, mut preview: Option<String>) {
-        let key = MsgKey::of(msg);
-        let pending = {
-            let key = key.clone();
-            match self.ledger(move |l| l.pending_chunks(key.key())).await {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::error!("cannot read an answer's chunks: {e}");
-                    return;
-                }
-            }
-        };
-        let target = Target::reply(msg);
-        for (index, chunk) in pending {
-            let sent = match preview.take() {
-                Some(id) if index == 0 => match self.edit_chunk(&target, &id, &chunk).await {
-                    Ok(()) => Ok(id),
-                    Err(e) => {
-                        tracing::debug!(
-                            "the preview could not become the answer ({e}); sending it"
-                        );
-                        self.send_chunk(&target, &chunk).await
-                    }
-                },
-                _ => self.send_chunk(&target, &chunk).await,
-            };
-            match sent {
-                Ok(id) => {
-                    self.health.message_out();
-                    let key = key.clone();
-                    let at = now();
-                    if let Err(e) = self
-                        .ledger(move |l| l.confirmed(key.key(), index, &id, at))
-                        .await
-                    {
-                        tracing::error!("cannot record a sent chunk: {e}");
-                        return;
-                    }
-                }
-                Err(
-                    e @ (SendError::Permanent(_)
-                    | SendError::Formatting(_)
-                    | SendError::Unsupported(_)),
-                ) => {
-                    let why = format!("an answer in chat {} was given up: {e}", msg.chat_id);
-                    tracing::warn!("{why}");
-                    self.health.error(&why);
-                    self.settle(msg).await;
-                    return;
-                }
-                Err(e) => {
-                    // Left owed: the next start sends the rest.
-                    let why = format!(
-                        "an answer in chat {} could not be sent yet: {e}",
-                        msg.chat_id
-                    );
-                    tracing::warn!("{why}");
-                    self.health.disconnected(&why);
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Replaces the preview's text with a rendered chunk (plain text again
-    /// when the formatting is refused).
-    async fn edit_chunk(&self, target: &Target, id: &str, markdown: &str) -> Result<(), SendError> {
-        let formatting = self.platform.capabilities().formatting;
-        match self
-            .platform
-            .edit(target, id, &render(markdown, formatting), formatting)
-            .await
-        {
-            Err(SendError::Formatting(_)) if formatting != Formatting::Plain => {
-                self.platform
-                    .edit(
-                        target,
-                        id,
-                        &render(markdown, Formatting::Plain),
-                        Formatting::Plain,
-                    )
-                    .await
-            }
-            other => other,
-        }
-    }
-
-    /// One chunk with the retry rules of the module docs.
-    async fn send_chunk(&self, target: &Target, markdown: &str) -> Result<String, SendError> {
-        self.send_text(target, markdown, &[]).await
-    }
-
-    async fn send_text(
-        &self,
-        target: &Target,
-        markdown: &str,
-        buttons: &[Button],
-    ) -> Result<String, SendError> {
-        let mut formatting = self.platform.capabilities().formatting;
-        let mut text = render(markdown, formatting);
-        let mut transient = 0;
-        loop {
-            match self.platform.send(target, &text, formatting, buttons).await {
-                Ok(id) => {
-                    self.health.connected();
-                    return Ok(id);
-                }
-                Err(SendError::Formatting(why)) if formatting != Formatting::Plain => {
-                    tracing::debug!("formatting rejected ({why}); sending as plain text");
-                    formatting = Formatting::Plain;
-                    text = render(markdown, Formatting::Plain);
-                }
-                Err(SendError::RetryAfter(wait)) => {
-                    self.health
-                        .error(&format!("rate limited for {}s", wait.as_secs()));
-                    if !self.pause(wait.min(MAX_RETRY_AFTER)).await {
-                        return Err(SendError::Transient("pincerd is stopping".into()));
-                    }
-                }
-                Err(SendError::Transient(why)) if transient + 1 < SEND_TRIES => {
-                    let wait = Duration::from_secs((1u64 << transient).min(30));
-                    transient += 1;
-                    tracing::debug!("send failed ({why}); trying again in {wait:?}");
-                    if !self.pause(wait).await {
-                        return Err(SendError::Transient(why));
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Sleeps unless the bridge stops first; answers whether it slept.
-    async fn pause(&self, wait: Duration) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => true,
-            _ = self.stop.cancelled() => false,
-        }
-    }
-
-    /// Shows an approval to the owner in their DM, with buttons. Does
-    /// nothing when the channel has no owner.
-    pub async fn ask_owner(&self, request: &ApprovalRequest) -> Result<(), SendError> {
-        let Some(owner) = self.settings().owner.clone() else {
-            return Ok(());
-        };
-        let mut args: String = request.arguments.chars().take(600).collect();
-        if args.len() < request.arguments.len() {
-            args.push('…');
-        }
-        let text = format!(
-            "Approval needed: agent `{}` wants to run `{}` with\n```\n{}\n```\nSession {}. It expires in {} min; answer with the buttons, or /approve {} or /deny {}.",
-            request.agent,
-            request.tool,
-            args.replace("```", "'''"),
-            request.session,
-            request.expires_in_s.div_ceil(60),
-            request.id,
-            request.id
-        );
-        let buttons = [
-            Button {
-                label: "Approve".into(),
-                data: format!("approve:{}", request.id),
-            },
-            Button {
-                label: "Deny".into(),
-                data: format!("deny:{}", request.id),
-            },
-        ];
-        self.send_text(&Target::direct(owner), &text, &buttons)
-            .await
-            .map(|_| ())
-    }
-
-    /// A press on an approval button: the owner's decides, anyone else's
-    /// is told no.
-    async fn button(self: Arc<Self>, press: ButtonPress) {
-        {
-            let mut seen = lock(&self.presses);
-            if seen.contains(&press.id) {
-                return;
-            }
-            seen.push_back(press.id.clone());
-            if seen.len() > 256 {
-                seen.pop_front();
-            }
-        }
-        let decision = press
-            .data
-            .split_once(':')
-            .and_then(|(verb, id)| match verb {
-                "approve" => Some((true, id)),
-                "deny" => Some((false, id)),
-                _ => None,
-            });
-        let Some((allow, id)) = decision else {
-            let _ = self.platform.answer_button(&press.id, "").await;
-            return;
-        };
-        if !self.is_owner(&press.sender_id) {
-            tracing::warn!(sender = %press.sender_id, "an approval button pressed by someone other than the owner: refused");
-            let _ = self
-                .platform
-                .answer_button(&press.id, "Only the owner can answer this.")
-                .await;
-            return;
-        }
-        let note = match self.host.decide_approval(id, allow).await {
-            Ok(note) | Err(HostError::Refused(note)) => note,
-            Err(HostError::ShuttingDown) => "pincerd is shutting down".to_string(),
-        };
-        let _ = self.platform.answer_button(&press.id, &note).await;
-        let _ = self
-            .platform
-            .edit(
-                &Target::direct(press.chat_id.clone()),
-                &press.message_id,
-                &note,
-                Formatting::Plain,
-            )
-            .await;
-    }
-
-    /// Sends `text` to a chat outside any answer (the `message` tool),
-    /// with the same rendering and retries.
-    pub async fn send_to(&self, target: &Target, text: &str) -> Result<Vec<String>, SendError> {
-        let mut ids = Vec::new();
-        for chunk in chunks_for(text, &self.platform.capabilities()) {
-            ids.push(self.send_text(target, &chunk, &[]).await?);
-            self.health.message_out();
-        }
-        Ok(ids)
-    }
-
-    /// Sends a file to a chat (the `message` tool).
-    pub async fn send_file_to(
-        &self,
-        target: &Target,
-        path: &Path,
-        caption: &str,
-    ) -> Result<String, SendError> {
-        let id = self.platform.send_file(target, path, caption).await?;
-        self.health.message_out();
-        Ok(id)
     }
 
     /// Stops the bridge: waits, at most `grace`, for answers being sent.

@@ -11,7 +11,8 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::access::{DmPolicy, GroupRule};
 use crate::message::{Attachment, Capabilities, Sender};
-use crate::platform::BoxFuture;
+use crate::host::ApprovalRequest;
+use crate::platform::{BoxFuture, Button, ButtonPress, SendError};
 
 #[derive(Default)]
 struct Sent {
