@@ -9,6 +9,7 @@
 //! reaches it (and it the daemon) through narrow seams.
 
 pub mod access;
+pub mod approval;
 pub mod bridge;
 pub mod chunk;
 pub mod context;

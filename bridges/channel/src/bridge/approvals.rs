@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::{Bridge, lock};
+use crate::approval::approval_text;
 use crate::host::{ApprovalRequest, HostError};
 use crate::message::Formatting;
 use crate::platform::{Button, ButtonPress, SendError, Target};
@@ -16,20 +17,7 @@ impl Bridge {
         let Some(owner) = self.settings().owner.clone() else {
             return Ok(());
         };
-        let mut args: String = request.arguments.chars().take(600).collect();
-        if args.len() < request.arguments.len() {
-            args.push('…');
-        }
-        let text = format!(
-            "Approval needed: agent `{}` wants to run `{}` with\n```\n{}\n```\nSession {}. It expires in {} min; answer with the buttons, or /approve {} or /deny {}.",
-            request.agent,
-            request.tool,
-            args.replace("```", "'''"),
-            request.session,
-            request.expires_in_s.div_ceil(60),
-            request.id,
-            request.id
-        );
+        let shown = approval_text(request, self.platform.capabilities().max_chars);
         let buttons = [
             Button {
                 label: "Approve".into(),
@@ -40,9 +28,22 @@ impl Bridge {
                 data: format!("deny:{}", request.id),
             },
         ];
-        self.send_text(&Target::direct(owner), &text, &buttons)
-            .await
-            .map(|_| ())
+        let target = Target::direct(owner);
+        self.send_text(&target, &shown.text, &buttons).await?;
+        let Some((name, content)) = shown.file else {
+            return Ok(());
+        };
+        let caption = format!("The whole call waiting for approval {}.", request.id);
+        if let Err(e) = self.send_document(&target, &name, content, &caption).await {
+            // The message promised the file: say that it is not coming.
+            let note = format!(
+                "The whole call of approval {} could not be sent as a file ({e}); `pincer approvals list --json` shows it at the computer.",
+                request.id
+            );
+            let _ = self.send_text(&target, &note, &[]).await;
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// A press on an approval button: the owner's decides, anyone else's

@@ -9,7 +9,7 @@
 //! answer up and says so in the health. Chunks of one chat go out one
 //! answer at a time, in order.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -197,22 +197,61 @@ impl Bridge {
                     formatting = Formatting::Plain;
                     text = render(markdown, Formatting::Plain);
                 }
-                Err(SendError::RetryAfter(wait)) => {
-                    self.health
-                        .error(&format!("rate limited for {}s", wait.as_secs()));
-                    if !self.pause(wait.min(MAX_RETRY_AFTER)).await {
-                        return Err(SendError::Transient("pincerd is stopping".into()));
-                    }
+                Err(e) => self.again(e, &mut transient).await?,
+            }
+        }
+    }
+
+    /// After a failed call: waits as the error says and answers `Ok` to
+    /// try again (a 429 waits `retry_after`; a transient error backs off,
+    /// [`SEND_TRIES`] tries in all), or the error to give up with (any
+    /// other error, or the bridge stopping meanwhile).
+    async fn again(&self, e: SendError, transient: &mut u32) -> Result<(), SendError> {
+        match e {
+            SendError::RetryAfter(wait) => {
+                self.health
+                    .error(&format!("rate limited for {}s", wait.as_secs()));
+                if !self.pause(wait.min(MAX_RETRY_AFTER)).await {
+                    return Err(SendError::Transient("pincerd is stopping".into()));
                 }
-                Err(SendError::Transient(why)) if transient + 1 < SEND_TRIES => {
-                    let wait = Duration::from_secs((1u64 << transient).min(30));
-                    transient += 1;
-                    tracing::debug!("send failed ({why}); trying again in {wait:?}");
-                    if !self.pause(wait).await {
-                        return Err(SendError::Transient(why));
-                    }
+                Ok(())
+            }
+            SendError::Transient(why) if *transient + 1 < SEND_TRIES => {
+                let wait = Duration::from_secs((1u64 << *transient).min(30));
+                *transient += 1;
+                tracing::debug!("send failed ({why}); trying again in {wait:?}");
+                if !self.pause(wait).await {
+                    return Err(SendError::Transient(why));
                 }
-                Err(e) => return Err(e),
+                Ok(())
+            }
+            e => Err(e),
+        }
+    }
+
+    /// Sends `content` as a file named `name` with the retry rules of the
+    /// module doc. The file is written first into a new private folder
+    /// (only pincerd's user can read it), which is removed afterwards.
+    pub(super) async fn send_document(
+        &self,
+        target: &Target,
+        name: &str,
+        content: String,
+        caption: &str,
+    ) -> Result<String, SendError> {
+        let name = name.to_string();
+        let (_folder, path) = tokio::task::spawn_blocking(move || private_file(&name, &content))
+            .await
+            .map_err(|e| SendError::Transient(format!("cannot write the file: {e}")))?
+            .map_err(|e| SendError::Transient(format!("cannot write the file: {e}")))?;
+        let mut transient = 0;
+        loop {
+            match self.platform.send_file(target, &path, caption).await {
+                Ok(id) => {
+                    self.health.connected();
+                    return Ok(id);
+                }
+                Err(e) => self.again(e, &mut transient).await?,
             }
         }
     }
@@ -247,4 +286,20 @@ impl Bridge {
         self.health.message_out();
         Ok(id)
     }
+}
+
+/// `content` written as `name` in a new folder of the system's temporary
+/// directory that only this user can open (`tempfile` makes it 0700);
+/// the folder is removed when the returned guard drops.
+fn private_file(name: &str, content: &str) -> std::io::Result<(tempfile::TempDir, PathBuf)> {
+    let folder = tempfile::Builder::new().prefix("pincer-send-").tempdir()?;
+    let path = folder.path().join(name);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&path)?;
+    std::io::Write::write_all(&mut file, content.as_bytes())?;
+    file.sync_all()?;
+    Ok((folder, path))
 }
