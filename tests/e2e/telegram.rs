@@ -267,6 +267,39 @@ async fn a_long_answer_arrives_in_order_as_three_messages() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_million_character_answer_takes_the_bound_with_the_rest_as_one_file() {
+    let r = rig("", "allow_from = [\"78\"]").await;
+    let ann = UserSpec::new(78, "Ann");
+    let words: Vec<String> = (0..130_000).map(|i| format!("w{i}")).collect();
+    let answer = words.join(" ");
+    assert!(answer.chars().count() >= 1_000_000, "{}", answer.len());
+    r.llm.script("[tg-huge]", vec![Step::text(&answer)]);
+    r.tg.user_says(&ChatSpec::private(&ann), &ann, "write a book [tg-huge]")
+        .await;
+    r.wait_for(78, 10).await;
+    let sent = r.settled(78).await;
+    assert_eq!(
+        sent.len(),
+        10,
+        "the default bound: nine messages and the file: {:?}",
+        sent.iter().map(|m| m.raw.clone()).collect::<Vec<_>>()
+    );
+    let mut received = String::new();
+    for m in &sent[..9] {
+        assert!(m.raw["document"].is_null(), "{:?}", m.raw);
+        assert!(text(m).chars().count() <= 4000);
+        received.push_str(&text(m));
+        received.push(' ');
+    }
+    let file = &sent[9].raw["document"];
+    assert_eq!(file["file_name"], "answer.md", "{:?}", sent[9].raw);
+    let rest = r.tg.file_bytes(file["file_id"].as_str().unwrap()).await;
+    received.push_str(&String::from_utf8(rest).unwrap());
+    assert!(received == answer, "every word once, in order");
+    assert_eq!(r.tg.calls("sendDocument").await.len(), 1, "one file");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn reset_starts_a_new_session_and_commands_are_registered() {
     let r = rig("", "").await;
     let owner = UserSpec::new(OWNER, "Owner");

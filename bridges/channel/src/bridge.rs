@@ -25,8 +25,10 @@
 //!    daemon's session and are answered together); a follower task shows
 //!    "typing…" and waits for the end of the turn.
 //! 6. **Plan, then send**: the answer is cut into chunks within the
-//!    platform's limits and the chunks are stored in the ledger before the
-//!    first is sent; each is confirmed there when the platform confirms it.
+//!    platform's limits, at most `max_messages_per_answer` of them (the
+//!    rest of a longer answer as one file: [`crate::answer`]), and the
+//!    chunks are stored in the ledger before the first is sent; each is
+//!    confirmed there when the platform confirms it.
 //!    A restart sends only the chunks never confirmed ([`Bridge::resume`]).
 //!
 //! # Live preview
@@ -108,6 +110,9 @@ pub struct BridgeSettings {
     /// Show the answer while it is written, in one message edited at most
     /// once per second that becomes the answer's first part.
     pub preview: bool,
+    /// Messages one answer takes at most; the rest of a longer one goes as
+    /// one Markdown file ([`crate::answer`]).
+    pub max_messages_per_answer: usize,
 }
 
 impl Default for BridgeSettings {
@@ -118,6 +123,7 @@ impl Default for BridgeSettings {
             context_messages: context::DEFAULT_LIMIT,
             max_attachment_bytes: 20 * 1024 * 1024,
             preview: false,
+            max_messages_per_answer: crate::answer::DEFAULT_MAX_MESSAGES,
         }
     }
 }

@@ -15,6 +15,7 @@
 //! context_messages = 50              # un-mentioned group messages kept (0..=500)
 //! max_attachment_mb = 20             # larger attachments are not saved
 //! preview = false                    # live preview by editing one message
+//! max_messages_per_answer = 10       # 1..=100; a longer answer: the first 9, the rest as answer.md
 //! mode = "polling"                   # Telegram: polling | webhook
 //! poll_timeout_secs = 30             # Telegram: 1..=50
 //! [channels.telegram.webhook]        # Telegram, read in webhook mode
@@ -65,6 +66,14 @@ pub const MAX_CONTEXT_MESSAGES: usize = 500;
 /// downloads up to 2000 MB).
 pub const MAX_ATTACHMENT_MB: u64 = 2000;
 
+/// `max_messages_per_answer` when the file does not say.
+pub const DEFAULT_MESSAGES_PER_ANSWER: usize = 10;
+
+/// The largest `max_messages_per_answer`: a hundred messages already
+/// spend a group's rate limit (about 20 a minute on Telegram) for five
+/// minutes.
+pub const MAX_MESSAGES_PER_ANSWER: usize = 100;
+
 /// One `[channels.<name>]` table, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelSettings {
@@ -102,6 +111,11 @@ pub struct ChannelSettings {
     /// `preview` (default false): show the answer while it is written by
     /// editing one message (at most once per second).
     pub preview: bool,
+    /// `max_messages_per_answer` (default 10, 1..=100): the messages one
+    /// answer takes at most. A longer answer is sent as its first N − 1
+    /// messages and the rest as one Markdown file (`answer.md`), so it
+    /// takes N messages with the file.
+    pub max_messages_per_answer: usize,
     /// `[channels.<name>.groups."<chat id>"]`: the allowlisted groups (or
     /// guild channels); a group not listed is ignored.
     pub groups: BTreeMap<String, GroupSettings>,
@@ -354,6 +368,18 @@ impl Parser<'_> {
             Some(n) => *n.get_ref(),
             None => self.defaults.max_attachment_mb,
         };
+        let max_messages_per_answer = match &s.max_messages_per_answer {
+            Some(n) if !(1..=MAX_MESSAGES_PER_ANSWER).contains(n.get_ref()) => {
+                return Err(self.err(
+                    n.span(),
+                    format!(
+                        "max_messages_per_answer must be between 1 and {MAX_MESSAGES_PER_ANSWER}: an answer longer than that many messages is sent as its first ones and the rest as a file"
+                    ),
+                ));
+            }
+            Some(n) => *n.get_ref(),
+            None => DEFAULT_MESSAGES_PER_ANSWER,
+        };
         let require_mention = s.require_mention.unwrap_or(true);
         let mut groups = BTreeMap::new();
         for (id, group) in &s.groups {
@@ -387,6 +413,7 @@ impl Parser<'_> {
             context_messages,
             max_attachment_bytes: max_attachment_mb * 1024 * 1024,
             preview: s.preview.unwrap_or(false),
+            max_messages_per_answer,
             groups,
             peers,
             telegram,
@@ -690,6 +717,7 @@ mod tests {
         assert_eq!(t.context_messages, 50);
         assert_eq!(t.max_attachment_bytes, 20 * 1024 * 1024);
         assert!(!t.preview);
+        assert_eq!(t.max_messages_per_answer, 10);
         assert!(t.groups.is_empty());
         assert_eq!(
             t.telegram,
@@ -723,6 +751,7 @@ mod tests {
              context_messages = 0\n\
              max_attachment_mb = 50\n\
              preview = true\n\
+             max_messages_per_answer = 3\n\
              mode = \"webhook\"\n\
              poll_timeout_secs = 10\n\
              [channels.telegram.webhook]\n\
@@ -751,6 +780,7 @@ mod tests {
         assert_eq!(t.context_messages, 0);
         assert_eq!(t.max_attachment_bytes, 50 * 1024 * 1024);
         assert!(t.preview);
+        assert_eq!(t.max_messages_per_answer, 3);
         let Some(TelegramSettings {
             mode: TelegramMode::Webhook(w),
         }) = &t.telegram
@@ -887,6 +917,18 @@ mod tests {
                 2,
                 "channels.telegram.context_messages",
                 "-1",
+            ),
+            (
+                "[channels.telegram]\nmax_messages_per_answer = 0\n",
+                2,
+                "channels.telegram.max_messages_per_answer",
+                "must be between 1 and 100",
+            ),
+            (
+                "[channels.discord]\nmax_messages_per_answer = 101\n",
+                2,
+                "channels.discord.max_messages_per_answer",
+                "the rest as a file",
             ),
             (
                 "[channels.telegram]\nmax_attachment_mb = 5000\n",

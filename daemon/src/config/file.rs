@@ -64,6 +64,7 @@ pub struct ChannelSection {
     pub context_messages: Option<Spanned<usize>>,
     pub max_attachment_mb: Option<Spanned<u64>>,
     pub preview: Option<bool>,
+    pub max_messages_per_answer: Option<Spanned<usize>>,
     /// Allowlisted groups by chat id.
     #[serde(default)]
     pub groups: BTreeMap<String, Spanned<ChannelGroupSection>>,

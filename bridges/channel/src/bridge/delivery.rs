@@ -14,8 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Bridge, MAX_RETRY_AFTER, MsgKey, SEND_TRIES, chat_of, lock, now};
+use crate::answer::{REST_CAPTION, plan};
 use crate::chunk::chunks_for;
 use crate::format::render;
+use crate::ledger::Chunk;
 use crate::message::{Formatting, Inbound};
 use crate::platform::{Button, SendError, Target};
 
@@ -37,7 +39,11 @@ impl Bridge {
     /// [`Self::reply`], turning the live preview message `preview` (when
     /// there is one) into the answer's first chunk.
     pub(super) async fn reply_with(&self, msg: &Inbound, text: String, preview: Option<String>) {
-        let chunks = chunks_for(&text, &self.platform.capabilities());
+        let chunks = plan(
+            &text,
+            &self.platform.capabilities(),
+            self.settings().max_messages_per_answer,
+        );
         let key = MsgKey::of(msg);
         let at = now();
         if let Err(e) = self
@@ -90,17 +96,28 @@ impl Bridge {
         };
         let target = Target::reply(msg);
         for (index, chunk) in pending {
-            let sent = match preview.take() {
-                Some(id) if index == 0 => match self.edit_chunk(&target, &id, &chunk).await {
-                    Ok(()) => Ok(id),
-                    Err(e) => {
-                        tracing::debug!(
-                            "the preview could not become the answer ({e}); sending it"
-                        );
-                        self.send_chunk(&target, &chunk).await
+            let sent = match (preview.take(), chunk) {
+                (Some(id), Chunk::Text(text)) if index == 0 => {
+                    match self.edit_chunk(&target, &id, &text).await {
+                        Ok(()) => Ok(id),
+                        Err(e) => {
+                            tracing::debug!(
+                                "the preview could not become the answer ({e}); sending it"
+                            );
+                            self.send_chunk(&target, &text).await
+                        }
                     }
-                },
-                _ => self.send_chunk(&target, &chunk).await,
+                }
+                (preview, Chunk::File { name, content }) => {
+                    if let Some(id) = preview.filter(|_| index == 0) {
+                        // The whole answer is the file: the preview says so
+                        // rather than keep a half-written answer.
+                        let _ = self.edit_chunk(&target, &id, REST_CAPTION).await;
+                    }
+                    self.send_document(&target, &name, content, REST_CAPTION)
+                        .await
+                }
+                (_, Chunk::Text(text)) => self.send_chunk(&target, &text).await,
             };
             match sent {
                 Ok(id) => {

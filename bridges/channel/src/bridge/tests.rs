@@ -828,3 +828,96 @@ async fn an_approval_too_long_to_show_sends_the_whole_call_as_a_file() {
     assert_eq!(whole["arguments"]["command"], command.as_str());
     assert_eq!(whole["tool"], "exec");
 }
+
+/// The files sent to `chat`: (name, content, caption).
+fn files(platform: &FakePlatform, chat: &str) -> Vec<(String, String, String)> {
+    platform
+        .sent
+        .lock()
+        .unwrap()
+        .files
+        .iter()
+        .filter(|f| f.0.chat_id == chat)
+        .map(|f| (f.1.clone(), f.2.clone(), f.3.clone()))
+        .collect()
+}
+
+fn bounded(max: usize) -> BridgeSettings {
+    BridgeSettings {
+        max_messages_per_answer: max,
+        ..settings()
+    }
+}
+
+#[tokio::test]
+async fn a_long_answer_takes_at_most_the_bound_with_the_rest_as_one_file() {
+    let r = rig_in(&tempfile::tempdir().unwrap().keep(), 100);
+    r.bridge.set_settings(bounded(3));
+    let paragraphs: Vec<String> = (0..10)
+        .map(|i| format!("paragraph {i} {}", "x".repeat(60)))
+        .collect();
+    *r.host.answer.lock().unwrap() = Some(paragraphs.join("\n\n"));
+    r.bridge
+        .receive(incoming(dm("1", "1", "long"), 1))
+        .await
+        .unwrap();
+    settled(&r.bridge).await;
+    assert_eq!(r.platform.texts("1"), paragraphs[..2], "two messages");
+    let sent = files(&r.platform, "1");
+    assert_eq!(sent.len(), 1, "and one file");
+    assert_eq!(sent[0].0, "answer.md");
+    assert_eq!(
+        sent[0].1,
+        paragraphs[2..].join("\n\n"),
+        "the rest, verbatim"
+    );
+    assert!(sent[0].2.contains("rest of the answer"), "{}", sent[0].2);
+}
+
+#[tokio::test]
+async fn a_restart_between_chunks_sends_only_what_is_owed_and_the_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let paragraphs: Vec<String> = (0..10)
+        .map(|i| format!("paragraph {i} {}", "x".repeat(60)))
+        .collect();
+    let first = rig_in(dir.path(), 100);
+    first.bridge.set_settings(bounded(4));
+    *first.host.answer.lock().unwrap() = Some(paragraphs.join("\n\n"));
+    // One message goes out, then the network fails until the "crash".
+    first.platform.sent.lock().unwrap().fail_after = Some(1);
+    first
+        .bridge
+        .receive(incoming(dm("1", "1", "long"), 1))
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if first.platform.texts("1").len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.bridge.stop(Duration::from_millis(50)).await;
+    assert_eq!(first.platform.texts("1"), paragraphs[..1]);
+    assert!(files(&first.platform, "1").is_empty());
+
+    // The second run sends the two messages owed and the file.
+    let second = rig_in(dir.path(), 100);
+    second.bridge.set_settings(bounded(4));
+    assert_eq!(second.bridge.resume().await.unwrap(), 1, "one answer owed");
+    settled(&second.bridge).await;
+    assert!(
+        second.host.received().is_empty(),
+        "the turn is not run again"
+    );
+    assert_eq!(second.platform.texts("1"), paragraphs[1..3]);
+    let sent = files(&second.platform, "1");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1, paragraphs[3..].join("\n\n"));
+
+    // A third start owes nothing: the file is not sent again.
+    let third = rig_in(dir.path(), 100);
+    assert_eq!(third.bridge.resume().await.unwrap(), 0);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(files(&third.platform, "1").is_empty());
+    assert!(third.platform.texts("1").is_empty());
+}
