@@ -270,7 +270,7 @@ async fn a_long_answer_arrives_in_order_as_three_messages() {
 async fn a_million_character_answer_takes_the_bound_with_the_rest_as_one_file() {
     let r = rig("", "allow_from = [\"78\"]").await;
     let ann = UserSpec::new(78, "Ann");
-    let words: Vec<String> = (0..130_000).map(|i| format!("w{i}")).collect();
+    let words: Vec<String> = (0..140_000).map(|i| format!("w{i}")).collect();
     let answer = words.join(" ");
     assert!(answer.chars().count() >= 1_000_000, "{}", answer.len());
     r.llm.script("[tg-huge]", vec![Step::text(&answer)]);
