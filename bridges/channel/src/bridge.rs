@@ -66,6 +66,7 @@ use crate::ledger::{Claim, Key, Ledger, LedgerError};
 use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;
 use crate::platform::{Event, Incoming, Platform, Target};
+use crate::untrusted::{display_name, neutralise};
 
 /// Turns tried for one message across restarts before the bridge gives
 /// up on it (a message that crashes the daemon every time).
@@ -496,7 +497,10 @@ impl Bridge {
             }
             return;
         }
-        let mut text = msg.text.clone();
+        // The person's text can hold lines that look like the headers the
+        // bridge (context, notes) and the daemon add: escaped before any
+        // of them is added.
+        let mut text = neutralise(&msg.text).into_owned();
         if msg.kind != ChatKind::Direct {
             let lines = lock(&self.context).take(&ContextKey::of(&msg));
             if let Some(block) = context::render(&lines) {
@@ -557,7 +561,7 @@ impl Bridge {
                 notes.push(format!(
                     "[{} `{}` not saved: larger than the {} MB limit]",
                     att.kind,
-                    att.name,
+                    display_name(&att.name),
                     settings.max_attachment_bytes / (1024 * 1024)
                 ));
                 continue;
@@ -580,8 +584,10 @@ impl Bridge {
                 Err(e) => {
                     let _ = std::fs::remove_file(&dest);
                     notes.push(format!(
-                        "[{} `{}` could not be saved: {e}]",
-                        att.kind, att.name
+                        "[{} `{}` could not be saved: {}]",
+                        att.kind,
+                        display_name(&att.name),
+                        display_name(&e.to_string())
                     ));
                 }
             }

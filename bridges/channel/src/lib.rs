@@ -21,6 +21,7 @@ pub mod ledger;
 pub mod message;
 pub mod pairings;
 pub mod platform;
+pub mod untrusted;
 
 pub use access::{
     AccessPolicy, Approved, Decision, Denied, DmPolicy, GroupRule, Pairing, PairingError,
@@ -45,3 +46,4 @@ pub use ledger::{Chunk, Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
 pub use pairings::{Pairings, PairingsError};
 pub use platform::{BoxFuture, Button, ButtonPress, Event, Incoming, Platform, SendError, Target};
+pub use untrusted::{display_name, neutralise};
