@@ -964,3 +964,89 @@ async fn forged_headers_and_names_are_neutralised_in_the_prompt_and_the_pairing_
     assert_eq!(rows.len(), 1, "one line: {}", plain.ok());
     assert!(!plain.ok().contains("[message from"), "{}", plain.ok());
 }
+
+/// Waits until one of the bot's messages in `chat` contains `needle`.
+async fn wait_for_text(r: &Rig, chat: i64, needle: &str) -> Vec<BotMessage> {
+    let start = Instant::now();
+    loop {
+        let got = r.tg.bot_messages(chat).await;
+        if got.iter().any(|m| text(m).contains(needle)) {
+            return got;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no message with {needle:?} in chat {chat}: {:?}\npincerd log:\n{}",
+            got.iter().map(text).collect::<Vec<_>>(),
+            r.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_group_only_the_owner_resets_and_a_member_cannot_stop_anothers_answer() {
+    let r = rig("", "[channels.telegram.groups.\"-100700\"]\n").await;
+    let group = ChatSpec::supergroup(-100700, "Team");
+    let (ann, bob) = (UserSpec::new(71, "Ann"), UserSpec::new(72, "Bob"));
+    let owner = UserSpec::new(OWNER, "Owner");
+    let key = "agent:main:telegram:group:-100700";
+    let session_id = || async {
+        let list = r.home.cli(&["--json", "sessions", "list"]).await.json();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .map(|s| s["id"].clone())
+    };
+
+    r.llm.script("[tg-first]", vec![Step::text("first answer")]);
+    r.tg.user_says(&group, &ann, "@pincer_test_bot hello [tg-first]")
+        .await;
+    wait_for_text(&r, -100700, "first answer").await;
+    let before = session_id().await.expect("the group's session");
+
+    r.tg.user_says(&group, &bob, "/reset@pincer_test_bot").await;
+    wait_for_text(&r, -100700, "Only the owner or an admin").await;
+    assert_eq!(session_id().await, Some(before.clone()), "not reset");
+
+    r.tg.user_says(&group, &owner, "/reset@pincer_test_bot")
+        .await;
+    wait_for_text(&r, -100700, "Started a new conversation").await;
+    assert_ne!(session_id().await, Some(before), "the owner's reset works");
+
+    // Bob's answer is being written (the model holds its stream open).
+    r.llm.script(
+        "[tg-hang]",
+        vec![Step {
+            text: "thinking".into(),
+            hang: true,
+            ..Step::default()
+        }],
+    );
+    r.tg.user_says(&group, &bob, "@pincer_test_bot think hard [tg-hang]")
+        .await;
+    let start = Instant::now();
+    while !serde_json::to_string(&r.llm.journal())
+        .unwrap()
+        .contains("[tg-hang]")
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", r.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    r.tg.user_says(&group, &ann, "/stop@pincer_test_bot").await;
+    wait_for_text(&r, -100700, "not yours alone, so it goes on").await;
+    r.tg.user_says(&group, &bob, "/status@pincer_test_bot")
+        .await;
+    let sent = wait_for_text(&r, -100700, "An answer is being written.").await;
+    let status = sent
+        .iter()
+        .map(text)
+        .find(|t| t.contains("An answer is being written."))
+        .unwrap();
+    assert!(
+        !status.contains("model") && !status.contains("tokens") && !status.contains("Session"),
+        "a member's status: {status}"
+    );
+    r.tg.user_says(&group, &bob, "/stop@pincer_test_bot").await;
+    wait_for_text(&r, -100700, "Stopped.").await;
+}

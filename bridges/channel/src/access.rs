@@ -46,6 +46,11 @@
 //! group entry may list the senders who may summon the agent
 //! ([`GroupRule::allow_from`]); the others' messages are context only.
 //!
+//! # Messages without a sender
+//!
+//! A message whose sender id is empty is ignored everywhere, before any
+//! other rule (also under `open`): nobody can be told apart from it.
+//!
 //! # Bots
 //!
 //! With [`AccessPolicy::ignore_bots`] (*default* true) a message from another
@@ -256,6 +261,11 @@ impl Pairing {
         random: &mut dyn FnMut(&mut [u8]),
     ) -> Decision {
         if policy.ignore_bots && msg.sender.is_bot {
+            return Decision::Ignore;
+        }
+        // A message without a sender is nobody's: no list names it, and a
+        // code approved for it would let every other such message in.
+        if msg.sender.id.trim().is_empty() {
             return Decision::Ignore;
         }
         match msg.kind {
@@ -725,6 +735,32 @@ mod tests {
         );
         let approved = p.approve("telegram", &code, T0).unwrap();
         assert_eq!(approved.sender_name, "x y");
+    }
+
+    #[test]
+    fn a_message_without_a_sender_is_ignored_everywhere() {
+        let mut p = Pairing::default();
+        let open = AccessPolicy {
+            dm: DmPolicy::Open,
+            ..AccessPolicy::default()
+        };
+        let mut group_policy = AccessPolicy::default();
+        group_policy
+            .groups
+            .insert("-100".into(), GroupRule::default());
+        for policy in [AccessPolicy::default(), open, group_policy] {
+            for kind in [ChatKind::Direct, ChatKind::Group] {
+                let mut m = msg(kind, "-100", "", true);
+                m.sender.id = " ".into();
+                assert_eq!(
+                    p.decide(&policy, &m, T0, &mut counter()),
+                    Decision::Ignore,
+                    "{kind:?} under {:?}",
+                    policy.dm
+                );
+            }
+        }
+        assert!(p.list(T0).is_empty(), "no code for nobody");
     }
 
     #[test]

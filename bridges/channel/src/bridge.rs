@@ -202,6 +202,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether `user_id` is the owner under `settings` (see
+/// [`Bridge::is_owner`]).
+fn is_owner_in(settings: &BridgeSettings, user_id: &str) -> bool {
+    !user_id.trim().is_empty() && settings.owner.as_deref() == Some(user_id)
+}
+
 /// The queue (and send lock) a message belongs to: its chat and thread.
 fn chat_of(msg: &Inbound) -> String {
     match &msg.thread_id {
@@ -282,9 +288,11 @@ impl Bridge {
         *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
     }
 
-    /// Whether `user_id` is this channel's owner.
+    /// Whether `user_id` is this channel's owner. An empty id (a message
+    /// without a sender) is nobody: never the owner, even of a channel
+    /// whose owner was set to "".
     pub fn is_owner(&self, user_id: &str) -> bool {
-        self.settings().owner.as_deref() == Some(user_id)
+        is_owner_in(&self.settings(), user_id)
     }
 
     /// Runs `f` on the ledger in a blocking thread (each commit is an
@@ -426,9 +434,7 @@ impl Bridge {
     /// Steps 3 to 5 of the module docs for one message.
     async fn accept(self: &Arc<Self>, msg: Inbound) {
         let settings = self.settings();
-        let decision = if msg.kind == ChatKind::Direct
-            && settings.owner.as_deref() == Some(msg.sender.id.as_str())
-        {
+        let decision = if msg.kind == ChatKind::Direct && is_owner_in(&settings, &msg.sender.id) {
             Decision::Pass
         } else {
             let mut random = lock(&self.random);
@@ -481,7 +487,7 @@ impl Bridge {
             let answer = match &command {
                 Command::Help => Ok(HELP.to_string()),
                 Command::Approve(id) | Command::Deny(id) => {
-                    if settings.owner.as_deref() == Some(msg.sender.id.as_str()) {
+                    if is_owner_in(settings, &msg.sender.id) {
                         self.host
                             .decide_approval(id, matches!(command, Command::Approve(_)))
                             .await

@@ -26,6 +26,7 @@
 //! agent = "friends"
 //! require_mention = false
 //! allow_from = ["42"]                # who may summon the agent; others are context
+//! admins = ["42"]                    # who besides the owner may /new and /reset here
 //! tools = { deny = ["web_fetch"] }   # the group's policy layer (no `ask`)
 //! prompt = "Answer in French."       # added to this chat's system prompt
 //! [channels.telegram.groups."-1001234567890".senders."42"]
@@ -144,9 +145,20 @@ impl ChannelSettings {
         self.token_source.env_var().into_iter().chain(webhook)
     }
 
-    /// Whether `user` is this channel's owner.
+    /// Whether `user` is this channel's owner. An empty id (a message
+    /// without a sender) is nobody, never the owner.
     pub fn is_owner(&self, user: &str) -> bool {
-        self.owner.as_deref() == Some(user)
+        !user.trim().is_empty() && self.owner.as_deref() == Some(user)
+    }
+
+    /// Whether `user` may start a new conversation (`/new`, `/reset`) in
+    /// group `chat`: the owner, or one of the group entry's `admins`.
+    pub fn may_reset_group(&self, chat: &str, user: &str) -> bool {
+        self.is_owner(user)
+            || (!user.trim().is_empty()
+                && self
+                    .group(chat)
+                    .is_some_and(|g| g.admins.iter().any(|a| a == user)))
     }
 
     /// The entry of a group chat, if it is allowlisted.
@@ -191,6 +203,9 @@ pub struct GroupSettings {
     /// `allow_from`: when set, only these senders can summon the agent
     /// here; the others' messages are kept as context only.
     pub allow_from: Option<Vec<String>>,
+    /// `admins`: who besides the channel's owner may start a new
+    /// conversation here (`/new`, `/reset`); nobody by default.
+    pub admins: Vec<String>,
     /// `tools = { profile, allow, deny }`: the group's policy layer.
     pub tools: ToolLayer,
     /// `prompt`: added to the system prompt of this chat's sessions.
@@ -466,6 +481,7 @@ impl Parser<'_> {
             Some(list) => Some(self.user_ids(list)?),
             None => None,
         };
+        let admins = self.user_ids(&g.admins)?;
         let mut senders = BTreeMap::new();
         for (id, sender) in &g.senders {
             senders.insert(
@@ -477,6 +493,7 @@ impl Parser<'_> {
             agent,
             require_mention: g.require_mention.unwrap_or(channel_mention),
             allow_from,
+            admins,
             tools: layer(self.loc, &g.tools)?,
             prompt: g
                 .prompt
@@ -760,6 +777,7 @@ mod tests {
              [channels.telegram.groups.\"-1001234567890\"]\n\
              agent = \"friends\"\n\
              allow_from = [\"42\"]\n\
+             admins = [\"43\"]\n\
              tools = {{ profile = \"messaging\", deny = [\"web_fetch\"] }}\n\
              prompt = \"  Answer in French.  \"\n\
              [channels.telegram.groups.\"-1001234567890\".senders.\"42\"]\n\
@@ -809,6 +827,23 @@ mod tests {
         assert_eq!(other.agent, None);
         assert_eq!(other.allow_from, None);
         assert!(t.group("-6").is_none());
+        assert_eq!(g.admins, ["43"]);
+        assert!(other.admins.is_empty());
+        // Who may start a new conversation in a group: the owner, admins.
+        assert!(t.may_reset_group("-1001234567890", "123456789"));
+        assert!(t.may_reset_group("-1001234567890", "43"));
+        assert!(!t.may_reset_group("-1001234567890", "42"));
+        assert!(!t.may_reset_group("-5", "43"), "an admin of another group");
+        assert!(!t.may_reset_group("-1001234567890", ""));
+    }
+
+    #[test]
+    fn an_empty_id_is_never_the_owner() {
+        let mut t = parse("[channels.telegram]\n").channels["telegram"].clone();
+        assert!(!t.is_owner(""), "no owner configured");
+        t.owner = Some(String::new());
+        assert!(!t.is_owner(""), "not even an owner of \"\"");
+        assert!(!t.is_owner(" "));
     }
 
     #[test]
@@ -1035,6 +1070,12 @@ mod tests {
                 5,
                 "channels.telegram.groups.-100.allow_from",
                 "write ids as strings",
+            ),
+            (
+                format!("{AGENTS}{g}admins = [\"\", \"42\"]\n"),
+                5,
+                "channels.telegram.groups.-100.admins",
+                "an empty id matches nobody",
             ),
             (
                 format!("{AGENTS}{g}agnet = \"main\"\n"),

@@ -96,6 +96,9 @@ pub struct ChannelGroupSection {
     pub agent: Option<Spanned<String>>,
     pub require_mention: Option<bool>,
     pub allow_from: Option<Vec<Spanned<toml::Value>>>,
+    /// Who besides the owner may start a new conversation here.
+    #[serde(default)]
+    pub admins: Vec<Spanned<toml::Value>>,
     #[serde(default)]
     pub tools: LayerSection,
     /// Added to the system prompt of this chat's sessions.

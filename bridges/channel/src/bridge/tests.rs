@@ -969,3 +969,26 @@ async fn a_line_that_looks_like_a_header_reaches_the_host_escaped() {
         got[0]
     );
 }
+
+#[tokio::test]
+async fn a_private_message_without_a_sender_is_never_the_owner() {
+    let r = rig();
+    // Even a channel whose owner was set to "" has no owner to match.
+    r.bridge.set_settings(BridgeSettings {
+        owner: Some(String::new()),
+        ..settings()
+    });
+    assert!(!r.bridge.is_owner(""));
+    for (id, text) in [("1", "hi"), ("2", "/approve ab12"), ("3", "/reset")] {
+        let mut msg = dm("1", id, text);
+        msg.sender.id = String::new();
+        r.bridge
+            .receive(incoming(msg, id.parse().unwrap()))
+            .await
+            .unwrap();
+    }
+    settled(&r.bridge).await;
+    assert!(r.host.received().is_empty(), "no turn for nobody");
+    assert!(r.host.decided.lock().unwrap().is_empty());
+    assert!(r.platform.texts("1").is_empty(), "no reply, no command run");
+}
