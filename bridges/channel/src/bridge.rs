@@ -27,8 +27,10 @@
 //!    daemon's session and are answered together); a follower task shows
 //!    "typing…" and waits for the end of the turn.
 //! 6. **Plan, then send**: the answer is cut into chunks within the
-//!    platform's limits and the chunks are stored in the ledger before the
-//!    first is sent; each is confirmed there when the platform confirms it.
+//!    platform's limits, at most `max_messages_per_answer` of them (the
+//!    rest of a longer answer as one file: [`crate::answer`]), and the
+//!    chunks are stored in the ledger before the first is sent; each is
+//!    confirmed there when the platform confirms it.
 //!    A restart sends only the chunks never confirmed ([`Bridge::resume`]).
 //!
 //! # Live preview
@@ -40,14 +42,11 @@
 //! preview as it was; the turn runs again after the restart and answers
 //! in new messages.
 //!
-//! # Sending
+//! # Files
 //!
-//! Each chunk is rendered for the platform ([`crate::format`]); a
-//! formatting the platform rejects is sent again as plain text, a 429 waits
-//! `retry_after`, a transient error backs off (1 s doubling to 30 s, six
-//! tries), a permanent one (the bot blocked, the chat gone) gives the
-//! answer up and says so in the health. Chunks of one chat go out one
-//! answer at a time, in order.
+//! [`delivery`] plans and sends answers (rendering, retries, the send
+//! gate per chat); [`approvals`] shows approvals to the owner and takes
+//! the presses on their buttons; `tests.rs` drives the whole bridge.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
@@ -58,16 +57,18 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod approvals;
+mod delivery;
+
 use crate::access::{AccessPolicy, Decision};
-use crate::chunk::chunks_for;
 use crate::context::{self, ContextBuffer, ContextKey};
-use crate::format::render;
 use crate::health::Health;
-use crate::host::{ApprovalRequest, Command, HELP, Host, HostError, TurnEvent};
+use crate::host::{Command, HELP, Host, HostError, TurnEvent};
 use crate::ledger::{Claim, Key, Ledger, LedgerError};
 use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;
-use crate::platform::{Button, ButtonPress, Event, Incoming, Platform, SendError, Target};
+use crate::platform::{Event, Incoming, Platform, Target};
+use crate::untrusted::{display_name, neutralise};
 
 /// Turns tried for one message across restarts before the bridge gives
 /// up on it (a message that crashes the daemon every time).
@@ -112,6 +113,9 @@ pub struct BridgeSettings {
     /// Show the answer while it is written, in one message edited at most
     /// once per second that becomes the answer's first part.
     pub preview: bool,
+    /// Messages one answer takes at most; the rest of a longer one goes as
+    /// one Markdown file ([`crate::answer`]).
+    pub max_messages_per_answer: usize,
 }
 
 impl Default for BridgeSettings {
@@ -122,6 +126,7 @@ impl Default for BridgeSettings {
             context_messages: context::DEFAULT_LIMIT,
             max_attachment_bytes: 20 * 1024 * 1024,
             preview: false,
+            max_messages_per_answer: crate::answer::DEFAULT_MAX_MESSAGES,
         }
     }
 }
@@ -197,6 +202,12 @@ fn now() -> i64 {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `user_id` is the owner under `settings` (see
+/// [`Bridge::is_owner`]).
+fn is_owner_in(settings: &BridgeSettings, user_id: &str) -> bool {
+    !user_id.trim().is_empty() && settings.owner.as_deref() == Some(user_id)
 }
 
 /// The queue (and send lock) a message belongs to: its chat and thread.
@@ -279,9 +290,11 @@ impl Bridge {
         *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
     }
 
-    /// Whether `user_id` is this channel's owner.
+    /// Whether `user_id` is this channel's owner. An empty id (a message
+    /// without a sender) is nobody: never the owner, even of a channel
+    /// whose owner was set to "".
     pub fn is_owner(&self, user_id: &str) -> bool {
-        self.settings().owner.as_deref() == Some(user_id)
+        is_owner_in(&self.settings(), user_id)
     }
 
     /// Runs `f` on the ledger in a blocking thread (each commit is an
@@ -423,9 +436,7 @@ impl Bridge {
     /// Steps 3 to 5 of the module docs for one message.
     async fn accept(self: &Arc<Self>, msg: Inbound) {
         let settings = self.settings();
-        let decision = if msg.kind == ChatKind::Direct
-            && settings.owner.as_deref() == Some(msg.sender.id.as_str())
-        {
+        let decision = if msg.kind == ChatKind::Direct && is_owner_in(&settings, &msg.sender.id) {
             Decision::Pass
         } else {
             let mut random = lock(&self.random);
@@ -478,7 +489,7 @@ impl Bridge {
             let answer = match &command {
                 Command::Help => Ok(HELP.to_string()),
                 Command::Approve(id) | Command::Deny(id) => {
-                    if settings.owner.as_deref() == Some(msg.sender.id.as_str()) {
+                    if is_owner_in(settings, &msg.sender.id) {
                         self.host
                             .decide_approval(id, matches!(command, Command::Approve(_)))
                             .await
@@ -494,7 +505,10 @@ impl Bridge {
             }
             return;
         }
-        let mut text = msg.text.clone();
+        // The person's text can hold lines that look like the headers the
+        // bridge (context, notes) and the daemon add: escaped before any
+        // of them is added.
+        let mut text = neutralise(&msg.text).into_owned();
         if msg.kind != ChatKind::Direct {
             let lines = lock(&self.context).take(&ContextKey::of(&msg));
             if let Some(block) = context::render(&lines) {
@@ -564,7 +578,7 @@ impl Bridge {
                 notes.push(format!(
                     "[{} `{}` not saved: larger than the {} MB limit]",
                     att.kind,
-                    att.name,
+                    display_name(&att.name),
                     settings.max_attachment_bytes / (1024 * 1024)
                 ));
                 continue;
@@ -578,12 +592,13 @@ impl Bridge {
                         chat = %msg.chat_id,
                         "The {} `{}` of message {} was not saved: {e}",
                         att.kind,
-                        att.name,
+                        display_name(&att.name),
                         msg.message_id
                     );
                     notes.push(format!(
                         "[{} `{}` could not be saved: {e}]",
-                        att.kind, att.name
+                        att.kind,
+                        display_name(&att.name)
                     ));
                     continue;
                 }
@@ -606,8 +621,10 @@ impl Bridge {
                         tracing::warn!("A failed download was not cleaned up: {removed}");
                     }
                     notes.push(format!(
-                        "[{} `{}` could not be saved: {e}]",
-                        att.kind, att.name
+                        "[{} `{}` could not be saved: {}]",
+                        att.kind,
+                        display_name(&att.name),
+                        display_name(&e.to_string())
                     ));
                 }
             }
@@ -727,309 +744,6 @@ impl Bridge {
             seen.remove(&old);
         }
         true
-    }
-
-    /// Marks `msg` handled without an answer.
-    async fn settle(&self, msg: &Inbound) {
-        let key = MsgKey::of(msg);
-        let at = now();
-        if let Err(e) = self.ledger(move |l| l.answered(key.key(), at)).await {
-            tracing::error!("cannot record a handled message: {e}");
-        }
-    }
-
-    /// Plans `text` as the answer to `msg`, then sends it.
-    async fn reply(&self, msg: &Inbound, text: String) {
-        self.reply_with(msg, text, None).await;
-    }
-
-    /// [`Self::reply`], turning the live preview message `preview` (when
-    /// there is one) into the answer's first chunk.
-    async fn reply_with(&self, msg: &Inbound, text: String, preview: Option<String>) {
-        let chunks = chunks_for(&text, &self.platform.capabilities());
-        let key = MsgKey::of(msg);
-        let at = now();
-        if let Err(e) = self
-            .ledger(move |l| l.planned(key.key(), &chunks, at))
-            .await
-        {
-            tracing::error!("cannot record an answer before sending it: {e}");
-            self.health.error(&e.to_string());
-            return;
-        }
-        self.deliver_with(msg, preview).await;
-    }
-
-    /// Sends the chunks of `msg`'s planned answer the platform has not
-    /// confirmed yet, in order.
-    async fn deliver(&self, msg: &Inbound) {
-        self.deliver_with(msg, None).await;
-    }
-
-    /// [`Self::deliver`], editing the preview message into chunk 0.
-    async fn deliver_with(&self, msg: &Inbound, preview: Option<String>) {
-        let chat = chat_of(msg);
-        let gate = lock(&self.sending).entry(chat.clone()).or_default().clone();
-        {
-            let _one_at_a_time = gate.lock().await;
-            self.send_owed(msg, preview).await;
-        }
-        // Nobody else holds or waits for the gate (the map's reference and
-        // ours are the only ones, and taking another needs the map's lock):
-        // drop it, so the map holds the chats being answered, not every
-        // chat ever answered.
-        let mut sending = lock(&self.sending);
-        if Arc::strong_count(&gate) == 2 {
-            sending.remove(&chat);
-        }
-    }
-
-    /// [`Self::deliver_with`] behind the chat's gate.
-    async fn send_owed(&self, msg: &Inbound, mut preview: Option<String>) {
-        let key = MsgKey::of(msg);
-        let pending = {
-            let key = key.clone();
-            match self.ledger(move |l| l.pending_chunks(key.key())).await {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::error!("cannot read an answer's chunks: {e}");
-                    return;
-                }
-            }
-        };
-        let target = Target::reply(msg);
-        for (index, chunk) in pending {
-            let sent = match preview.take() {
-                Some(id) if index == 0 => match self.edit_chunk(&target, &id, &chunk).await {
-                    Ok(()) => Ok(id),
-                    Err(e) => {
-                        tracing::debug!(
-                            "the preview could not become the answer ({e}); sending it"
-                        );
-                        self.send_chunk(&target, &chunk).await
-                    }
-                },
-                _ => self.send_chunk(&target, &chunk).await,
-            };
-            match sent {
-                Ok(id) => {
-                    self.health.message_out();
-                    let key = key.clone();
-                    let at = now();
-                    if let Err(e) = self
-                        .ledger(move |l| l.confirmed(key.key(), index, &id, at))
-                        .await
-                    {
-                        tracing::error!("cannot record a sent chunk: {e}");
-                        return;
-                    }
-                }
-                Err(
-                    e @ (SendError::Permanent(_)
-                    | SendError::Formatting(_)
-                    | SendError::Unsupported(_)),
-                ) => {
-                    let why = format!("an answer in chat {} was given up: {e}", msg.chat_id);
-                    tracing::warn!("{why}");
-                    self.health.error(&why);
-                    self.settle(msg).await;
-                    return;
-                }
-                Err(e) => {
-                    // Left owed: the next start sends the rest.
-                    let why = format!(
-                        "an answer in chat {} could not be sent yet: {e}",
-                        msg.chat_id
-                    );
-                    tracing::warn!("{why}");
-                    self.health.disconnected(&why);
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Replaces the preview's text with a rendered chunk (plain text again
-    /// when the formatting is refused).
-    async fn edit_chunk(&self, target: &Target, id: &str, markdown: &str) -> Result<(), SendError> {
-        let formatting = self.platform.capabilities().formatting;
-        match self
-            .platform
-            .edit(target, id, &render(markdown, formatting), formatting)
-            .await
-        {
-            Err(SendError::Formatting(_)) if formatting != Formatting::Plain => {
-                self.platform
-                    .edit(
-                        target,
-                        id,
-                        &render(markdown, Formatting::Plain),
-                        Formatting::Plain,
-                    )
-                    .await
-            }
-            other => other,
-        }
-    }
-
-    /// One chunk with the retry rules of the module docs.
-    async fn send_chunk(&self, target: &Target, markdown: &str) -> Result<String, SendError> {
-        self.send_text(target, markdown, &[]).await
-    }
-
-    async fn send_text(
-        &self,
-        target: &Target,
-        markdown: &str,
-        buttons: &[Button],
-    ) -> Result<String, SendError> {
-        let mut formatting = self.platform.capabilities().formatting;
-        let mut text = render(markdown, formatting);
-        let mut transient = 0;
-        loop {
-            match self.platform.send(target, &text, formatting, buttons).await {
-                Ok(id) => {
-                    self.health.connected();
-                    return Ok(id);
-                }
-                Err(SendError::Formatting(why)) if formatting != Formatting::Plain => {
-                    tracing::debug!("formatting rejected ({why}); sending as plain text");
-                    formatting = Formatting::Plain;
-                    text = render(markdown, Formatting::Plain);
-                }
-                Err(SendError::RetryAfter(wait)) => {
-                    self.health
-                        .error(&format!("rate limited for {}s", wait.as_secs()));
-                    if !self.pause(wait.min(MAX_RETRY_AFTER)).await {
-                        return Err(SendError::Transient("pincerd is stopping".into()));
-                    }
-                }
-                Err(SendError::Transient(why)) if transient + 1 < SEND_TRIES => {
-                    let wait = Duration::from_secs((1u64 << transient).min(30));
-                    transient += 1;
-                    tracing::debug!("send failed ({why}); trying again in {wait:?}");
-                    if !self.pause(wait).await {
-                        return Err(SendError::Transient(why));
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Sleeps unless the bridge stops first; answers whether it slept.
-    async fn pause(&self, wait: Duration) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => true,
-            _ = self.stop.cancelled() => false,
-        }
-    }
-
-    /// Shows an approval to the owner in their DM, with buttons. Does
-    /// nothing when the channel has no owner.
-    pub async fn ask_owner(&self, request: &ApprovalRequest) -> Result<(), SendError> {
-        let Some(owner) = self.settings().owner.clone() else {
-            return Ok(());
-        };
-        let mut args: String = request.arguments.chars().take(600).collect();
-        if args.len() < request.arguments.len() {
-            args.push('…');
-        }
-        let text = format!(
-            "Approval needed: agent `{}` wants to run `{}` with\n```\n{}\n```\nSession {}. It expires in {} min; answer with the buttons, or /approve {} or /deny {}.",
-            request.agent,
-            request.tool,
-            args.replace("```", "'''"),
-            request.session,
-            request.expires_in_s.div_ceil(60),
-            request.id,
-            request.id
-        );
-        let buttons = [
-            Button {
-                label: "Approve".into(),
-                data: format!("approve:{}", request.id),
-            },
-            Button {
-                label: "Deny".into(),
-                data: format!("deny:{}", request.id),
-            },
-        ];
-        self.send_text(&Target::direct(owner), &text, &buttons)
-            .await
-            .map(|_| ())
-    }
-
-    /// A press on an approval button: the owner's decides, anyone else's
-    /// is told no.
-    async fn button(self: Arc<Self>, press: ButtonPress) {
-        {
-            let mut seen = lock(&self.presses);
-            if seen.contains(&press.id) {
-                return;
-            }
-            seen.push_back(press.id.clone());
-            if seen.len() > 256 {
-                seen.pop_front();
-            }
-        }
-        let decision = press
-            .data
-            .split_once(':')
-            .and_then(|(verb, id)| match verb {
-                "approve" => Some((true, id)),
-                "deny" => Some((false, id)),
-                _ => None,
-            });
-        let Some((allow, id)) = decision else {
-            let _ = self.platform.answer_button(&press.id, "").await;
-            return;
-        };
-        if !self.is_owner(&press.sender_id) {
-            tracing::warn!(sender = %press.sender_id, "an approval button pressed by someone other than the owner: refused");
-            let _ = self
-                .platform
-                .answer_button(&press.id, "Only the owner can answer this.")
-                .await;
-            return;
-        }
-        let note = match self.host.decide_approval(id, allow).await {
-            Ok(note) | Err(HostError::Refused(note)) => note,
-            Err(HostError::ShuttingDown) => "pincerd is shutting down".to_string(),
-        };
-        let _ = self.platform.answer_button(&press.id, &note).await;
-        let _ = self
-            .platform
-            .edit(
-                &Target::direct(press.chat_id.clone()),
-                &press.message_id,
-                &note,
-                Formatting::Plain,
-            )
-            .await;
-    }
-
-    /// Sends `text` to a chat outside any answer (the `message` tool),
-    /// with the same rendering and retries.
-    pub async fn send_to(&self, target: &Target, text: &str) -> Result<Vec<String>, SendError> {
-        let mut ids = Vec::new();
-        for chunk in chunks_for(text, &self.platform.capabilities()) {
-            ids.push(self.send_text(target, &chunk, &[]).await?);
-            self.health.message_out();
-        }
-        Ok(ids)
-    }
-
-    /// Sends a file to a chat (the `message` tool).
-    pub async fn send_file_to(
-        &self,
-        target: &Target,
-        path: &Path,
-        caption: &str,
-    ) -> Result<String, SendError> {
-        let id = self.platform.send_file(target, path, caption).await?;
-        self.health.message_out();
-        Ok(id)
     }
 
     /// Stops the bridge: waits, at most `grace`, for answers being sent.

@@ -67,6 +67,37 @@ pub fn chunks_for(text: &str, caps: &Capabilities) -> Vec<String> {
     out
 }
 
+/// [`chunks_for`] with at most `max` messages (at least 1): when the text
+/// takes more, the first chunks — at most `max - 1`, fewer only where a
+/// piece must be cut again for UTF-16 — and the rest of the text verbatim
+/// from where they end (a code block cut there reopened with its opening
+/// line), to be sent another way.
+pub fn chunks_within(text: &str, caps: &Capabilities, max: usize) -> (Vec<String>, Option<String>) {
+    let max = max.max(1);
+    let all = chunks_for(text, caps);
+    if all.len() <= max {
+        return (all, None);
+    }
+    let (doc, pieces) = plan(text, caps.max_chars, caps.max_lines);
+    let mut out = Vec::new();
+    for piece in &pieces {
+        let mut these = Vec::new();
+        fit_units(doc.render(piece), caps, &mut these);
+        if out.len() + these.len() >= max {
+            let mut rest = String::new();
+            if let Some(f) = piece.reopen.and_then(|b| doc.fences.get(b)) {
+                rest.push_str(&doc.text[f.line.clone()]);
+                rest.push('\n');
+            }
+            rest.push_str(&doc.text[piece.body.start..]);
+            return (out, Some(rest));
+        }
+        out.extend(these);
+    }
+    // Not reached: the same pieces made more than `max` chunks above.
+    (out, None)
+}
+
 fn fit_units(chunk: String, caps: &Capabilities, out: &mut Vec<String>) {
     let units = chunk.encode_utf16().count();
     let chars = chunk.chars().count();
@@ -777,6 +808,50 @@ mod tests {
             formatting: crate::Formatting::Markdown,
         };
         assert_eq!(chunks_for(&"a\n".repeat(18), &discord).len(), 2);
+    }
+
+    #[test]
+    fn within_a_bound_the_rest_starts_where_the_kept_chunks_end() {
+        let caps = Capabilities {
+            max_chars: 40,
+            max_lines: None,
+            edits: false,
+            typing: false,
+            threads: false,
+            formatting: crate::Formatting::Plain,
+        };
+        let paragraphs: Vec<String> = (0..6)
+            .map(|i| format!("paragraph {i} {}", "x".repeat(20)))
+            .collect();
+        let text = paragraphs.join("\n\n");
+        assert_eq!(chunks_for(&text, &caps).len(), 6);
+        let (kept, rest) = chunks_within(&text, &caps, 6);
+        assert_eq!((kept.len(), rest), (6, None), "within the bound: all");
+        let (kept, rest) = chunks_within(&text, &caps, 3);
+        assert_eq!(kept, paragraphs[..2]);
+        assert_eq!(rest.as_deref(), Some(paragraphs[2..].join("\n\n").as_str()));
+        let (kept, rest) = chunks_within(&text, &caps, 0);
+        assert!(
+            kept.is_empty(),
+            "a bound of 0 counts as 1: all of it the rest"
+        );
+        assert_eq!(rest.as_deref(), Some(text.as_str()));
+
+        // A code block cut at the bound is reopened at the rest's start.
+        let code: Vec<String> = (0..8).map(|i| format!("let x{i} = {i};")).collect();
+        let text = format!("```rust\n{}\n```\nafter", code.join("\n"));
+        let (kept, rest) = chunks_within(&text, &caps, 2);
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].ends_with("\n```"), "{kept:?}");
+        let rest = rest.unwrap();
+        assert!(rest.starts_with("```rust\n"), "{rest}");
+        assert!(rest.ends_with("\n```\nafter"), "{rest}");
+        let shown = kept[0].trim_end_matches("\n```").len() - "```rust\n".len();
+        assert_eq!(
+            text["```rust\n".len() + shown..].trim_start(),
+            &rest["```rust\n".len()..],
+            "nothing lost between the kept chunk and the rest"
+        );
     }
 
     #[test]

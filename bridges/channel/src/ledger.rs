@@ -21,9 +21,11 @@
 //!    next `getUpdates` carries the higher `offset`; for Discord, before the
 //!    channel's last-seen message id moves past it.
 //! 2. **Plan the answer.** When the turn has produced its reply and it has
-//!    been cut into chunks, [`Ledger::planned`] stores the chunk texts under
-//!    the inbound message's key. From then on the answer is fixed: a
-//!    restart sends these texts, it does not run the turn again.
+//!    been cut into chunks, [`Ledger::planned`] stores the chunks under the
+//!    inbound message's key: each a message's text, or a file (its name and
+//!    content: the rest of an answer longer than the chat's bound on
+//!    messages, [`Chunk::File`]). From then on the answer is fixed: a
+//!    restart sends these chunks, it does not run the turn again.
 //! 3. **Confirm each chunk** when the platform confirms it
 //!    ([`Ledger::confirmed`], with the platform's message id). Chunks go out
 //!    in index order; [`Ledger::pending_chunks`] lists the ones still owed.
@@ -58,7 +60,8 @@
 //!   `pending_chunks` gives exactly the unconfirmed chunks, in order, and
 //!   only those are sent.
 //! - *Between the platform accepting a chunk and `confirmed` committing*:
-//!   that one chunk is sent again. This window is the only one the ledger
+//!   that one chunk is sent again (a file chunk too: the file is written
+//!   anew from the ledger's copy and uploaded again). This window is the only one the ledger
 //!   cannot close alone — Telegram's `sendMessage` has no idempotency key;
 //!   Discord's `nonce` with `enforce_nonce` can close it, keyed by
 //!   (reply key, chunk index).
@@ -199,6 +202,28 @@ pub struct Unanswered {
     pub planned: bool,
 }
 
+/// One part of a planned answer, sent in index order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chunk {
+    /// One message: Markdown, rendered for the platform when sent.
+    Text(String),
+    /// One file, sent as a document: its name and its whole content (the
+    /// ledger keeps the content, so a restart can send it again).
+    File { name: String, content: String },
+}
+
+impl From<&str> for Chunk {
+    fn from(text: &str) -> Self {
+        Self::Text(text.to_string())
+    }
+}
+
+impl From<String> for Chunk {
+    fn from(text: String) -> Self {
+        Self::Text(text)
+    }
+}
+
 /// Schema steps; step N brings `user_version` from N-1 to N.
 const MIGRATIONS: &[&str] = &[
     // Cursors: where to resume reading a platform, per (channel, account,
@@ -234,6 +259,9 @@ const MIGRATIONS: &[&str] = &[
         confirmed_at INTEGER,
         PRIMARY KEY (inbound, idx)
     ) WITHOUT ROWID;",
+    // A chunk may be a file: its name here, its content in `text`; NULL
+    // for a message (every chunk planned before this step).
+    "ALTER TABLE chunks ADD COLUMN file_name TEXT;",
 ];
 
 /// The ledger over one SQLite file.
@@ -409,7 +437,7 @@ impl Ledger {
             .ok_or_else(|| key.not_claimed())
     }
 
-    /// Stores the chunk texts of the answer to `key`, in sending order.
+    /// Stores the chunks of the answer to `key`, in sending order.
     ///
     /// Returns `true` if this call planned it; `false` if an answer was
     /// planned already, which then stands unchanged (some of it may have
@@ -417,7 +445,7 @@ impl Ledger {
     pub fn planned(
         &mut self,
         key: Key<'_>,
-        chunks: &[String],
+        chunks: &[Chunk],
         now: i64,
     ) -> Result<bool, LedgerError> {
         let tx = self.conn.transaction()?;
@@ -431,11 +459,16 @@ impl Ledger {
             return Ok(false);
         }
         {
-            let mut insert =
-                tx.prepare("INSERT INTO chunks (inbound, idx, text) VALUES (?1, ?2, ?3)")?;
-            for (i, text) in chunks.iter().enumerate() {
+            let mut insert = tx.prepare(
+                "INSERT INTO chunks (inbound, idx, text, file_name) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for (i, chunk) in chunks.iter().enumerate() {
                 let index = u32::try_from(i).map_err(|_| LedgerError::TooManyChunks)?;
-                insert.execute(params![seq, index, text])?;
+                let (text, file_name) = match chunk {
+                    Chunk::Text(text) => (text, None),
+                    Chunk::File { name, content } => (content, Some(name)),
+                };
+                insert.execute(params![seq, index, text, file_name])?;
             }
         }
         if chunks.is_empty() {
@@ -513,13 +546,24 @@ impl Ledger {
     }
 
     /// The chunks of the answer to `key` not yet confirmed, in order, as
-    /// `(index, text)`. Empty when nothing was planned or all went out.
-    pub fn pending_chunks(&self, key: Key<'_>) -> Result<Vec<(u32, String)>, LedgerError> {
+    /// `(index, chunk)`. Empty when nothing was planned or all went out.
+    pub fn pending_chunks(&self, key: Key<'_>) -> Result<Vec<(u32, Chunk)>, LedgerError> {
         let seq = seq_of(&self.conn, key)?.ok_or_else(|| key.not_claimed())?;
         let mut stmt = self.conn.prepare(
-            "SELECT idx, text FROM chunks WHERE inbound = ?1 AND platform_id IS NULL ORDER BY idx",
+            "SELECT idx, text, file_name FROM chunks
+             WHERE inbound = ?1 AND platform_id IS NULL ORDER BY idx",
         )?;
-        let rows = stmt.query_map([seq], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = stmt.query_map([seq], |r| {
+            let text: String = r.get(1)?;
+            let chunk = match r.get::<_, Option<String>>(2)? {
+                Some(name) => Chunk::File {
+                    name,
+                    content: text,
+                },
+                None => Chunk::Text(text),
+            };
+            Ok((r.get(0)?, chunk))
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -9,6 +9,8 @@
 //! reaches it (and it the daemon) through narrow seams.
 
 pub mod access;
+pub mod answer;
+pub mod approval;
 pub mod bridge;
 pub mod chunk;
 pub mod context;
@@ -19,6 +21,7 @@ pub mod ledger;
 pub mod message;
 pub mod pairings;
 pub mod platform;
+pub mod untrusted;
 
 pub use access::{
     AccessPolicy, Approved, Decision, Denied, DmPolicy, GroupRule, Pairing, PairingError,
@@ -34,14 +37,15 @@ pub fn unix_now() -> u64 {
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
-pub use chunk::{chunks, chunks_for};
+pub use chunk::{chunks, chunks_for, chunks_within};
 pub use context::{ContextBuffer, ContextKey, ContextLine};
 pub use format::render;
 pub use health::{Health, HealthSnapshot};
 pub use host::{ApprovalRequest, Command, Host, HostError, TurnEvent};
-pub use ledger::{Claim, Key, Ledger, LedgerError, Unanswered};
+pub use ledger::{Chunk, Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
 pub use pairings::{Pairings, PairingsError};
 /// The opened folder [`Host::inbox`] answers (the workspace opener's).
 pub use pincer_fs::{Dir, FsError};
 pub use platform::{BoxFuture, Button, ButtonPress, Event, Incoming, Platform, SendError, Target};
+pub use untrusted::{display_name, neutralise};

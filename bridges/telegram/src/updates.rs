@@ -185,6 +185,14 @@ fn message(msg: Message, me: &Me, account: &str) -> Option<Inbound> {
     if text.is_empty() && attachments.is_empty() {
         return None;
     }
+    // A private chat's only sender is its person (`from`): a chat that
+    // sent it (`sender_chat`) is not them, and such a message would
+    // otherwise carry the private chat's id — the person's, possibly the
+    // owner's — as its sender.
+    if msg.chat.kind == "private" && msg.from.is_none() {
+        tracing::debug!("a private message without a sender: skipped");
+        return None;
+    }
     let sender = sender_of(&msg)?;
     let kind = match msg.chat.kind.as_str() {
         "private" => ChatKind::Direct,

@@ -1,8 +1,9 @@
 //! The daemon behind the channel layer's [`Host`] seam: a chat message is
 //! routed (`crate::routing`: agent, session key, the origin with the
 //! chat's policy layers) and handed to the hub like a CLI message; chat
-//! commands call the same hub verbs as the Sessions service; approvals
-//! the same store as `pincer approvals`. Nothing here decides policy.
+//! commands go to `super::commands`, which decides who may do what over
+//! the same hub verbs as the Sessions service; approvals the same store
+//! as `pincer approvals`. Nothing here decides policy.
 //!
 //! Attachments: [`Host::inbox`] answers the chat's own folder of the
 //! answering agent's workspace (`session::Principal::folder`: the owner's
@@ -15,8 +16,9 @@
 use pincer_channel::{BoxFuture, ChatKind, Command, Dir, Host, HostError, Inbound, TurnEvent};
 use tokio::sync::mpsc;
 
+use super::commands::refused;
 use crate::agent::Event;
-use crate::agent::hub::{Hub, HubError};
+use crate::agent::hub::Hub;
 use crate::routing::{self, Chat, Route, Sender};
 
 /// The hub as the bridges see it.
@@ -54,13 +56,6 @@ pub fn to_routing(msg: &Inbound) -> routing::Inbound {
             id: msg.sender.id.clone(),
             name: msg.sender.name.clone(),
         },
-    }
-}
-
-fn refused(e: HubError) -> HostError {
-    match e {
-        HubError::ShuttingDown => HostError::ShuttingDown,
-        other => HostError::Refused(other.to_string()),
     }
 }
 
@@ -130,62 +125,8 @@ impl Host for DaemonHost {
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             let route = self.route(msg)?;
-            let key = route.key.to_string();
-            let row = self
-                .hub
-                .runtime()
-                .registry()
-                .find(&key)
-                .await
-                .map_err(|e| HostError::Refused(e.to_string()))?;
-            match command {
-                Command::New | Command::Reset => {
-                    let Some(row) = row else {
-                        return Ok("This is a new conversation already.".into());
-                    };
-                    match self.hub.reset(&row).await {
-                        Ok(_) => Ok("Started a new conversation. The old one is kept in the owner's history.".into()),
-                        Err(HubError::Busy(_)) => Ok(
-                            "An answer is being written; send /stop first, then /reset."
-                                .into(),
-                        ),
-                        Err(e) => Err(refused(e)),
-                    }
-                }
-                Command::Stop => Ok(if self.hub.abort(&key) {
-                    "Stopped.".into()
-                } else {
-                    "Nothing is running.".into()
-                }),
-                Command::Status => {
-                    let config = self.hub.runtime().config();
-                    let model = config
-                        .agent(&route.agent)
-                        .and_then(|a| a.models.first())
-                        .map(|m| m.label())
-                        .unwrap_or_default();
-                    let mut text = format!("Agent {} (model {model}).", route.agent);
-                    match row {
-                        Some(row) => text.push_str(&format!(
-                            "\nSession {} since {}: {} tokens in, {} out{}.",
-                            row.id,
-                            row.created_at,
-                            row.input_tokens,
-                            row.output_tokens,
-                            if self.hub.is_running(&key) {
-                                "; an answer is being written"
-                            } else {
-                                ""
-                            }
-                        )),
-                        None => text.push_str("\nNo conversation yet."),
-                    }
-                    Ok(text)
-                }
-                Command::Help | Command::Approve(_) | Command::Deny(_) => {
-                    Err(HostError::Refused("not a daemon command".into()))
-                }
-            }
+            let config = self.hub.runtime().config();
+            super::commands::answer(&self.hub, &config, msg, &route, command).await
         })
     }
 

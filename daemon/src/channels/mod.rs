@@ -8,11 +8,13 @@
 //!   ledger (`state/channels.db`) and pairing state (`state/pairing.json`),
 //!   status, pairing verbs, approvals forwarded to the owners' DMs;
 //! - [`host`], the [`pincer_channel::Host`] seam over the hub;
+//! - [`commands`], the chat commands: who may reset, stop, see the status;
 //! - [`outbox`], the bridges as the `message` tool sends through them;
 //! - [`part`], the lifecycle part: start, reload, stop;
 //! - [`settings`], the channel config as the bridge's settings;
 //! - `telegram`, the Telegram attachment (cargo feature `telegram`).
 
+pub mod commands;
 pub mod host;
 pub mod outbox;
 pub mod part;

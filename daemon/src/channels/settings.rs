@@ -43,5 +43,6 @@ pub fn bridge_settings(config: &ChannelSettings) -> BridgeSettings {
         context_messages: config.context_messages,
         max_attachment_bytes: config.max_attachment_bytes,
         preview: config.preview,
+        max_messages_per_answer: config.max_messages_per_answer,
     }
 }

@@ -15,6 +15,7 @@
 //! context_messages = 50              # un-mentioned group messages kept (0..=500)
 //! max_attachment_mb = 20             # larger attachments are not saved
 //! preview = false                    # live preview by editing one message
+//! max_messages_per_answer = 10       # 1..=100; a longer answer: the first 9, the rest as answer.md
 //! mode = "polling"                   # Telegram: polling | webhook
 //! poll_timeout_secs = 30             # Telegram: 1..=50
 //! [channels.telegram.webhook]        # Telegram, read in webhook mode
@@ -25,6 +26,7 @@
 //! agent = "friends"
 //! require_mention = false
 //! allow_from = ["42"]                # who may summon the agent; others are context
+//! admins = ["42"]                    # who besides the owner may /new and /reset here
 //! tools = { deny = ["web_fetch"] }   # the group's policy layer (no `ask`)
 //! prompt = "Answer in French."       # added to this chat's system prompt
 //! [channels.telegram.groups."-1001234567890".senders."42"]
@@ -65,6 +67,14 @@ pub const MAX_CONTEXT_MESSAGES: usize = 500;
 /// downloads up to 2000 MB).
 pub const MAX_ATTACHMENT_MB: u64 = 2000;
 
+/// `max_messages_per_answer` when the file does not say.
+pub const DEFAULT_MESSAGES_PER_ANSWER: usize = 10;
+
+/// The largest `max_messages_per_answer`: a hundred messages already
+/// spend a group's rate limit (about 20 a minute on Telegram) for five
+/// minutes.
+pub const MAX_MESSAGES_PER_ANSWER: usize = 100;
+
 /// One `[channels.<name>]` table, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelSettings {
@@ -102,6 +112,11 @@ pub struct ChannelSettings {
     /// `preview` (default false): show the answer while it is written by
     /// editing one message (at most once per second).
     pub preview: bool,
+    /// `max_messages_per_answer` (default 10, 1..=100): the messages one
+    /// answer takes at most. A longer answer is sent as its first N − 1
+    /// messages and the rest as one Markdown file (`answer.md`), so it
+    /// takes N messages with the file.
+    pub max_messages_per_answer: usize,
     /// `[channels.<name>.groups."<chat id>"]`: the allowlisted groups (or
     /// guild channels); a group not listed is ignored.
     pub groups: BTreeMap<String, GroupSettings>,
@@ -130,9 +145,20 @@ impl ChannelSettings {
         self.token_source.env_var().into_iter().chain(webhook)
     }
 
-    /// Whether `user` is this channel's owner.
+    /// Whether `user` is this channel's owner. An empty id (a message
+    /// without a sender) is nobody, never the owner.
     pub fn is_owner(&self, user: &str) -> bool {
-        self.owner.as_deref() == Some(user)
+        !user.trim().is_empty() && self.owner.as_deref() == Some(user)
+    }
+
+    /// Whether `user` may start a new conversation (`/new`, `/reset`) in
+    /// group `chat`: the owner, or one of the group entry's `admins`.
+    pub fn may_reset_group(&self, chat: &str, user: &str) -> bool {
+        self.is_owner(user)
+            || (!user.trim().is_empty()
+                && self
+                    .group(chat)
+                    .is_some_and(|g| g.admins.iter().any(|a| a == user)))
     }
 
     /// The entry of a group chat, if it is allowlisted.
@@ -177,6 +203,9 @@ pub struct GroupSettings {
     /// `allow_from`: when set, only these senders can summon the agent
     /// here; the others' messages are kept as context only.
     pub allow_from: Option<Vec<String>>,
+    /// `admins`: who besides the channel's owner may start a new
+    /// conversation here (`/new`, `/reset`); nobody by default.
+    pub admins: Vec<String>,
     /// `tools = { profile, allow, deny }`: the group's policy layer.
     pub tools: ToolLayer,
     /// `prompt`: added to the system prompt of this chat's sessions.
@@ -354,6 +383,18 @@ impl Parser<'_> {
             Some(n) => *n.get_ref(),
             None => self.defaults.max_attachment_mb,
         };
+        let max_messages_per_answer = match &s.max_messages_per_answer {
+            Some(n) if !(1..=MAX_MESSAGES_PER_ANSWER).contains(n.get_ref()) => {
+                return Err(self.err(
+                    n.span(),
+                    format!(
+                        "max_messages_per_answer must be between 1 and {MAX_MESSAGES_PER_ANSWER}: an answer longer than that many messages is sent as its first ones and the rest as a file"
+                    ),
+                ));
+            }
+            Some(n) => *n.get_ref(),
+            None => DEFAULT_MESSAGES_PER_ANSWER,
+        };
         let require_mention = s.require_mention.unwrap_or(true);
         let mut groups = BTreeMap::new();
         for (id, group) in &s.groups {
@@ -387,6 +428,7 @@ impl Parser<'_> {
             context_messages,
             max_attachment_bytes: max_attachment_mb * 1024 * 1024,
             preview: s.preview.unwrap_or(false),
+            max_messages_per_answer,
             groups,
             peers,
             telegram,
@@ -439,6 +481,7 @@ impl Parser<'_> {
             Some(list) => Some(self.user_ids(list)?),
             None => None,
         };
+        let admins = self.user_ids(&g.admins)?;
         let mut senders = BTreeMap::new();
         for (id, sender) in &g.senders {
             senders.insert(
@@ -450,6 +493,7 @@ impl Parser<'_> {
             agent,
             require_mention: g.require_mention.unwrap_or(channel_mention),
             allow_from,
+            admins,
             tools: layer(self.loc, &g.tools)?,
             prompt: g
                 .prompt
@@ -690,6 +734,7 @@ mod tests {
         assert_eq!(t.context_messages, 50);
         assert_eq!(t.max_attachment_bytes, 20 * 1024 * 1024);
         assert!(!t.preview);
+        assert_eq!(t.max_messages_per_answer, 10);
         assert!(t.groups.is_empty());
         assert_eq!(
             t.telegram,
@@ -723,6 +768,7 @@ mod tests {
              context_messages = 0\n\
              max_attachment_mb = 50\n\
              preview = true\n\
+             max_messages_per_answer = 3\n\
              mode = \"webhook\"\n\
              poll_timeout_secs = 10\n\
              [channels.telegram.webhook]\n\
@@ -731,6 +777,7 @@ mod tests {
              [channels.telegram.groups.\"-1001234567890\"]\n\
              agent = \"friends\"\n\
              allow_from = [\"42\"]\n\
+             admins = [\"43\"]\n\
              tools = {{ profile = \"messaging\", deny = [\"web_fetch\"] }}\n\
              prompt = \"  Answer in French.  \"\n\
              [channels.telegram.groups.\"-1001234567890\".senders.\"42\"]\n\
@@ -751,6 +798,7 @@ mod tests {
         assert_eq!(t.context_messages, 0);
         assert_eq!(t.max_attachment_bytes, 50 * 1024 * 1024);
         assert!(t.preview);
+        assert_eq!(t.max_messages_per_answer, 3);
         let Some(TelegramSettings {
             mode: TelegramMode::Webhook(w),
         }) = &t.telegram
@@ -779,6 +827,23 @@ mod tests {
         assert_eq!(other.agent, None);
         assert_eq!(other.allow_from, None);
         assert!(t.group("-6").is_none());
+        assert_eq!(g.admins, ["43"]);
+        assert!(other.admins.is_empty());
+        // Who may start a new conversation in a group: the owner, admins.
+        assert!(t.may_reset_group("-1001234567890", "123456789"));
+        assert!(t.may_reset_group("-1001234567890", "43"));
+        assert!(!t.may_reset_group("-1001234567890", "42"));
+        assert!(!t.may_reset_group("-5", "43"), "an admin of another group");
+        assert!(!t.may_reset_group("-1001234567890", ""));
+    }
+
+    #[test]
+    fn an_empty_id_is_never_the_owner() {
+        let mut t = parse("[channels.telegram]\n").channels["telegram"].clone();
+        assert!(!t.is_owner(""), "no owner configured");
+        t.owner = Some(String::new());
+        assert!(!t.is_owner(""), "not even an owner of \"\"");
+        assert!(!t.is_owner(" "));
     }
 
     #[test]
@@ -889,6 +954,18 @@ mod tests {
                 "-1",
             ),
             (
+                "[channels.telegram]\nmax_messages_per_answer = 0\n",
+                2,
+                "channels.telegram.max_messages_per_answer",
+                "must be between 1 and 100",
+            ),
+            (
+                "[channels.discord]\nmax_messages_per_answer = 101\n",
+                2,
+                "channels.discord.max_messages_per_answer",
+                "the rest as a file",
+            ),
+            (
                 "[channels.telegram]\nmax_attachment_mb = 5000\n",
                 2,
                 "channels.telegram.max_attachment_mb",
@@ -993,6 +1070,12 @@ mod tests {
                 5,
                 "channels.telegram.groups.-100.allow_from",
                 "write ids as strings",
+            ),
+            (
+                format!("{AGENTS}{g}admins = [\"\", \"42\"]\n"),
+                5,
+                "channels.telegram.groups.-100.admins",
+                "an empty id matches nobody",
             ),
             (
                 format!("{AGENTS}{g}agnet = \"main\"\n"),

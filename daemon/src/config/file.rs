@@ -64,6 +64,7 @@ pub struct ChannelSection {
     pub context_messages: Option<Spanned<usize>>,
     pub max_attachment_mb: Option<Spanned<u64>>,
     pub preview: Option<bool>,
+    pub max_messages_per_answer: Option<Spanned<usize>>,
     /// Allowlisted groups by chat id.
     #[serde(default)]
     pub groups: BTreeMap<String, Spanned<ChannelGroupSection>>,
@@ -95,6 +96,9 @@ pub struct ChannelGroupSection {
     pub agent: Option<Spanned<String>>,
     pub require_mention: Option<bool>,
     pub allow_from: Option<Vec<Spanned<toml::Value>>>,
+    /// Who besides the owner may start a new conversation here.
+    #[serde(default)]
+    pub admins: Vec<Spanned<toml::Value>>,
     #[serde(default)]
     pub tools: LayerSection,
     /// Added to the system prompt of this chat's sessions.

@@ -33,8 +33,8 @@ fn key(message_id: &str) -> Key<'_> {
     Key::new("telegram", "main", message_id)
 }
 
-fn chunks(texts: &[&str]) -> Vec<String> {
-    texts.iter().map(|t| t.to_string()).collect()
+fn chunks(texts: &[&str]) -> Vec<Chunk> {
+    texts.iter().map(|t| Chunk::from(*t)).collect()
 }
 
 fn fresh() -> (tempfile::TempDir, PathBuf) {
@@ -110,7 +110,7 @@ fn restart_mid_answer_sends_only_the_missing_chunks() {
     let mut ledger = Ledger::open(&path).unwrap();
     assert_eq!(
         ledger.pending_chunks(key("1")).unwrap(),
-        vec![(2, "c".to_string())]
+        vec![(2, "c".into())]
     );
     let owed = ledger.unanswered("telegram", "main").unwrap();
     assert_eq!(owed.len(), 1);
@@ -119,7 +119,7 @@ fn restart_mid_answer_sends_only_the_missing_chunks() {
     assert!(!ledger.planned(key("1"), &chunks(&["x"]), 14).unwrap());
     assert_eq!(
         ledger.pending_chunks(key("1")).unwrap(),
-        vec![(2, "c".to_string())]
+        vec![(2, "c".into())]
     );
 
     assert!(ledger.confirmed(key("1"), 2, "m102", 15).unwrap());
@@ -146,7 +146,7 @@ fn confirming_a_chunk_twice_is_harmless() {
     assert!(!ledger.confirmed(key("1"), 0, "m1-again", 13).unwrap());
     assert_eq!(
         ledger.pending_chunks(key("1")).unwrap(),
-        vec![(1, "b".to_string())]
+        vec![(1, "b".into())]
     );
     assert!(!ledger.is_answered(key("1")).unwrap());
     assert!(ledger.confirmed(key("1"), 1, "m2", 14).unwrap());
@@ -291,6 +291,64 @@ fn prune_removes_old_settled_rows_only() {
 }
 
 #[test]
+fn a_planned_file_is_owed_as_a_file_across_reopen() {
+    let (_dir, path) = fresh();
+    let mut ledger = Ledger::open(&path).unwrap();
+    ledger.claim(&inbound("1"), 10).unwrap();
+    let file = Chunk::File {
+        name: "answer.md".into(),
+        content: "the rest\n".repeat(1000),
+    };
+    let plan = vec![Chunk::from("a"), Chunk::from("b"), file.clone()];
+    assert!(ledger.planned(key("1"), &plan, 11).unwrap());
+    assert!(!ledger.confirmed(key("1"), 0, "m1", 12).unwrap());
+    assert!(!ledger.confirmed(key("1"), 1, "m2", 12).unwrap());
+    drop(ledger);
+
+    let mut ledger = Ledger::open(&path).unwrap();
+    assert_eq!(ledger.pending_chunks(key("1")).unwrap(), vec![(2, file)]);
+    assert!(ledger.unanswered("telegram", "main").unwrap()[0].planned);
+    assert!(ledger.confirmed(key("1"), 2, "d3", 13).unwrap());
+    assert!(
+        ledger.is_answered(key("1")).unwrap(),
+        "the file was the last"
+    );
+    assert!(ledger.pending_chunks(key("1")).unwrap().is_empty());
+}
+
+#[test]
+fn a_ledger_of_the_first_schema_is_migrated_with_its_owed_chunks() {
+    let (_dir, path) = fresh();
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        let payload = serde_json::to_string(&inbound("1")).unwrap();
+        conn.execute(
+            "INSERT INTO inbound (channel, account, message_id, payload, received_at)
+             VALUES ('telegram', 'main', '1', ?1, 10)",
+            [payload],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO chunks (inbound, idx, text) VALUES (1, 0, 'owed text')",
+            [],
+        )
+        .unwrap();
+    }
+    let ledger = Ledger::open(&path).unwrap();
+    assert_eq!(
+        ledger.pending_chunks(key("1")).unwrap(),
+        vec![(0, Chunk::from("owed text"))]
+    );
+    let version: i64 = ledger
+        .conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, MIGRATIONS.len() as i64);
+}
+
+#[test]
 fn open_creates_the_schema_once_and_refuses_a_newer_one() {
     let (_dir, path) = fresh();
     let ledger = Ledger::open(&path).unwrap();
@@ -388,7 +446,7 @@ fn a_crash_inside_a_confirmation_resends_only_that_chunk() {
     let ledger = Ledger::open(&path).unwrap();
     assert_eq!(
         ledger.pending_chunks(key("1")).unwrap(),
-        vec![(1, "b".to_string())]
+        vec![(1, "b".into())]
     );
     assert!(!ledger.is_answered(key("1")).unwrap());
     let owed = ledger.unanswered("telegram", "main").unwrap();

@@ -159,6 +159,28 @@ fn edits_stickers_and_unknown_updates_only_move_the_cursor() {
 }
 
 #[test]
+fn a_private_message_without_a_sender_is_nobodys() {
+    // `sender_chat` naming the private chat itself: its id is the
+    // person's (here, it could be the owner's), but they did not send it.
+    let mut update = fixture("private_text");
+    let message = update["message"].as_object_mut().unwrap();
+    let chat = message["chat"].clone();
+    message.remove("from");
+    message.insert("sender_chat".into(), chat);
+    assert_eq!(event(&update, &me(), "default"), Event::Other);
+    // In a group, a channel or an anonymous admin writing is a sender.
+    let mut update = fixture("group_mention");
+    let message = update["message"].as_object_mut().unwrap();
+    let chat = message["chat"].clone();
+    message.remove("from");
+    message.insert("sender_chat".into(), chat);
+    let Event::Message(m) = event(&update, &me(), "default") else {
+        panic!("a group message from its chat is read");
+    };
+    assert_eq!(m.sender.id, m.chat_id);
+}
+
+#[test]
 fn a_message_from_a_bot_says_so() {
     let m = inbound("from_bot");
     assert!(m.sender.is_bot);

@@ -12,6 +12,7 @@
 //! chat commands call.
 
 pub mod sessions;
+pub mod stop;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -110,6 +111,9 @@ struct Slot {
     /// Set while a driver task runs this session's turns: cancels the
     /// running turn.
     running: Option<CancellationToken>,
+    /// Whose messages the running turn answers (`ChatOrigin::sender`, one
+    /// each): `/stop` from anyone else leaves it running (`stop.rs`).
+    answering: Vec<String>,
     pending: Vec<Pending>,
     /// Loaded transcript kept between turns (taken by the driver).
     log: Option<SessionLog>,
@@ -330,6 +334,7 @@ impl Hub {
         let cancel = self.shutdown.child_token();
         let subscribers = Arc::new(Mutex::new(vec![subscriber]));
         slot.running = Some(cancel.clone());
+        slot.answering = stop::senders(&origin);
         let log = slot.log.take();
         drop(slots);
         let text = if origin.is_owner() {
@@ -562,6 +567,7 @@ impl Hub {
         if slot.pending.is_empty() || self.is_stopping() {
             refuse_pending(slot);
             slot.running = None;
+            slot.answering.clear();
             slot.log = log.take();
             slot.idle_since = Some(Instant::now());
             close_oldest_idle(&mut slots, IDLE_SESSIONS_KEPT);
@@ -570,6 +576,7 @@ impl Hub {
         let (text, images, origin, subscribers) = next_turn(slot);
         let cancel = self.shutdown.child_token();
         slot.running = Some(cancel.clone());
+        slot.answering = stop::senders(&origin);
         Some((text, images, origin, subscribers, cancel))
     }
 
