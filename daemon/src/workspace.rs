@@ -7,7 +7,7 @@
 //!
 //! | path in the workspace | what pincerd does there | where |
 //! |---|---|---|
-//! | the workspace itself | created if missing (its configured path's own links resolved) | [`create`]: `daemon.rs` at start, `agent/call_env.rs` before a turn's tools |
+//! | the workspace itself | created if missing (its configured path's own links resolved once, at start; a link put on its resolved path later is refused) | [`create`]: `daemon.rs` at start, `agent/call_env.rs` before a turn's tools |
 //! | `inbox/` | made; the owner's attachments | [`chat_inbox`]: `channels/host.rs` |
 //! | `inbox/<channel>-dm-<id>/`, `inbox/<channel>-group-<id>/` | made; a chat's attachments (`session::Principal::folder`) | [`chat_inbox`]: `channels/host.rs` |
 //! | `inbox/…/<message>-<n>-<name>` | an attachment, created exclusively through the opened folder, removed through it when the download fails | `pincer-channel`'s `bridge.rs` (the folder comes from [`chat_inbox`]) |

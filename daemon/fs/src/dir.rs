@@ -4,6 +4,7 @@
 //! a file. Every path a verb takes is relative to the folder it is called
 //! on and is opened without following a link (`resolve.rs`).
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Write;
@@ -48,40 +49,87 @@ pub struct Root {
     dir: Dir,
 }
 
+/// Each configured workspace path and where its links led the first time
+/// this process opened it (at start, where the daemon creates its
+/// workspaces). Later opens reach that resolved path from `/` without
+/// following any link: the user's own links were resolved then, so a link
+/// found on the way now was put in since — say a workspace configured
+/// inside another agent's, whose commands replaced a folder of its path
+/// with a link — and is refused, never followed.
+static RESOLVED: std::sync::LazyLock<std::sync::Mutex<HashMap<PathBuf, PathBuf>>> =
+    std::sync::LazyLock::new(Default::default);
+
 impl Root {
-    /// Opens the workspace at `configured`.
+    /// Opens the workspace at `configured`, its links resolved the first
+    /// time this process opens it.
     pub fn open(configured: &Path) -> Result<Self, FsError> {
-        let failed = |source: std::io::Error| FsError::Workspace {
-            path: configured.to_path_buf(),
-            source,
-        };
-        let resolved = configured.canonicalize().map_err(failed)?;
-        // O_NOFOLLOW: the path was just resolved; a link there now was put
-        // in since.
-        let fd = rustix::fs::open(
-            &resolved,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| failed(e.into()))?;
-        Ok(Self {
-            dir: Dir {
-                fd,
-                root: Arc::from(resolved),
-                relative: PathBuf::new(),
-                resolver: Resolver::detect(),
-            },
-        })
+        Self::reach(configured, false)
     }
 
     /// Creates the workspace at `configured` if it is missing (folders on
     /// the way included: the configured path is the user's), then opens it.
+    /// Once resolved, a missing folder of the resolved path is made again
+    /// without following a link.
     pub fn create(configured: &Path) -> Result<Self, FsError> {
-        std::fs::create_dir_all(configured).map_err(|source| FsError::Workspace {
+        Self::reach(configured, true)
+    }
+
+    fn reach(configured: &Path, create: bool) -> Result<Self, FsError> {
+        let failed = |source: std::io::Error| FsError::Workspace {
             path: configured.to_path_buf(),
             source,
+        };
+        let known = RESOLVED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(configured)
+            .cloned();
+        let resolved = match known {
+            Some(resolved) => resolved,
+            None => {
+                if create {
+                    std::fs::create_dir_all(configured).map_err(failed)?;
+                }
+                let resolved = configured.canonicalize().map_err(failed)?;
+                RESOLVED
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(configured.to_path_buf())
+                    .or_insert(resolved)
+                    .clone()
+            }
+        };
+        let resolver = Resolver::detect();
+        let slash = rustix::fs::open(
+            "/",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| failed(e.into()))?;
+        let system = Dir {
+            fd: slash,
+            root: Arc::from(Path::new("/")),
+            relative: PathBuf::new(),
+            resolver,
+        };
+        let below = resolved.strip_prefix("/").unwrap_or(&resolved);
+        let dir = if create {
+            system.create_dir_all(below)
+        } else {
+            system.open_dir(below)
+        }
+        .map_err(|e| match e {
+            link @ FsError::Link { .. } => link,
+            other => failed(std::io::Error::other(other.to_string())),
         })?;
-        Self::open(configured)
+        Ok(Self {
+            dir: Dir {
+                fd: dir.fd,
+                root: Arc::from(resolved),
+                relative: PathBuf::new(),
+                resolver,
+            },
+        })
     }
 
     /// The same workspace, resolving paths by the walk with `O_NOFOLLOW`

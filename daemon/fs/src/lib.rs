@@ -8,10 +8,12 @@
 //! Writing by path would follow such a link out of the workspace: an
 //! `inbox` turned into a link to `~/.ssh` would have the next attachment
 //! written there, with a name a chat member chooses. So nothing here takes
-//! a path from the root of the file system: a workspace is opened once as
-//! a [`Root`] (its configured path's own links, which are the user's,
-//! resolved then), and every folder and file beneath it is opened relative
-//! to an opened folder ([`Dir`]):
+//! a path from the root of the file system: a workspace is opened as a
+//! [`Root`] (its configured path's own links, which are the user's,
+//! resolved the first time the process opens it — at the daemon's start —
+//! and its resolved path reached without a link ever after), and every
+//! folder and file beneath it is opened relative to an opened folder
+//! ([`Dir`]):
 //!
 //! - with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` on Linux 5.6 and
 //!   later: one call, and the kernel refuses any link and any way out;

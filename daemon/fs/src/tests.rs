@@ -368,3 +368,35 @@ fn the_configured_workspace_path_may_itself_be_a_link() {
     assert!(missing.is_dir());
     assert_eq!(made.relative(), Path::new(""));
 }
+
+#[test]
+fn a_workspace_is_resolved_once_and_a_link_put_on_its_path_later_is_refused() {
+    // A workspace configured inside another's: that agent's commands may
+    // replace a folder of its path with a link after the start.
+    let p = Place::new();
+    let nested = p.ws.join("friends/ws");
+    let first = Root::create(&nested).unwrap();
+    assert_eq!(first.path(), nested.canonicalize().unwrap());
+    drop(first);
+    std::fs::rename(p.ws.join("friends"), p.ws.join("friends-old")).unwrap();
+    symlink(&p.outside, p.ws.join("friends")).unwrap();
+    std::fs::create_dir_all(p.outside.join("ws")).unwrap();
+    for reached in [Root::open(&nested), Root::create(&nested)] {
+        match reached {
+            Err(e) => assert!(e.is_link(), "{e}"),
+            Ok(root) => panic!("followed the link to {}", root.path().display()),
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(p.outside.join("ws")).unwrap().count(),
+        0,
+        "nothing was made outside"
+    );
+
+    // Removed by its user, the workspace is made again where it was
+    // resolved, not where a link would lead now.
+    std::fs::remove_file(p.ws.join("friends")).unwrap();
+    let again = Root::create(&nested).unwrap();
+    assert_eq!(again.path(), p.ws.canonicalize().unwrap().join("friends/ws"));
+    assert!(p.ws.join("friends/ws").is_dir());
+}
