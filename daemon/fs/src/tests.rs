@@ -397,6 +397,9 @@ fn a_workspace_is_resolved_once_and_a_link_put_on_its_path_later_is_refused() {
     // resolved, not where a link would lead now.
     std::fs::remove_file(p.ws.join("friends")).unwrap();
     let again = Root::create(&nested).unwrap();
-    assert_eq!(again.path(), p.ws.canonicalize().unwrap().join("friends/ws"));
+    assert_eq!(
+        again.path(),
+        p.ws.canonicalize().unwrap().join("friends/ws")
+    );
     assert!(p.ws.join("friends/ws").is_dir());
 }

@@ -153,7 +153,7 @@ pub fn describe_boundary(
         &config.memory.paths,
         read_offered,
     );
-    let whose = crate::agent::hub::describe(&origin.principal);
+    let whose = origin.principal.describe();
     vec![
         format!("acts for: {whose}"),
         match (owner, agent.memory) {

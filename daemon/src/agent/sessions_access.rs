@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Event;
-use super::hub::{Hub, HubError, Reach, describe};
+use super::hub::{Hub, HubError, Reach};
 use crate::config::Visibility;
 use crate::session::SessionKey;
 use crate::session::registry::SessionRow;
@@ -304,7 +304,7 @@ impl SessionAccess for Hub {
                 return Err(Boundary(format!(
                     "{} is not a conversation of {}; nothing was sent to it",
                     row.key,
-                    describe(&origin.principal)
+                    origin.principal.describe()
                 )));
             }
             let key = SessionKey::parse(&row.key).map_err(failed)?;

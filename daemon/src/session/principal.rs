@@ -54,6 +54,16 @@ impl Principal {
         }
     }
 
+    /// The principal as a sentence names it: `the owner`, `telegram user
+    /// 42`, `telegram group -100123`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Owner => "the owner".into(),
+            Self::Person { channel, user } => format!("{channel} user {user}"),
+            Self::Group { channel, chat } => format!("{channel} group {chat}"),
+        }
+    }
+
     /// The folder of the agent's workspace this principal's chat
     /// attachments are saved in, relative to the workspace:
     /// `inbox/<channel>-dm-<user>` or `inbox/<channel>-group-<chat>`; the

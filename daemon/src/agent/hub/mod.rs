@@ -25,9 +25,9 @@ use super::session_log::SessionLog;
 use super::turn::Turn;
 use super::{Event, Runtime};
 use crate::config::ToolLayer;
+use crate::session::SessionKey;
 use crate::session::registry::{NewSession, SessionRow};
 use crate::session::transcript::Transcript;
-use crate::session::{Principal, SessionKey};
 use crate::tools::policy::ChatOrigin;
 
 pub type Subscriber = mpsc::UnboundedSender<Event>;
@@ -271,7 +271,7 @@ impl Hub {
                 if row.principal != origin.principal {
                     return Err(HubError::OtherPrincipal {
                         key: key_text,
-                        asking: describe(&origin.principal),
+                        asking: origin.principal.describe(),
                     });
                 }
                 return Ok(row);
@@ -687,15 +687,6 @@ fn join_messages(pending: &[Pending]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n\n")
-}
-
-/// A principal as a refusal names it.
-pub fn describe(principal: &Principal) -> String {
-    match principal {
-        Principal::Owner => "the owner".into(),
-        Principal::Person { channel, user } => format!("{channel} user {user}"),
-        Principal::Group { channel, chat } => format!("{channel} group {chat}"),
-    }
 }
 
 /// Drops the slots (and so closes the transcripts) of the least recently
