@@ -74,16 +74,9 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
     let input = PolicyInput::for_origin(agent, origin, sub_layer.as_ref());
     let resolution = policy::resolve(registry, &config.policy, &input);
     let offered = resolution.offered();
-    let read_offered = offered.iter().any(|t| t.name == "read");
     // The data boundary: what this origin reaches of the workspace and the
     // memory (SPEC §8.3).
-    let files = FileAccess::new(
-        &agent.workspace,
-        &origin.principal,
-        agent.memory,
-        &config.memory.paths,
-        read_offered,
-    );
+    let files = file_access(config, agent, origin, &resolution);
     let memory = match (origin.is_owner(), agent.memory, rt.memory.index(agent)) {
         (false, MemoryScope::Owner, _) => MemoryAccess::OwnersOnly,
         (_, _, Err(e)) => MemoryAccess::Unavailable(Arc::from(e.to_string())),
@@ -134,6 +127,28 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
     }
 }
 
+/// What a turn of `agent` for `origin` reaches of the workspace, with the
+/// tools `resolution` offers it (`message` sends files only where `read`
+/// is offered).
+fn file_access(
+    config: &Config,
+    agent: &AgentSettings,
+    origin: &ChatOrigin,
+    resolution: &policy::Resolution<'_>,
+) -> FileAccess {
+    let read_offered = resolution
+        .verdicts
+        .iter()
+        .any(|v| v.tool.name == "read" && v.removed.is_none());
+    FileAccess::new(
+        &agent.workspace,
+        &origin.principal,
+        agent.memory,
+        &config.memory.paths,
+        read_offered,
+    )
+}
+
 /// The data boundary of a turn of `agent` for `origin` (SPEC §8.3), one
 /// sentence a line: whose data the turn acts for, the memory, the
 /// sessions and the files it reaches (`pincer tools list`). From the
@@ -145,14 +160,7 @@ pub fn describe_boundary(
     resolution: &policy::Resolution<'_>,
 ) -> Vec<String> {
     let owner = origin.is_owner();
-    let read_offered = resolution.offered().iter().any(|t| t.name == "read");
-    let files = FileAccess::new(
-        &agent.workspace,
-        &origin.principal,
-        agent.memory,
-        &config.memory.paths,
-        read_offered,
-    );
+    let files = file_access(config, agent, origin, resolution);
     let whose = origin.principal.describe();
     vec![
         format!("acts for: {whose}"),

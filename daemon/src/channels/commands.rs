@@ -164,21 +164,7 @@ mod tests {
         [channels.telegram.groups.\"-100\"]\nadmins = [\"5\"]\n";
 
     fn hub() -> Hub {
-        let dir = tempfile::tempdir().unwrap().keep();
-        let home = crate::home::Home::at(&dir);
-        let config = crate::config::load::parse(
-            &home,
-            std::path::Path::new("/h/config.toml"),
-            CONFIG,
-            &|| None,
-        )
-        .unwrap();
-        let registry = crate::session::registry::Registry::open(&dir.join("registry.db")).unwrap();
-        let models = crate::llm::client::ModelClient::new(&config.providers).unwrap();
-        Hub::new(
-            crate::agent::Runtime::new(home, registry, config, models),
-            1,
-        )
+        Hub::for_tests(CONFIG)
     }
 
     fn msg(kind: ChatKind, sender: &str) -> Inbound {

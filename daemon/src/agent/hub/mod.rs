@@ -149,6 +149,26 @@ impl Hub {
         }
     }
 
+    /// A hub with `config` over a fresh home, for tests that drive its
+    /// slots and verbs without a model.
+    #[cfg(test)]
+    pub(crate) fn for_tests(config: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")).keep();
+        let home = crate::home::Home::at(&dir);
+        let config = crate::config::load::parse(
+            &home,
+            std::path::Path::new("/h/config.toml"),
+            config,
+            &|| None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let registry = crate::session::registry::Registry::open(&dir.join("registry.db"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let models = crate::llm::client::ModelClient::new(&config.providers)
+            .unwrap_or_else(|e| panic!("{e}"));
+        Self::new(Runtime::new(home, registry, config, models), 1)
+    }
+
     pub fn runtime(&self) -> &Runtime {
         &self.rt
     }

@@ -114,21 +114,7 @@ mod tests {
 
     /// A hub over an empty home (no turn is ever run: only slots).
     fn test_hub() -> Hub {
-        let dir = tempfile::tempdir().unwrap().keep();
-        let home = crate::home::Home::at(&dir);
-        let config = crate::config::load::parse(
-            &home,
-            std::path::Path::new("/h/config.toml"),
-            "[agents.main]\n",
-            &|| None,
-        )
-        .unwrap();
-        let registry = crate::session::registry::Registry::open(&dir.join("registry.db")).unwrap();
-        let models = crate::llm::client::ModelClient::new(&config.providers).unwrap();
-        Hub::new(
-            crate::agent::Runtime::new(home, registry, config, models),
-            1,
-        )
+        Hub::for_tests("[agents.main]\n")
     }
 
     /// A hub whose session `k` runs a turn answering `answering`, with
