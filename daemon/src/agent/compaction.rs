@@ -223,7 +223,10 @@ impl Compactor<'_> {
             &text,
         )
         .map_err(|e| {
-            tracing::warn!(session = %self.key, "The memory flush before compaction was not saved: {e}");
+            // A refused link is logged by the opener already.
+            if !e.is_link() {
+                tracing::warn!(session = %self.key, "The memory flush before compaction was not saved: {e}");
+            }
             e.to_string()
         })
     }

@@ -36,7 +36,7 @@ pub async fn answer(
 ) -> Result<String, HostError> {
     let key = route.key.to_string();
     let channel = config.channels.get(&msg.channel);
-    let is_owner = channel.is_some_and(|c| c.is_owner(&msg.sender.id));
+    let is_owner = config.is_channel_owner(&msg.channel, &msg.sender.id);
     match command {
         Command::New | Command::Reset => {
             let allowed = match msg.kind {

@@ -86,12 +86,7 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
         Some(_) => format!("chats/{}/{}", ctx.agent, ctx.origin.principal),
     };
     let jail = match stranger {
-        None => Jail {
-            write: vec![ctx.workspace.clone()],
-            read: Vec::new(),
-            hidden: Vec::new(),
-            tmp_name: &tmp_name,
-        },
+        None => Jail::writing(vec![ctx.workspace.clone()], &tmp_name),
         Some(paths) => Jail {
             write: paths.write,
             read: paths.read,

@@ -367,6 +367,16 @@ fn incoming(msg: Inbound, offset: u64) -> Incoming {
     }
 }
 
+/// Waits (up to 2 s) until `chat` was sent `n` texts.
+async fn sent_at_least(platform: &FakePlatform, chat: &str, n: usize) {
+    for _ in 0..200 {
+        if platform.texts(chat).len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn settled(bridge: &Arc<Bridge>) {
     // The work spawned by `receive` finishes quickly; poll the ledger
     // until nothing is owed.
@@ -513,12 +523,7 @@ async fn a_long_answer_goes_out_in_order_and_a_restart_sends_only_the_rest() {
         .receive(incoming(dm("1", "1", "long"), 1))
         .await
         .unwrap();
-    for _ in 0..200 {
-        if first.platform.texts("1").len() == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    sent_at_least(&first.platform, "1", 2).await;
     first.bridge.stop(Duration::from_millis(50)).await;
     let before = first.platform.texts("1");
     assert_eq!(before.len(), 2);
@@ -1030,12 +1035,7 @@ async fn a_restart_between_chunks_sends_only_what_is_owed_and_the_file_once() {
         .receive(incoming(dm("1", "1", "long"), 1))
         .await
         .unwrap();
-    for _ in 0..200 {
-        if first.platform.texts("1").len() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    sent_at_least(&first.platform, "1", 1).await;
     first.bridge.stop(Duration::from_millis(50)).await;
     assert_eq!(first.platform.texts("1"), paragraphs[..1]);
     assert!(files(&first.platform, "1").is_empty());
