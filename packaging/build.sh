@@ -77,6 +77,7 @@ mkdir -p "$generated/completions" "$generated/man"
 "$bin/pincer" completions zsh > "$generated/completions/_pincer"
 "$bin/pincer" completions fish > "$generated/completions/pincer.fish"
 "$bin/pincer" man --dir "$generated/man"
+"$bin/pincerd" man > "$generated/man/pincerd.1"
 
 # The .deb. `--no-build`: the binaries are built above (both crates; cargo-deb
 # would build only the package its metadata is in). cargo-deb strips them.

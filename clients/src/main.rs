@@ -20,6 +20,7 @@ mod init;
 mod logs;
 mod markdown;
 mod memory;
+mod models;
 mod out;
 mod pincerd;
 mod render;
@@ -40,7 +41,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use serde_json::json;
 
-use cli::{Cli, Command, ConfigCommand, SkillsCommand};
+use cli::{Cli, Command, ConfigCommand, ModelsCommand, SkillsCommand};
 use error::CliError;
 use out::errln;
 
@@ -139,6 +140,9 @@ async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         Command::Channels { command } => channels::run(ctx, command).await,
         Command::Pairing { command } => channels::pairing(ctx, command).await,
         Command::Memory { command } => memory::run(ctx, command).await,
+        Command::Models {
+            command: ModelsCommand::Fetch { dir, from },
+        } => models::fetch(ctx, dir, from),
         Command::Skills {
             command: SkillsCommand::List { agent },
         } => skills::list(ctx, agent.agent).await,

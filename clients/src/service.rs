@@ -105,19 +105,26 @@ async fn running_pid(ctx: &Ctx) -> Option<u32> {
     Some(status.into_inner().pid)
 }
 
-/// No user manager: the sentence, the unit, where it goes and the commands.
+/// No user manager: the sentence, the unit, where it goes and the commands
+/// (the environment file they name is created for the user to fill).
 fn by_hand(ctx: &Ctx, e: &ServiceError) -> Result<u8, CliError> {
-    let spec = spec(ctx)?;
-    let unit = render::unit(&spec).map_err(failed)?;
     let path = systemd::unit_path().map_err(failed)?;
+    let r = install::manual(&spec(ctx)?, &path).map_err(failed)?;
     let sentence = format!("cannot install the service: {e}");
     if ctx.json {
         out::json(&json!({"error": sentence, "exit_code": FAILED,
-                          "unit": unit, "path": path.display().to_string()}));
+                          "unit": r.unit, "path": r.path,
+                          "env_file": r.env_file, "env_file_created": r.env_file_created}));
     } else {
         errln!("pincer: {sentence}");
-        outln!("{}", unit.trim_end());
-        errln!("{}", install::manual_steps(&path, &spec.env_file()));
+        outln!("{}", r.unit.trim_end());
+        if r.env_file_created {
+            errln!(
+                "created {} (mode 0600) with a commented line per key",
+                r.env_file
+            );
+        }
+        errln!("{}", r.steps);
     }
     Ok(FAILED)
 }

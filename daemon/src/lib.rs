@@ -18,6 +18,8 @@ pub mod lifecycle;
 pub mod llm;
 pub mod logging;
 pub mod memory;
+#[cfg(feature = "local-embedder")]
+pub mod model_fetch;
 pub mod routing;
 pub mod sandbox;
 pub mod server;

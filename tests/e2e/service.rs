@@ -401,7 +401,23 @@ async fn no_user_manager_says_so_and_prints_the_unit() {
         "{}",
         out.stderr
     );
-    assert!(!unit_path.exists(), "nothing is written without a manager");
+    assert!(!unit_path.exists(), "the unit is the user's to save");
+    // The environment file the steps name is there to fill, private.
+    let env_file = home.path().join("service.env");
+    assert!(
+        out.stderr
+            .contains(&format!("created {} (mode 0600)", env_file.display())),
+        "{}",
+        out.stderr
+    );
+    let text = std::fs::read_to_string(&env_file).expect("service.env is created");
+    assert!(text.contains("\n#OPENAI_API_KEY=\n"), "{text}");
+    let mode = std::fs::metadata(&env_file)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
 
     let out = run(&home, user.path(), &missing, &["service", "status"]).await;
     assert_eq!(out.code, 1, "{out:?}");

