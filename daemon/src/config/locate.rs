@@ -108,7 +108,9 @@ fn expected_names(message: &str) -> Vec<String> {
         .collect()
 }
 
-fn nearest(word: &str, candidates: &[String]) -> Option<String> {
+/// The candidate closest to `word`, when it is close enough to be what
+/// was meant.
+pub(super) fn nearest(word: &str, candidates: &[String]) -> Option<String> {
     candidates
         .iter()
         .map(|c| (strsim::jaro_winkler(word, c), c))
@@ -202,8 +204,13 @@ pub(super) struct Locator<'a> {
 
 impl Locator<'_> {
     pub(super) fn at(&self, span: Range<usize>, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid(Box::new(self.problem(span, reason)))
+    }
+
+    /// The located problem itself (also a place for a warning).
+    pub(super) fn problem(&self, span: Range<usize>, reason: impl Into<String>) -> Problem {
         let (line, column) = line_col(self.text, span.start);
-        ConfigError::Invalid(Box::new(Problem {
+        Problem {
             path: self
                 .path
                 .map_or_else(|| PathBuf::from("<default config>"), Path::to_path_buf),
@@ -211,7 +218,7 @@ impl Locator<'_> {
             column,
             key: key_path_at(self.text, span.start),
             reason: reason.into(),
-        }))
+        }
     }
 }
 

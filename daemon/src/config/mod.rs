@@ -23,6 +23,7 @@ pub mod memory;
 mod models;
 pub mod plugins;
 pub mod secret;
+pub mod tool_names;
 pub mod tools;
 mod url;
 
@@ -79,6 +80,10 @@ pub struct Config {
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,
+    /// Tool names in the policy lists that only an MCP server's or a
+    /// plugin's tool list can confirm (`pincer config check` and `pincer
+    /// doctor` warn about those none lists).
+    pub tool_names_to_check: Vec<tool_names::NameToCheck>,
 }
 
 impl Config {
