@@ -162,7 +162,13 @@ impl pb::daemon_server::Daemon for DaemonService {
             findings.extend(crate::doctor::fix_channels(&rt.config()).await);
         }
         findings.extend(
-            crate::doctor::check_running(rt.home(), Some(&rt.config()), Some(rt.memory())).await,
+            crate::doctor::check_running(
+                rt.home(),
+                Some(&rt.config()),
+                Some(rt.memory()),
+                Some(&rt.mcp()),
+            )
+            .await,
         );
         findings.extend(self.state.channels.findings());
         Ok(Response::new(pb::DoctorResponse {
