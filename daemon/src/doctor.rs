@@ -723,7 +723,11 @@ mod tests {
                 Ok(&["mcp__time__get_current_time", "mcp__time__convert_time"]),
             ),
             listing("weather", true, Ok(&["forecast"])),
-            listing("down", false, Err("the MCP server `down` did not start within 30 s")),
+            listing(
+                "down",
+                false,
+                Err("the MCP server `down` did not start within 30 s"),
+            ),
         ];
         let findings = tool_name_findings(
             &[

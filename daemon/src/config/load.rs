@@ -451,6 +451,77 @@ mod tests {
         assert!(p.reason.contains("did you mean `exec`?"), "{}", p.reason);
     }
 
+    /// An unclosed header's trailing comment used to be reported as part
+    /// of the key, with its apostrophe dropped.
+    #[test]
+    fn an_unclosed_header_is_reported_under_its_key_without_the_comment() {
+        let p = problem("[tools  # the tools\n");
+        assert_eq!(p.key.as_deref(), Some("tools"), "{p}");
+        assert!(p.reason.contains("unclosed table"), "{p}");
+        let p = problem("[daemon]\n[agents.main  # Bob's agent\nmodel = \"m\"\n");
+        assert_eq!((p.line, p.key.as_deref()), (2, Some("agents.main")), "{p}");
+        // A quoted key keeps its apostrophe.
+        let p = problem("[agents.\"bob's\"]\nmodle = \"m\"\n");
+        assert_eq!(p.key.as_deref(), Some("agents.bob's.modle"), "{p}");
+        let p = problem("[agents.'x.y' ] # [comment]\nmodle = \"m\"\n");
+        assert_eq!(p.key.as_deref(), Some("agents.x.y.modle"), "{p}");
+    }
+
+    /// Wrong types are said in words, not serde's type names.
+    #[test]
+    fn wrong_types_are_said_in_words() {
+        for (text, want) in [
+            (
+                "[daemon]\nmax_concurrent_turns = \"eight\"\n",
+                "expected a whole number, not the text \"eight\"",
+            ),
+            (
+                "[daemon]\nmax_concurrent_turns = 2.5\n",
+                "expected a whole number, not the number 2.5",
+            ),
+            (
+                "[daemon]\nmax_concurrent_turns = -3\n",
+                "expected a whole number from 0 to 4294967295, not -3",
+            ),
+            (
+                "[daemon]\nshutdown_grace_s = -1\n",
+                "expected a whole number of 0 or more, not -1",
+            ),
+            (
+                "[models.default]\nprovider = \"p\"\nmodel = \"m\"\ntemperature = \"hot\"\n",
+                "expected a number, not the text \"hot\"",
+            ),
+            (
+                "[tools.fs]\nallow_hard_links = 1\n",
+                "expected true or false, not the whole number 1",
+            ),
+            (
+                "default_agent = [\"a\"]\n",
+                "expected text in quotes, not a list",
+            ),
+            (
+                "[tools.web_fetch]\nallow_hosts = \"x\"\n",
+                "expected a list, such as [\"a\", \"b\"], not the text \"x\"",
+            ),
+            (
+                "[tools]\nexec = 3\n",
+                "expected a table, not the whole number 3",
+            ),
+            ("[tools]\ntimeouts = true\n", "expected a table, not true"),
+            (
+                "[providers.x]\nkind = 3\n",
+                "expected one of this key's names, as text in quotes",
+            ),
+        ] {
+            let p = problem(text);
+            assert_eq!(p.reason, want, "{text}");
+            assert!(
+                !p.reason.contains("u32") && !p.reason.contains("u64"),
+                "{p}"
+            );
+        }
+    }
+
     #[test]
     fn wrong_type_and_bad_enum_are_located() {
         let p = problem("[daemon]\nmax_concurrent_turns = \"eight\"\n");
@@ -567,7 +638,10 @@ mod tests {
         let p = problem(&format!(
             "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\nvision = \"yes\"\n"
         ));
-        assert!(p.reason.contains("invalid type"), "{}", p.reason);
+        assert_eq!(
+            p.reason, "expected true or false, not the text \"yes\"",
+            "{p}"
+        );
     }
 
     #[test]

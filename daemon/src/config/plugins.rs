@@ -142,7 +142,7 @@ fn load(folder: &Path) -> Result<Plugin, String> {
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("plugin {shown}: cannot read it: {e}"))?;
     let manifest: Manifest = toml::from_str(&text).map_err(|e| {
-        let msg = e.message().to_string();
+        let msg = super::locate::in_words(e.message());
         match e.span() {
             Some(span) => {
                 let (line, col) = super::locate::line_col(&text, span.start);
