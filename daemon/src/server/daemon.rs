@@ -14,6 +14,13 @@ use crate::llm::windows::ContextWindow;
 /// What a reload changed, or why it was refused.
 pub type ReloadReport = Result<(Vec<String>, Vec<String>), String>;
 
+/// A request to reload, to the task that owns reloading (`daemon.rs`).
+pub struct ReloadAsk {
+    /// Who asked, for the log line (`SIGHUP`, `a reload request`).
+    pub by: &'static str,
+    pub reply: oneshot::Sender<ReloadReport>,
+}
+
 pub struct DaemonService {
     state: State,
 }
@@ -117,7 +124,10 @@ impl pb::daemon_server::Daemon for DaemonService {
         let (tx, rx) = oneshot::channel();
         self.state
             .reload
-            .send(tx)
+            .send(ReloadAsk {
+                by: "a reload request",
+                reply: tx,
+            })
             .await
             .map_err(|_| Status::unavailable("pincerd is shutting down"))?;
         match rx.await {
