@@ -111,7 +111,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         tracing::info!(sessions = filled, "recorded whose each older session is");
     }
     let models = ModelClient::new(&config.providers)?;
-    if let Some(problem) = &config.provider_problem {
+    for problem in config.provider_problems() {
         tracing::warn!("{problem}");
     }
     for problem in &config.plugin_problems {

@@ -398,6 +398,15 @@ pub async fn check_memory(config: &Config, memory: Option<&crate::memory::Memory
                 format!("the last index update failed: {error}"),
             ));
         }
+        // What `pincer memory status` lists as skipped, from the same
+        // index status: a file the search never sees.
+        for skipped in &status.skipped {
+            out.push(finding(
+                Level::Warn,
+                subject.clone(),
+                format!("skipped {skipped}; the search does not see it"),
+            ));
+        }
         if let Some(error) = &status.watcher_error {
             out.push(finding(
                 Level::Warn,
@@ -596,13 +605,8 @@ pub async fn fix_channels(config: &Config) -> Vec<Finding> {
 pub async fn check_provider(p: &ProviderSettings) -> Finding {
     let subject = format!("provider {}", p.name);
     let key = match &p.api_key {
-        ApiKey::Missing { problem } => {
-            return finding(
-                Level::Error,
-                subject,
-                format!("{problem}; export it before starting pincerd"),
-            );
-        }
+        // The sentence `Config::provider_problems` gives `pincer status`.
+        ApiKey::Missing { problem } => return finding(Level::Error, subject, problem.clone()),
         ApiKey::Found { value, .. } => Some(value.0.clone()),
         ApiKey::None => None,
     };

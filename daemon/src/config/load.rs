@@ -674,6 +674,23 @@ mod tests {
             ApiKey::Missing { problem } => assert!(problem.contains("$PINCER_SURELY_UNSET_VAR")),
             other => panic!("{other:?}"),
         }
+        // `pincer status` and `pincer doctor` show this one sentence.
+        assert_eq!(
+            c.provider_problems(),
+            [
+                "provider `p` reads its API key from $PINCER_SURELY_UNSET_VAR, which is not set in pincerd's environment; export it before starting pincerd"
+            ]
+        );
+        let none = parse_text("[agents.main]\n").unwrap();
+        assert_eq!(none.provider_problems(), [env::NO_PROVIDER]);
+        assert!(
+            parse_text(&format!(
+                "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\n"
+            ))
+            .unwrap()
+            .provider_problems()
+            .is_empty()
+        );
         // The key's value never appears in Debug output.
         let shown = format!("{:?}", Secret("sk-very-secret".into()));
         assert!(!shown.contains("sk-very"));

@@ -91,6 +91,21 @@ impl Config {
         self.agents.get(id)
     }
 
+    /// Why model calls fail before they are made, one sentence each: no
+    /// provider configured or detected, or a provider whose API key is
+    /// missing. `pincer status` (and the chat's opening note) show these;
+    /// `pincer doctor` reports the same sentences per provider.
+    pub fn provider_problems(&self) -> Vec<String> {
+        self.provider_problem
+            .iter()
+            .cloned()
+            .chain(self.providers.values().filter_map(|p| match &p.api_key {
+                ApiKey::Missing { problem } => Some(problem.clone()),
+                _ => None,
+            }))
+            .collect()
+    }
+
     /// Whether `user` is the `owner` of `channel` (`[channels.<name>]`).
     pub fn is_channel_owner(&self, channel: &str, user: &str) -> bool {
         self.channels.get(channel).is_some_and(|c| c.is_owner(user))

@@ -85,7 +85,7 @@ impl pb::daemon_server::Daemon for DaemonService {
                 || "(none: zero-config defaults)".into(),
                 |p| p.display().to_string(),
             ),
-            provider_problem: config.provider_problem.clone().unwrap_or_default(),
+            provider_problem: config.provider_problems().join("; "),
             state: if self.state.hub.is_stopping() {
                 "stopping"
             } else {
