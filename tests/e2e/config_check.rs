@@ -68,7 +68,12 @@ async fn an_mcp_tool_name_the_server_does_not_list_is_a_warning() {
     );
     assert!(check.stdout.contains(&warning), "{}", check.stdout);
     // The name the server lists gets no warning.
-    assert_eq!(check.stdout.matches("warning:").count(), 1, "{}", check.stdout);
+    assert_eq!(
+        check.stdout.matches("warning:").count(),
+        1,
+        "{}",
+        check.stdout
+    );
     let json = home.cli(&["--json", "config", "check"]).await.json();
     assert_eq!(json["valid"], true);
     assert_eq!(
