@@ -170,7 +170,7 @@ fn tool_name_findings(
         if n.server.is_none() {
             // A plugin's tool may as well be a misspelled core tool.
             listed.extend(
-                crate::config::tools::CORE_TOOL_NAMES
+                crate::config::tool_names::CORE_TOOL_NAMES
                     .iter()
                     .map(|t| t.to_string()),
             );

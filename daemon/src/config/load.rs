@@ -59,7 +59,7 @@ fn resolve(
 ) -> Result<Config, ConfigError> {
     let loc = Locator { path, text };
     // Plugins first: their ids are names the policy lists may use.
-    let plugins = super::plugins::discover(&home.plugins_dir(), super::tools::CORE_TOOL_NAMES);
+    let plugins = super::plugins::discover(&home.plugins_dir(), super::tool_names::CORE_TOOL_NAMES);
     let names = ToolNames::new(
         file.mcp.keys().cloned(),
         plugins.plugins.iter().map(|p| p.id.clone()),

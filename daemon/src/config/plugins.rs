@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::mcp::{McpServerConfig, Transport};
-use super::tools::check_pattern;
+use super::tool_names::check_pattern;
 use super::url::check_http_url;
 use super::{HookEvent, HookSettings};
 

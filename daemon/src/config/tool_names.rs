@@ -1,7 +1,14 @@
-//! Which tool names the config may write wherever it names tools: the
-//! policy layers' `allow` and `deny` (`[tools]`, per provider, sandbox,
-//! sub-agents, agents, channels, groups, peers and senders), agents' `ask`
-//! and the `tools` of `[[tools.hooks]]`. A misspelled name there matches
+//! Which tool names the config may write wherever it names tools. The
+//! names live here, not in `tools`: the groups a `group:` pattern may
+//! name, what a glob is, the pattern check, and the core tools' names (a
+//! plugin id may not take one either), so the config validates them
+//! without depending on the tools it configures; `tools::registry` has a
+//! test that keeps [`CORE_TOOL_NAMES`] equal to the registry's core tools.
+//!
+//! Where the config names tools: the policy layers' `allow` and `deny`
+//! (`[tools]`, per provider, sandbox, sub-agents, agents, channels,
+//! groups, peers and senders), agents' `ask` and the `tools` of
+//! `[[tools.hooks]]`. A misspelled name there matches
 //! nothing and silently disarms the entry (`ask = ["exce"]` asks for
 //! nothing), so a name that is not a glob must be one the daemon can have:
 //! a core tool, `group:<name>`, a plugin's id, `mcp:<server>` of a
@@ -18,8 +25,75 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
+use globset::Glob;
+
 use super::locate::{ConfigError, Locator, nearest};
-use super::tools::{CORE_TOOL_NAMES, check_pattern, is_glob};
+
+/// The groups a `group:` pattern may name.
+pub const GROUPS: &[&str] = &[
+    "fs",
+    "runtime",
+    "web",
+    "memory",
+    "sessions",
+    "messaging",
+    "plugins",
+];
+
+/// The names of the core tools, in the registry's order.
+pub const CORE_TOOL_NAMES: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "ls",
+    "glob",
+    "grep",
+    "apply_patch",
+    "exec",
+    "process",
+    "web_fetch",
+    "memory_search",
+    "memory_get",
+    "session_status",
+    "sessions_list",
+    "sessions_history",
+    "sessions_send",
+    "sessions_spawn",
+    "message",
+];
+
+/// Whether a pattern is a glob (otherwise a name, compared as is): the one
+/// rule the config's checks and the tools' matcher share.
+pub fn is_glob(pattern: &str) -> bool {
+    pattern.contains(['*', '?', '[', '{', '\\'])
+}
+
+/// Checks a pattern's form (a known group, a glob that compiles); the
+/// error is a sentence for the user. Which names exist is
+/// [`ToolNames::check`], on top of this one (a plugin's hooks get only
+/// this: they name the plugin's own tools, unknown until it runs).
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
+    let p = pattern.trim();
+    if p.is_empty() {
+        return Err("an empty tool pattern matches nothing".into());
+    }
+    if let Some(group) = p.strip_prefix("group:") {
+        if !GROUPS.contains(&group.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "unknown tool group `{p}`: the groups are {}",
+                GROUPS
+                    .iter()
+                    .map(|g| format!("group:{g}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        return Ok(());
+    }
+    Glob::new(&p.to_lowercase())
+        .map(|_| ())
+        .map_err(|e| format!("`{p}` is not a valid glob: {e}"))
+}
 
 /// A tool name the config names that only a server's list can confirm.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,20 +1,10 @@
 //! Tools: `[tools]` into [`ToolSettings`] (limits, loop detection, hooks,
 //! time limits, `web_fetch`, sub-agents) and the policy layers into
-//! [`PolicySettings`], every pattern checked.
-//!
-//! The names patterns are checked against live here too, not in `tools`:
-//! the groups a `group:` pattern may name, the pattern check itself, what
-//! a glob is, and the core tools' names (a plugin id may not take one; a
-//! name in a policy list must be one of them or another tool the daemon
-//! can have: [`super::tool_names`]), so the config validates `[tools]`,
-//! agents' layers, hooks and plugins without depending on the tools it
-//! configures; `tools::registry` has a test that keeps [`CORE_TOOL_NAMES`]
-//! equal to the registry's core tools.
+//! [`PolicySettings`], every pattern checked by [`super::tool_names`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use globset::Glob;
 use toml::Spanned;
 
 use super::file::{ConfigFile, LayerSection};
@@ -30,71 +20,6 @@ use crate::home::expand_tilde;
 /// large file in one `write` (about 50k tokens), far below what would make
 /// a transcript line unreadable over the API.
 pub const DEFAULT_MAX_ARGUMENT_CHARS: usize = 200_000;
-
-/// The groups a `group:` pattern may name.
-pub const GROUPS: &[&str] = &[
-    "fs",
-    "runtime",
-    "web",
-    "memory",
-    "sessions",
-    "messaging",
-    "plugins",
-];
-
-/// The names of the core tools, in the registry's order.
-pub const CORE_TOOL_NAMES: &[&str] = &[
-    "read",
-    "write",
-    "edit",
-    "ls",
-    "glob",
-    "grep",
-    "apply_patch",
-    "exec",
-    "process",
-    "web_fetch",
-    "memory_search",
-    "memory_get",
-    "session_status",
-    "sessions_list",
-    "sessions_history",
-    "sessions_send",
-    "sessions_spawn",
-    "message",
-];
-
-/// Whether a pattern is a glob (otherwise a name, compared as is): the one
-/// rule the config's checks and the tools' matcher share.
-pub fn is_glob(pattern: &str) -> bool {
-    pattern.contains(['*', '?', '[', '{', '\\'])
-}
-
-/// Checks a pattern's form (a known group, a glob that compiles); the
-/// error is a sentence for the user. Which names exist is
-/// [`super::tool_names`]'s check, on top of this one.
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
-    let p = pattern.trim();
-    if p.is_empty() {
-        return Err("an empty tool pattern matches nothing".into());
-    }
-    if let Some(group) = p.strip_prefix("group:") {
-        if !GROUPS.contains(&group.to_ascii_lowercase().as_str()) {
-            return Err(format!(
-                "unknown tool group `{p}`: the groups are {}",
-                GROUPS
-                    .iter()
-                    .map(|g| format!("group:{g}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        return Ok(());
-    }
-    Glob::new(&p.to_lowercase())
-        .map(|_| ())
-        .map_err(|e| format!("`{p}` is not a valid glob: {e}"))
-}
 
 fn loop_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<LoopSettings, ConfigError> {
     let l = &file.tools.loop_detection;
