@@ -150,9 +150,12 @@ fn tool_name_findings(
                 None => l.plugin.is_some(),
             })
             .collect();
-        if from
-            .iter()
-            .any(|l| l.tools.as_ref().is_ok_and(|tools| has(tools, name)))
+        // A server with no listing is a disabled one (`enabled = false`):
+        // its tools are off on purpose, nothing to warn about.
+        if from.is_empty()
+            || from
+                .iter()
+                .any(|l| l.tools.as_ref().is_ok_and(|tools| has(tools, name)))
         {
             continue;
         }
@@ -742,6 +745,7 @@ mod tests {
                 name("forecst", None),
                 name("exce", None),
                 name("mcp__down__x", Some("down")),
+                name("mcp__off__x", Some("off")),
             ],
             &listings,
         );
