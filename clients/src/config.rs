@@ -1,6 +1,7 @@
 //! `pincer config check` (asks `pincerd check-config`, so it checks the file
-//! on disk with the daemon's own rules, running or not) and `pincer config
-//! reload` (applies the file to the running daemon).
+//! on disk with the daemon's own rules, running or not; its `note:` and
+//! `warning:` lines become `notes` and `warnings` in `--json`) and `pincer
+//! config reload` (applies the file to the running daemon).
 
 use pincer_proto::v1 as pb;
 use serde_json::json;
@@ -25,12 +26,20 @@ pub fn check(ctx: &Ctx) -> Result<u8, CliError> {
         return Err(CliError::new(code, message));
     }
     let lines: Vec<&str> = stdout.lines().collect();
+    let after = |prefix: &str| -> Vec<&str> {
+        lines
+            .iter()
+            .skip(1)
+            .filter_map(|l| l.strip_prefix(prefix))
+            .collect()
+    };
     out::json(&json!({
         "valid": true,
         "path": ctx.home.join("config.toml"),
         "exists": ctx.home.join("config.toml").exists(),
         "message": lines.first().copied().unwrap_or_default(),
-        "notes": lines.iter().skip(1).map(|l| l.trim_start_matches("note: ")).collect::<Vec<_>>(),
+        "notes": after("note: "),
+        "warnings": after("warning: "),
     }));
     Ok(0)
 }

@@ -155,7 +155,16 @@ fn policy(c: &mut Criterion) {
         subagents: layer(&[], &["sessions_spawn"]),
     };
     let text = "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\n[agents.main]\ntools = { profile = \"coding\", allow = [\"group:plugins\", \"plugin3\"], deny = [\"exec\"] }\n";
-    let home = pincer_daemon::home::Home::at("/tmp/pincer-bench-home");
+    // The config may name the plugin `plugin3` only when it is installed.
+    let dir = tempfile::tempdir().expect("bench home");
+    let plugin = dir.path().join("plugins/plugin3");
+    std::fs::create_dir_all(&plugin).expect("plugin folder");
+    std::fs::write(
+        plugin.join(pincer_daemon::config::plugins::MANIFEST),
+        "id = \"plugin3\"\n[server]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .expect("plugin manifest");
+    let home = pincer_daemon::home::Home::at(dir.path());
     let config = pincer_daemon::config::load::parse(
         &home,
         std::path::Path::new("/b/config.toml"),

@@ -12,11 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Runtime;
 use crate::agent::hub::Hub;
-use crate::config::{self, Config, ConfigError};
+use crate::config::{self, Config, ConfigError, DaemonSettings};
 use crate::home::Home;
 use crate::lifecycle::{Part, Parts, Reloaded, StopFuture};
 use crate::llm::client::ModelClient;
-use crate::server::{self, daemon::ReloadReport, socket};
+use crate::server::daemon::{ReloadAsk, ReloadReport};
+use crate::server::{self, socket};
 use crate::session::registry::Registry;
 
 /// Why the daemon could not start or stopped with an error.
@@ -110,7 +111,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         tracing::info!(sessions = filled, "recorded whose each older session is");
     }
     let models = ModelClient::new(&config.providers)?;
-    if let Some(problem) = &config.provider_problem {
+    for problem in config.provider_problems() {
         tracing::warn!("{problem}");
     }
     for problem in &config.plugin_problems {
@@ -164,6 +165,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         home.clone(),
         hub.clone(),
         parts.clone(),
+        config.daemon.clone(),
         reload_rx,
     ));
 
@@ -292,7 +294,7 @@ impl Signals {
 async fn handle_signals(
     signals: Signals,
     stop: CancellationToken,
-    reload: mpsc::Sender<oneshot::Sender<ReloadReport>>,
+    reload: mpsc::Sender<ReloadAsk>,
 ) {
     let Some((mut term, mut int, mut hup)) = signals.0 else {
         tracing::error!("cannot install signal handlers; stop pincerd with `pincer` or SIGKILL");
@@ -304,38 +306,62 @@ async fn handle_signals(
             _ = int.recv() => { tracing::info!("SIGINT received"); stop.cancel(); return; }
             _ = hup.recv() => {
                 let (tx, rx) = oneshot::channel();
-                if reload.send(tx).await.is_err() { return; }
-                match rx.await {
-                    Ok(Ok((applied, restart))) => tracing::info!(?applied, needs_restart = ?restart, "config reloaded (SIGHUP)"),
-                    Ok(Err(e)) => tracing::error!("config reload (SIGHUP) refused: {e}"),
-                    Err(_) => return,
-                }
+                if reload.send(ReloadAsk { by: "SIGHUP", reply: tx }).await.is_err() { return; }
+                // The reload logs its own outcome.
+                if rx.await.is_err() { return; }
             }
             _ = stop.cancelled() => return,
         }
     }
 }
 
+/// Reloads on each request, one at a time. `running` is the `[daemon]`
+/// section pincerd started with: what it runs until it restarts, whatever
+/// later reloads read.
 async fn handle_reloads(
     home: Home,
     hub: Hub,
     parts: Arc<Parts>,
-    mut requests: mpsc::Receiver<oneshot::Sender<ReloadReport>>,
+    running: DaemonSettings,
+    mut requests: mpsc::Receiver<ReloadAsk>,
 ) {
-    while let Some(reply) = requests.recv().await {
-        let report = reload(&home, &hub, &parts);
-        let _ = reply.send(report);
+    while let Some(ask) = requests.recv().await {
+        let report = reload(&home, &hub, &parts, &running);
+        log_reload(ask.by, &report);
+        let _ = ask.reply.send(report);
+    }
+}
+
+/// One log line per reload: what took effect and what waits for a
+/// restart (names of settings and their non-secret values only, as the
+/// report has them), or why the file was refused.
+fn log_reload(by: &str, report: &ReloadReport) {
+    match report {
+        Ok((applied, restart)) if applied.is_empty() && restart.is_empty() => {
+            tracing::info!("config reloaded ({by}): nothing changed");
+        }
+        Ok((applied, restart)) => {
+            let mut said = Vec::new();
+            if !applied.is_empty() {
+                said.push(format!("applied: {}", applied.join(", ")));
+            }
+            if !restart.is_empty() {
+                said.push(format!("needs a restart: {}", restart.join(", ")));
+            }
+            tracing::info!("config reloaded ({by}): {}", said.join("; "));
+        }
+        Err(e) => tracing::warn!("config reload ({by}) refused: {e}"),
     }
 }
 
 /// Loads the config again, applies what can change live, and asks each
 /// part: the report has the config's own changes, then a line per part
 /// that the change concerns ("mcp: servers restarted on next use").
-fn reload(home: &Home, hub: &Hub, parts: &Parts) -> ReloadReport {
+fn reload(home: &Home, hub: &Hub, parts: &Parts, running: &DaemonSettings) -> ReloadReport {
     let new = config::load(home).map_err(|e| e.to_string())?;
     let rt = hub.runtime();
     let old = rt.config();
-    let (mut applied, mut needs_restart) = diff(&old, &new);
+    let (mut applied, mut needs_restart) = diff(&old, &new, running);
     let models = ModelClient::new(&new.providers).map_err(|e| e.to_string())?;
     let (part_applied, part_restart) = parts.reload(&old, &new);
     rt.replace(new, models);
@@ -345,8 +371,11 @@ fn reload(home: &Home, hub: &Hub, parts: &Parts) -> ReloadReport {
 }
 
 /// What changed between two configs, split into live and restart-only
-/// (the parts report their own settings: [`Parts::reload`]).
-pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
+/// (the parts report their own settings: [`Parts::reload`]). A live
+/// setting is compared with the config in force (`old`); a restart-only
+/// one with what pincerd `running` started with, which is what it still
+/// runs: setting a value back is no change, whatever was loaded between.
+pub fn diff(old: &Config, new: &Config, running: &DaemonSettings) -> (Vec<String>, Vec<String>) {
     let mut applied = Vec::new();
     let mut restart = Vec::new();
     keyed_changes("agent", &old.agents, &new.agents, &mut applied);
@@ -369,20 +398,25 @@ pub fn diff(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
     // Routing reads owners and group entries on every message; the bridges
     // will answer for their own connection settings as a part.
     keyed_changes("channel", &old.channels, &new.channels, &mut applied);
-    if old.daemon.max_concurrent_turns != new.daemon.max_concurrent_turns {
+    let new_daemon = &new.daemon;
+    if running.max_concurrent_turns != new_daemon.max_concurrent_turns {
         restart.push(format!(
             "daemon.max_concurrent_turns ({} → {})",
-            old.daemon.max_concurrent_turns, new.daemon.max_concurrent_turns
+            running.max_concurrent_turns, new_daemon.max_concurrent_turns
         ));
     }
-    if old.daemon.log_level != new.daemon.log_level {
+    if running.log_level != new_daemon.log_level {
         restart.push(format!(
             "daemon.log_level ({} → {})",
-            old.daemon.log_level, new.daemon.log_level
+            running.log_level, new_daemon.log_level
         ));
     }
-    if old.daemon.shutdown_grace != new.daemon.shutdown_grace {
-        restart.push("daemon.shutdown_grace_s".into());
+    if running.shutdown_grace != new_daemon.shutdown_grace {
+        restart.push(format!(
+            "daemon.shutdown_grace_s ({} → {})",
+            running.shutdown_grace.as_secs(),
+            new_daemon.shutdown_grace.as_secs()
+        ));
     }
     (applied, restart)
 }
@@ -429,7 +463,7 @@ mod tests {
         let new = config(
             "[agents.main]\n[agents.friends]\n[channels.telegram]\nowner = \"1\"\n[[bindings]]\nchannel = \"telegram\"\nagent = \"friends\"\n",
         );
-        let (applied, restart) = diff(&old, &new);
+        let (applied, restart) = diff(&old, &new, &old.daemon);
         assert_eq!(
             applied,
             [
@@ -440,6 +474,33 @@ mod tests {
             ]
         );
         assert!(restart.is_empty());
-        assert_eq!(diff(&new, &new), (Vec::new(), Vec::new()));
+        assert_eq!(diff(&new, &new, &new.daemon), (Vec::new(), Vec::new()));
+    }
+
+    /// Setting a restart-only key back to what pincerd runs is no change:
+    /// the report used to compare with the file loaded last ("3 → 8"
+    /// while pincerd ran with 8).
+    #[test]
+    fn a_restart_only_key_is_compared_with_what_runs() {
+        let started = config("[daemon]\nmax_concurrent_turns = 8\n[agents.main]\n");
+        let running = started.daemon.clone();
+        let three =
+            config("[daemon]\nmax_concurrent_turns = 3\nshutdown_grace_s = 4\n[agents.main]\n");
+        let (_, restart) = diff(&started, &three, &running);
+        assert_eq!(
+            restart,
+            [
+                "daemon.max_concurrent_turns (8 → 3)",
+                "daemon.shutdown_grace_s (10 → 4)"
+            ]
+        );
+        // The file goes back to 8 after a reload that loaded 3.
+        let back = config("[daemon]\nmax_concurrent_turns = 8\n[agents.main]\n");
+        assert_eq!(diff(&three, &back, &running), (Vec::new(), Vec::new()));
+        let five = config("[daemon]\nmax_concurrent_turns = 5\n[agents.main]\n");
+        assert_eq!(
+            diff(&three, &five, &running).1,
+            ["daemon.max_concurrent_turns (8 → 5)"]
+        );
     }
 }

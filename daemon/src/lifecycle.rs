@@ -31,7 +31,10 @@ pub trait Part: Send + Sync {
     fn name(&self) -> &'static str;
     /// Starts it with the config in force at start-up.
     fn start(&self, config: &Config);
-    /// Takes in a new config, live where it can.
+    /// Takes in a new config, live where it can. `old` is the config in
+    /// force; a part that answers `NeedsRestart` compares `new` with what
+    /// it runs (what it started with), not with `old`, which a reload of a
+    /// restart-only change already replaced.
     fn reload(&self, old: &Config, new: &Config) -> Reloaded;
     /// Stops it, taking at most `grace`.
     fn stop(&self, grace: Duration) -> StopFuture<'_>;

@@ -248,6 +248,19 @@ fn check_config(home: &Home) -> ExitCode {
             if let Some(p) = &c.provider_problem {
                 println!("note: {p}");
             }
+            // Names only the servers can confirm: asked only when there
+            // are such names (this starts the servers they name).
+            if !c.tool_names_to_check.is_empty() {
+                let found = run_async(async {
+                    for f in doctor::check_tool_names(home, &c, None).await {
+                        println!("warning: {}", f.message);
+                    }
+                    ExitCode::SUCCESS
+                });
+                if found != ExitCode::SUCCESS {
+                    return found;
+                }
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -270,7 +283,7 @@ async fn doctor_offline(home: Home, fix: bool) -> ExitCode {
             println!("{}\t{}\t{}", f.level.as_str(), f.subject, f.message);
         }
     }
-    let findings = doctor::check_running(&home, None, None).await;
+    let findings = doctor::check_running(&home, None, None, None).await;
     let mut worst = Level::Ok;
     for f in &findings {
         println!("{}\t{}\t{}", f.level.as_str(), f.subject, f.message);

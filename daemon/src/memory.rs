@@ -236,8 +236,10 @@ impl crate::lifecycle::Part for Memory {
         Memory::start(self, config);
     }
 
-    fn reload(&self, old: &Config, new: &Config) -> crate::lifecycle::Reloaded {
-        if old.memory == new.memory {
+    fn reload(&self, _old: &Config, new: &Config) -> crate::lifecycle::Reloaded {
+        // Against the settings the indexes were opened with, not the file
+        // loaded last: a value set back needs no restart.
+        if self.settings() == &new.memory {
             crate::lifecycle::Reloaded::Unchanged
         } else {
             crate::lifecycle::Reloaded::NeedsRestart("[memory] settings".into())
@@ -253,7 +255,28 @@ impl crate::lifecycle::Part for Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::home::Home;
+    use crate::lifecycle::{Part, Reloaded};
+
+    fn config(home: &Home, text: &str) -> Config {
+        crate::config::load::parse(home, std::path::Path::new("/h/config.toml"), text, &|| None)
+            .unwrap()
+    }
+
+    /// The part judges a `[memory]` change against the settings its
+    /// indexes were opened with, so a value set back needs no restart.
+    #[test]
+    fn a_memory_change_is_judged_against_what_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        let started = config(&home, "[memory]\nembedder = \"none\"\nmax_results = 6\n");
+        let memory = Memory::new(&home, &started);
+        let changed = config(&home, "[memory]\nembedder = \"none\"\nmax_results = 3\n");
+        assert_eq!(
+            memory.reload(&started, &changed),
+            Reloaded::NeedsRestart("[memory] settings".into())
+        );
+        assert_eq!(memory.reload(&changed, &started), Reloaded::Unchanged);
+    }
 
     #[test]
     fn without_a_model_the_sentence_names_the_command_that_fetches_it() {

@@ -12,7 +12,8 @@ use super::AgentSettings;
 use super::file::AgentSection;
 use super::locate::{ConfigError, Locator, header_span};
 use super::models::ModelResolver;
-use super::tools::{check_pattern, patterns_and_profile};
+use super::tool_names::ToolNames;
+use super::tools::patterns_and_profile;
 use crate::home::{Home, expand_tilde};
 
 pub(super) fn valid_id(id: &str) -> bool {
@@ -25,6 +26,7 @@ pub(super) fn valid_id(id: &str) -> bool {
 pub(super) fn agent_settings(
     home: &Home,
     loc: &Locator<'_>,
+    names: &ToolNames,
     resolver: &ModelResolver<'_>,
     (id, section): (&str, &AgentSection),
     default_compaction_model: Option<&Spanned<String>>,
@@ -53,14 +55,13 @@ pub(super) fn agent_settings(
     }
     let tools = patterns_and_profile(
         loc,
+        names,
         section.tools.profile.as_ref(),
         &section.tools.allow,
         &section.tools.deny,
     )?;
     for pattern in &section.tools.ask {
-        if let Err(why) = check_pattern(pattern.get_ref()) {
-            return Err(loc.at(pattern.span(), why));
-        }
+        names.check(loc, pattern.get_ref(), pattern.span())?;
     }
     let ask = section
         .tools

@@ -51,6 +51,7 @@ use toml::Spanned;
 use super::file::{ChannelGroupSection, ChannelSection, ConfigFile, WebhookSection};
 use super::locate::{ConfigError, Locator};
 use super::secret::SecretSource;
+use super::tool_names::ToolNames;
 use super::tools::layer;
 use super::url::check_http_url;
 use super::{AgentSettings, ToolLayer};
@@ -281,6 +282,7 @@ const DISCORD: Defaults = Defaults {
 /// The `[channels.*]` tables of `file`, each checked.
 pub(super) fn parse(
     loc: &Locator<'_>,
+    names: &ToolNames,
     home: &Home,
     file: &ConfigFile,
     agents: &BTreeMap<String, AgentSettings>,
@@ -294,6 +296,7 @@ pub(super) fn parse(
         if let Some(section) = section {
             let settings = Parser {
                 loc,
+                names,
                 home,
                 agents,
                 name,
@@ -316,6 +319,7 @@ struct WebhookKeys {
 
 struct Parser<'a> {
     loc: &'a Locator<'a>,
+    names: &'a ToolNames,
     home: &'a Home,
     agents: &'a BTreeMap<String, AgentSettings>,
     name: &'static str,
@@ -407,7 +411,7 @@ impl Parser<'_> {
         for (id, peer) in &s.peers {
             peers.insert(
                 self.user_key(id, peer.span())?,
-                layer(self.loc, &peer.get_ref().tools)?,
+                layer(self.loc, self.names, &peer.get_ref().tools)?,
             );
         }
         let telegram = if self.name == "telegram" {
@@ -486,7 +490,7 @@ impl Parser<'_> {
         for (id, sender) in &g.senders {
             senders.insert(
                 self.user_key(id, sender.span())?,
-                layer(self.loc, &sender.get_ref().tools)?,
+                layer(self.loc, self.names, &sender.get_ref().tools)?,
             );
         }
         Ok(GroupSettings {
@@ -494,7 +498,7 @@ impl Parser<'_> {
             require_mention: g.require_mention.unwrap_or(channel_mention),
             allow_from,
             admins,
-            tools: layer(self.loc, &g.tools)?,
+            tools: layer(self.loc, self.names, &g.tools)?,
             prompt: g
                 .prompt
                 .as_deref()

@@ -419,7 +419,7 @@ pub struct HookSection {
     pub event: Spanned<String>,
     pub command: Spanned<Vec<String>>,
     #[serde(default)]
-    pub tools: Vec<String>,
+    pub tools: Vec<Spanned<String>>,
     pub timeout_s: Option<u64>,
     /// Run it in the exec sandbox.
     #[serde(default)]

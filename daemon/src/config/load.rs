@@ -18,6 +18,7 @@ pub use super::locate::{ConfigError, Problem};
 use super::locate::{Locator, header_span, join_keys, problem_from_toml};
 use super::mcp::mcp_servers;
 use super::models::{ModelResolver, provider_settings};
+use super::tool_names::ToolNames;
 use super::tools::{policy_settings, tool_settings};
 use super::{Config, DaemonSettings};
 use crate::home::Home;
@@ -57,6 +58,12 @@ fn resolve(
     detect: &dyn Fn() -> Option<Detected>,
 ) -> Result<Config, ConfigError> {
     let loc = Locator { path, text };
+    // Plugins first: their ids are names the policy lists may use.
+    let plugins = super::plugins::discover(&home.plugins_dir(), super::tool_names::CORE_TOOL_NAMES);
+    let names = ToolNames::new(
+        file.mcp.keys().cloned(),
+        plugins.plugins.iter().map(|p| p.id.clone()),
+    );
     let daemon = daemon_settings(&file);
     if let Some(n) = &file.daemon.max_concurrent_turns
         && *n.get_ref() == 0
@@ -115,6 +122,7 @@ fn resolve(
             agent_settings(
                 home,
                 &loc,
+                &names,
                 &resolver,
                 (id, section),
                 file.context.compaction_model.as_ref(),
@@ -145,14 +153,14 @@ fn resolve(
             .unwrap_or_else(|| "main".into()),
     };
 
-    let mut tools = tool_settings(&loc, &file)?;
+    let mut tools = tool_settings(&loc, &names, &file)?;
     let mcp_servers = mcp_servers(&loc, home, &file)?;
-    let plugins = super::plugins::discover(&home.plugins_dir(), super::tools::CORE_TOOL_NAMES);
     tools
         .hooks
         .extend(plugins.plugins.iter().flat_map(|p| p.hooks.clone()));
     let bindings = super::bindings::parse(&loc, &file, &agents)?;
-    let channels = super::channels::parse(&loc, home, &file, &agents)?;
+    let channels = super::channels::parse(&loc, &names, home, &file, &agents)?;
+    let policy = policy_settings(&loc, &names, &file)?;
     Ok(Config {
         source: path.map(Path::to_path_buf),
         daemon,
@@ -160,7 +168,7 @@ fn resolve(
         agents,
         default_agent,
         tools,
-        policy: policy_settings(&loc, &file)?,
+        policy,
         memory: super::memory::settings(home, &loc, &file.memory)?,
         context: super::context::settings(&loc, &file.context)?,
         mcp: mcp_servers
@@ -170,6 +178,7 @@ fn resolve(
         plugins: plugins.plugins,
         plugin_problems: plugins.problems,
         provider_problem,
+        tool_names_to_check: names.into_to_check(),
         bindings,
         channels,
         text_hash: if path.is_some() {
@@ -334,6 +343,82 @@ mod tests {
         assert!(p.reason.contains("agent"), "{}", p.reason);
     }
 
+    /// `ask = ["exce"]` used to load, and `exec` then ran without asking:
+    /// every list that names tools refuses a name no tool can have.
+    #[test]
+    fn a_misspelled_tool_is_refused_in_every_list_that_names_tools() {
+        let by_provider = format!(
+            "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\n[tools.by_provider.p]\ndeny = [\"exce\"]\n"
+        );
+        for (text, line) in [
+            ("[tools]\nallow = [\"read\", \"exce\"]\n", 2),
+            ("[tools]\ndeny = [\"exce\"]\n", 2),
+            (by_provider.as_str(), 8),
+            ("[tools.sandbox]\ndeny = [\"exce\"]\n", 2),
+            ("[tools.subagents]\nallow = [\"exce\"]\n", 2),
+            ("[agents.main]\ntools = { ask = [\"exce\"] }\n", 2),
+            ("[agents.main]\ntools.deny = [\"exce\"]\n", 2),
+            (
+                "[[tools.hooks]]\nevent = \"before_tool_call\"\ncommand = [\"true\"]\ntools = [\"exce\"]\n",
+                4,
+            ),
+            (
+                "[channels.telegram]\n[channels.telegram.peers.\"42\"]\ntools = { deny = [\"exce\"] }\n",
+                3,
+            ),
+            (
+                "[channels.telegram.groups.\"-100\"]\ntools = { deny = [\"exce\"] }\n",
+                2,
+            ),
+            (
+                "[channels.telegram.groups.\"-100\".senders.\"7\"]\ntools = { allow = [\"exce\"] }\n",
+                2,
+            ),
+        ] {
+            let p = problem(text);
+            assert_eq!(p.line, line, "{text}: {p}");
+            assert!(
+                p.reason
+                    .contains("unknown tool `exce` (did you mean `exec`?)"),
+                "{text}: {p}"
+            );
+        }
+        // The same lists with real names load.
+        parse_text("[tools]\ndeny = [\"exec\", \"group:web\", \"web_*\"]\n[agents.main]\ntools = { ask = [\"Exec\"] }\n").unwrap();
+    }
+
+    /// Names only a server can confirm load, and are kept for `pincer
+    /// config check` and `pincer doctor`; a server that is not configured
+    /// is refused.
+    #[test]
+    fn mcp_tool_names_need_a_configured_server_and_are_kept_to_check() {
+        let c = parse_text(
+            "[mcp.time]\nurl = \"http://127.0.0.1:9/mcp\"\n[agents.main]\ntools = { ask = [\"mcp__time__now\", \"mcp:time\"] }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.tool_names_to_check.len(),
+            1,
+            "{:?}",
+            c.tool_names_to_check
+        );
+        let n = &c.tool_names_to_check[0];
+        assert_eq!(
+            (n.name.as_str(), n.server.as_deref()),
+            ("mcp__time__now", Some("time"))
+        );
+        assert_eq!(n.place, "/h/config.toml:4:18: key `agents.main.tools`");
+        let p = problem(
+            "[mcp.time]\nurl = \"http://127.0.0.1:9/mcp\"\n[tools]\ndeny = [\"mcp__tme__now\"]\n",
+        );
+        assert_eq!(p.line, 4);
+        assert!(
+            p.reason.contains("did you mean `mcp__time__now`?"),
+            "{}",
+            p.reason
+        );
+    }
+
     #[test]
     fn unknown_top_level_table_lists_valid_keys_when_nothing_is_close() {
         let p = problem("[zzz]\n");
@@ -364,6 +449,77 @@ mod tests {
         let p = problem("[tools.exek]\ntimeout_s = 3\n");
         assert_eq!(p.key.as_deref(), Some("tools.exek"), "{p}");
         assert!(p.reason.contains("did you mean `exec`?"), "{}", p.reason);
+    }
+
+    /// An unclosed header's trailing comment used to be reported as part
+    /// of the key, with its apostrophe dropped.
+    #[test]
+    fn an_unclosed_header_is_reported_under_its_key_without_the_comment() {
+        let p = problem("[tools  # the tools\n");
+        assert_eq!(p.key.as_deref(), Some("tools"), "{p}");
+        assert!(p.reason.contains("unclosed table"), "{p}");
+        let p = problem("[daemon]\n[agents.main  # Bob's agent\nmodel = \"m\"\n");
+        assert_eq!((p.line, p.key.as_deref()), (2, Some("agents.main")), "{p}");
+        // A quoted key keeps its apostrophe.
+        let p = problem("[agents.\"bob's\"]\nmodle = \"m\"\n");
+        assert_eq!(p.key.as_deref(), Some("agents.bob's.modle"), "{p}");
+        let p = problem("[agents.'x.y' ] # [comment]\nmodle = \"m\"\n");
+        assert_eq!(p.key.as_deref(), Some("agents.x.y.modle"), "{p}");
+    }
+
+    /// Wrong types are said in words, not serde's type names.
+    #[test]
+    fn wrong_types_are_said_in_words() {
+        for (text, want) in [
+            (
+                "[daemon]\nmax_concurrent_turns = \"eight\"\n",
+                "expected a whole number, not the text \"eight\"",
+            ),
+            (
+                "[daemon]\nmax_concurrent_turns = 2.5\n",
+                "expected a whole number, not the number 2.5",
+            ),
+            (
+                "[daemon]\nmax_concurrent_turns = -3\n",
+                "expected a whole number from 0 to 4294967295, not -3",
+            ),
+            (
+                "[daemon]\nshutdown_grace_s = -1\n",
+                "expected a whole number of 0 or more, not -1",
+            ),
+            (
+                "[models.default]\nprovider = \"p\"\nmodel = \"m\"\ntemperature = \"hot\"\n",
+                "expected a number, not the text \"hot\"",
+            ),
+            (
+                "[tools.fs]\nallow_hard_links = 1\n",
+                "expected true or false, not the whole number 1",
+            ),
+            (
+                "default_agent = [\"a\"]\n",
+                "expected text in quotes, not a list",
+            ),
+            (
+                "[tools.web_fetch]\nallow_hosts = \"x\"\n",
+                "expected a list, such as [\"a\", \"b\"], not the text \"x\"",
+            ),
+            (
+                "[tools]\nexec = 3\n",
+                "expected a table, not the whole number 3",
+            ),
+            ("[tools]\ntimeouts = true\n", "expected a table, not true"),
+            (
+                "[providers.x]\nkind = 3\n",
+                "expected one of this key's names, as text in quotes",
+            ),
+        ] {
+            let p = problem(text);
+            assert_eq!(p.reason, want, "{text}");
+            assert!(
+                !p.reason.contains("u32") && !p.reason.contains("u64"),
+                "{p}"
+            );
+        }
     }
 
     #[test]
@@ -482,7 +638,10 @@ mod tests {
         let p = problem(&format!(
             "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\nvision = \"yes\"\n"
         ));
-        assert!(p.reason.contains("invalid type"), "{}", p.reason);
+        assert_eq!(
+            p.reason, "expected true or false, not the text \"yes\"",
+            "{p}"
+        );
     }
 
     #[test]
@@ -515,6 +674,23 @@ mod tests {
             ApiKey::Missing { problem } => assert!(problem.contains("$PINCER_SURELY_UNSET_VAR")),
             other => panic!("{other:?}"),
         }
+        // `pincer status` and `pincer doctor` show this one sentence.
+        assert_eq!(
+            c.provider_problems(),
+            [
+                "provider `p` reads its API key from $PINCER_SURELY_UNSET_VAR, which is not set in pincerd's environment; export it before starting pincerd"
+            ]
+        );
+        let none = parse_text("[agents.main]\n").unwrap();
+        assert_eq!(none.provider_problems(), [env::NO_PROVIDER]);
+        assert!(
+            parse_text(&format!(
+                "{PROVIDER}[models.default]\nprovider = \"p\"\nmodel = \"m\"\n"
+            ))
+            .unwrap()
+            .provider_problems()
+            .is_empty()
+        );
         // The key's value never appears in Debug output.
         let shown = format!("{:?}", Secret("sk-very-secret".into()));
         assert!(!shown.contains("sk-very"));

@@ -58,7 +58,7 @@ pub(super) fn problem_from_toml(
 ) -> Problem {
     let (line, column) = line_col(text, span.start);
     let mut key = key_path_at(text, span.start);
-    let mut reason = message.trim().to_string();
+    let mut reason = in_words(message.trim());
     if let Some(field) = between(message, "unknown field `", "`") {
         let expected = expected_names(message);
         // On a header line the unknown name is the segment under the
@@ -89,6 +89,89 @@ pub(super) fn problem_from_toml(
     }
 }
 
+/// serde's type names in a wrong-type message said as a person would
+/// (`expected u32` → `expected a whole number from 0 to 4294967295`); any
+/// other message is kept as it is.
+pub(super) fn in_words(message: &str) -> String {
+    if message == "wanted string or table" {
+        // An enum's value (`kind = 3`).
+        return "expected one of this key's names, as text in quotes".into();
+    }
+    let Some((found, expected)) = message.split_once(", expected ") else {
+        return message.to_string();
+    };
+    let (out_of_range, found) = if let Some(f) = found.strip_prefix("invalid type: ") {
+        (false, f)
+    } else if let Some(f) = found.strip_prefix("invalid value: ") {
+        (true, f)
+    } else {
+        return message.to_string();
+    };
+    let Some(expected) = expected_in_words(expected, out_of_range) else {
+        return message.to_string();
+    };
+    let found = if out_of_range {
+        // The value is of the right kind, only too large or small.
+        found
+            .split_once(' ')
+            .map_or(found, |(_, v)| v)
+            .trim_matches('`')
+            .to_string()
+    } else {
+        found_in_words(found)
+    };
+    format!("expected {expected}, not {found}")
+}
+
+/// A serde "expected" as words; `None` for one we do not know.
+fn expected_in_words(expected: &str, out_of_range: bool) -> Option<String> {
+    let whole = |range: String| {
+        if out_of_range {
+            format!("a whole number {range}")
+        } else {
+            "a whole number".to_string()
+        }
+    };
+    Some(match expected {
+        "u8" => whole(format!("from 0 to {}", u8::MAX)),
+        "u16" => whole(format!("from 0 to {}", u16::MAX)),
+        "u32" => whole(format!("from 0 to {}", u32::MAX)),
+        "u64" | "usize" => whole("of 0 or more".into()),
+        "i8" => whole(format!("from {} to {}", i8::MIN, i8::MAX)),
+        "i16" => whole(format!("from {} to {}", i16::MIN, i16::MAX)),
+        "i32" => whole(format!("from {} to {}", i32::MIN, i32::MAX)),
+        "i64" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        "a string" | "a borrowed string" | "a character" => "text in quotes".into(),
+        "a sequence" => "a list, such as [\"a\", \"b\"]".into(),
+        "a map" => "a table".into(),
+        e if e.starts_with("struct ") => "a table".into(),
+        _ => return None,
+    })
+}
+
+/// The value serde found, as words: `string "x"` is the text "x",
+/// `integer `3`` the whole number 3.
+fn found_in_words(found: &str) -> String {
+    let value = |f: &str| f.trim().trim_matches('`').to_string();
+    if let Some(v) = found.strip_prefix("string ") {
+        format!("the text {}", v.trim())
+    } else if let Some(v) = found.strip_prefix("integer ") {
+        format!("the whole number {}", value(v))
+    } else if let Some(v) = found.strip_prefix("floating point ") {
+        format!("the number {}", value(v))
+    } else if let Some(v) = found.strip_prefix("boolean ") {
+        value(v)
+    } else {
+        match found {
+            "sequence" => "a list".into(),
+            "map" => "a table".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
 fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
     let from = s.find(start)? + start.len();
     let len = s[from..].find(end)?;
@@ -108,7 +191,9 @@ fn expected_names(message: &str) -> Vec<String> {
         .collect()
 }
 
-fn nearest(word: &str, candidates: &[String]) -> Option<String> {
+/// The candidate closest to `word`, when it is close enough to be what
+/// was meant.
+pub(super) fn nearest(word: &str, candidates: &[String]) -> Option<String> {
     candidates
         .iter()
         .map(|c| (strsim::jaro_winkler(word, c), c))
@@ -136,20 +221,100 @@ pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// One segment of a dotted key as written (`agents`, `"bob's"`), its
+/// quotes taken off, and where it is in the text parsed.
+struct Segment {
+    name: String,
+    at: Range<usize>,
+}
+
+/// The dotted key at the start of `s` (after blanks), up to what ends it
+/// outside quotes: `]`, `=`, a `#` comment or the line's end. Quotes are
+/// part of the syntax, not of the name (`"bob's"` is `bob's`), and a
+/// comment after an unclosed header is no part of the key.
+fn dotted_key(s: &str) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut name = String::new();
+    let mut from = None;
+    let mut chars = s.char_indices().peekable();
+    let mut push = |name: &mut String, from: &mut Option<usize>, to: usize| {
+        if let Some(start) = from.take() {
+            out.push(Segment {
+                name: std::mem::take(name).trim().to_string(),
+                at: start..to,
+            });
+        }
+    };
+    while let Some((i, c)) = chars.next() {
+        match c {
+            ']' | '=' | '#' | '\n' => {
+                push(&mut name, &mut from, i);
+                return out;
+            }
+            '.' => push(&mut name, &mut from, i),
+            '"' | '\'' => {
+                from.get_or_insert(i);
+                let mut end = s.len();
+                while let Some((j, q)) = chars.next() {
+                    if q == c {
+                        end = j + 1;
+                        break;
+                    }
+                    if q == '\\' && c == '"' {
+                        if let Some((_, escaped)) = chars.next() {
+                            name.push(escaped);
+                        }
+                        continue;
+                    }
+                    name.push(q);
+                }
+                if end == s.len() {
+                    push(&mut name, &mut from, end);
+                    return out;
+                }
+            }
+            c if c.is_whitespace() => {
+                if from.is_some() {
+                    name.push(c);
+                }
+            }
+            c => {
+                from.get_or_insert(i);
+                name.push(c);
+            }
+        }
+    }
+    push(&mut name, &mut from, s.len());
+    out
+}
+
+fn joined(segments: &[Segment]) -> String {
+    segments
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Where a table header's key starts on `line` (after `[` or `[[`), if
+/// the line is a header.
+fn header_start(line: &str) -> Option<usize> {
+    let open = line.find('[')?;
+    if !line[..open].trim().is_empty() {
+        return None;
+    }
+    Some(open + line[open..].find(|c| c != '[')?)
+}
+
 /// The table header (`agents.main`) that governs the line holding `offset`.
 fn key_path_at_header(text: &str, offset: usize) -> Option<String> {
     let offset = offset.min(text.len());
-    let before = text.get(..offset)?;
     // The line holding the offset may itself be the header.
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
-    let upto = text.get(..line_end).unwrap_or(before);
+    let upto = text.get(..line_end)?;
     upto.lines().rev().find_map(|l| {
-        let l = l.trim();
-        let inner = l
-            .strip_prefix("[[")
-            .and_then(|r| r.split("]]").next())
-            .or_else(|| l.strip_prefix('[').and_then(|r| r.split(']').next()))?;
-        Some(inner.trim().replace(['"', '\''], ""))
+        let inner = header_start(l)?;
+        Some(joined(&dotted_key(&l[inner..])))
     })
 }
 
@@ -159,21 +324,13 @@ fn header_key_upto(text: &str, offset: usize) -> Option<String> {
     let offset = offset.min(text.len());
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next().unwrap_or("");
-    let open = line.find('[')?;
-    if !line[..open].trim().is_empty() {
-        return None;
-    }
-    let inner = open + line[open..].find(|c| c != '[')?;
-    let at = offset - line_start;
-    if at < inner {
-        return None;
-    }
-    let end = line[at..].find(['.', ']']).map_or(line.len(), |i| at + i);
-    let key: Vec<String> = line[inner..end]
-        .split('.')
-        .map(|s| s.trim().replace(['"', '\''], ""))
+    let inner = header_start(line)?;
+    let at = (offset - line_start).checked_sub(inner)?;
+    let segments: Vec<Segment> = dotted_key(&line[inner..])
+        .into_iter()
+        .filter(|s| s.at.start <= at)
         .collect();
-    Some(key.join("."))
+    (!segments.is_empty()).then(|| joined(&segments))
 }
 
 /// The dotted key at `offset`: the governing header plus the key written on
@@ -182,10 +339,17 @@ fn key_path_at(text: &str, offset: usize) -> Option<String> {
     let offset = offset.min(text.len());
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next().unwrap_or("");
-    let key = line
-        .split_once('=')
-        .map(|(k, _)| k.trim().replace(['"', '\''], ""))
-        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let key = match dotted_key(line) {
+        segments if header_start(line).is_none() && !segments.is_empty() => {
+            // Only a key that an `=` ends: a line of an array is no key.
+            let end = segments.last().map_or(0, |s| s.at.end);
+            line[end..]
+                .trim_start()
+                .starts_with('=')
+                .then(|| joined(&segments))
+        }
+        _ => None,
+    };
     let table = key_path_at_header(text, offset);
     match (table, key) {
         (Some(t), Some(k)) => Some(format!("{t}.{k}")),
@@ -202,8 +366,13 @@ pub(super) struct Locator<'a> {
 
 impl Locator<'_> {
     pub(super) fn at(&self, span: Range<usize>, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid(Box::new(self.problem(span, reason)))
+    }
+
+    /// The located problem itself (also a place for a warning).
+    pub(super) fn problem(&self, span: Range<usize>, reason: impl Into<String>) -> Problem {
         let (line, column) = line_col(self.text, span.start);
-        ConfigError::Invalid(Box::new(Problem {
+        Problem {
             path: self
                 .path
                 .map_or_else(|| PathBuf::from("<default config>"), Path::to_path_buf),
@@ -211,7 +380,7 @@ impl Locator<'_> {
             column,
             key: key_path_at(self.text, span.start),
             reason: reason.into(),
-        }))
+        }
     }
 }
 

@@ -23,6 +23,7 @@ pub mod memory;
 mod models;
 pub mod plugins;
 pub mod secret;
+pub mod tool_names;
 pub mod tools;
 mod url;
 
@@ -79,11 +80,30 @@ pub struct Config {
     /// Why no model can be called, as a sentence for the user; set when no
     /// provider was configured or detected.
     pub provider_problem: Option<String>,
+    /// Tool names in the policy lists that only an MCP server's or a
+    /// plugin's tool list can confirm (`pincer config check` and `pincer
+    /// doctor` warn about those none lists).
+    pub tool_names_to_check: Vec<tool_names::NameToCheck>,
 }
 
 impl Config {
     pub fn agent(&self, id: &str) -> Option<&AgentSettings> {
         self.agents.get(id)
+    }
+
+    /// Why model calls fail before they are made, one sentence each: no
+    /// provider configured or detected, or a provider whose API key is
+    /// missing. `pincer status` (and the chat's opening note) show these;
+    /// `pincer doctor` reports the same sentences per provider.
+    pub fn provider_problems(&self) -> Vec<String> {
+        self.provider_problem
+            .iter()
+            .cloned()
+            .chain(self.providers.values().filter_map(|p| match &p.api_key {
+                ApiKey::Missing { problem } => Some(problem.clone()),
+                _ => None,
+            }))
+            .collect()
     }
 
     /// Whether `user` is the `owner` of `channel` (`[channels.<name>]`).

@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::mcp::{McpServerConfig, Transport};
-use super::tools::check_pattern;
+use super::tool_names::check_pattern;
 use super::url::check_http_url;
 use super::{HookEvent, HookSettings};
 
@@ -142,7 +142,7 @@ fn load(folder: &Path) -> Result<Plugin, String> {
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("plugin {shown}: cannot read it: {e}"))?;
     let manifest: Manifest = toml::from_str(&text).map_err(|e| {
-        let msg = e.message().to_string();
+        let msg = super::locate::in_words(e.message());
         match e.span() {
             Some(span) => {
                 let (line, col) = super::locate::line_col(&text, span.start);

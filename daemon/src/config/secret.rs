@@ -96,7 +96,17 @@ pub(super) fn api_key(home: &Home, who: &str, env: Option<&str>, file: Option<&s
             origin: source.origin(),
             value: Secret(value),
         },
-        Err(problem) => ApiKey::Missing { problem },
+        // The sentence every reader shows (a turn's error, `pincer status`,
+        // `pincer doctor`), with what to do about it.
+        Err(problem) => ApiKey::Missing {
+            problem: format!(
+                "{problem}; {}",
+                match source {
+                    SecretSource::Env(_) => "export it before starting pincerd",
+                    SecretSource::File(_) => "write the key into it, then `pincer config reload`",
+                }
+            ),
+        },
     }
 }
 

@@ -1,22 +1,15 @@
 //! Tools: `[tools]` into [`ToolSettings`] (limits, loop detection, hooks,
 //! time limits, `web_fetch`, sub-agents) and the policy layers into
-//! [`PolicySettings`], every pattern checked.
-//!
-//! The names patterns are checked against live here too, not in `tools`:
-//! the groups a `group:` pattern may name, the pattern check itself, and
-//! the core tools' names (a plugin id may not take one), so the config
-//! validates `[tools]`, agents' layers, hooks and plugins without depending
-//! on the tools it configures; `tools::registry` has a test that keeps
-//! [`CORE_TOOL_NAMES`] equal to the registry's core tools.
+//! [`PolicySettings`], every pattern checked by [`super::tool_names`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use globset::Glob;
 use toml::Spanned;
 
 use super::file::{ConfigFile, LayerSection};
 use super::locate::{ConfigError, Locator, header_span, join_keys};
+use super::tool_names::ToolNames;
 use super::{
     ExecSandboxMode, ExecSandboxSettings, FsSettings, HookEvent, HookSettings, LoopSettings,
     PolicySettings, SandboxMode, SubagentLimits, ToolLayer, ToolSettings, WebFetchSettings,
@@ -27,63 +20,6 @@ use crate::home::expand_tilde;
 /// large file in one `write` (about 50k tokens), far below what would make
 /// a transcript line unreadable over the API.
 pub const DEFAULT_MAX_ARGUMENT_CHARS: usize = 200_000;
-
-/// The groups a `group:` pattern may name.
-pub const GROUPS: &[&str] = &[
-    "fs",
-    "runtime",
-    "web",
-    "memory",
-    "sessions",
-    "messaging",
-    "plugins",
-];
-
-/// The names of the core tools, in the registry's order.
-pub const CORE_TOOL_NAMES: &[&str] = &[
-    "read",
-    "write",
-    "edit",
-    "ls",
-    "glob",
-    "grep",
-    "apply_patch",
-    "exec",
-    "process",
-    "web_fetch",
-    "memory_search",
-    "memory_get",
-    "session_status",
-    "sessions_list",
-    "sessions_history",
-    "sessions_send",
-    "sessions_spawn",
-    "message",
-];
-
-/// Checks a pattern from the config; the error is a sentence for the user.
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
-    let p = pattern.trim();
-    if p.is_empty() {
-        return Err("an empty tool pattern matches nothing".into());
-    }
-    if let Some(group) = p.strip_prefix("group:") {
-        if !GROUPS.contains(&group.to_ascii_lowercase().as_str()) {
-            return Err(format!(
-                "unknown tool group `{p}`: the groups are {}",
-                GROUPS
-                    .iter()
-                    .map(|g| format!("group:{g}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        return Ok(());
-    }
-    Glob::new(&p.to_lowercase())
-        .map(|_| ())
-        .map_err(|e| format!("`{p}` is not a valid glob: {e}"))
-}
 
 fn loop_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<LoopSettings, ConfigError> {
     let l = &file.tools.loop_detection;
@@ -117,6 +53,7 @@ fn loop_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<LoopSettings, C
 
 pub(super) fn tool_settings(
     loc: &Locator<'_>,
+    names: &ToolNames,
     file: &ConfigFile,
 ) -> Result<ToolSettings, ConfigError> {
     Ok(ToolSettings {
@@ -134,7 +71,7 @@ pub(super) fn tool_settings(
         max_rollbacks: file.tools.rollback.max_consecutive.unwrap_or(5),
         refusal_keywords: file.tools.rollback.refusal_keywords.clone(),
         loops: loop_settings(loc, file)?,
-        hooks: hook_settings(loc, file)?,
+        hooks: hook_settings(loc, names, file)?,
         timeouts: file
             .tools
             .timeouts
@@ -194,7 +131,11 @@ fn exec_sandbox(loc: &Locator<'_>, file: &ConfigFile) -> Result<ExecSandboxSetti
     })
 }
 
-fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSettings>, ConfigError> {
+fn hook_settings(
+    loc: &Locator<'_>,
+    names: &ToolNames,
+    file: &ConfigFile,
+) -> Result<Vec<HookSettings>, ConfigError> {
     let mut out = Vec::new();
     for (n, h) in file.tools.hooks.iter().enumerate() {
         let event = match h.event.get_ref().as_str() {
@@ -216,9 +157,7 @@ fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSetting
             ));
         }
         for pattern in &h.tools {
-            if let Err(why) = check_pattern(pattern) {
-                return Err(loc.at(h.command.span(), format!("hook `tools`: {why}")));
-            }
+            names.check(loc, pattern.get_ref(), pattern.span())?;
         }
         let program = expand_tilde(&h.command.get_ref()[0]);
         let mut command = h.command.get_ref().clone();
@@ -227,7 +166,7 @@ fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSetting
             name: h.name.clone().unwrap_or_else(|| format!("hooks[{n}]")),
             event,
             command,
-            tools: h.tools.clone(),
+            tools: h.tools.iter().map(|t| t.get_ref().clone()).collect(),
             timeout: Duration::from_secs(h.timeout_s.unwrap_or(10)),
             sandbox: h.sandbox,
         });
@@ -238,18 +177,29 @@ fn hook_settings(loc: &Locator<'_>, file: &ConfigFile) -> Result<Vec<HookSetting
 const PROFILES: &[&str] = &["minimal", "messaging", "coding", "full"];
 
 /// A policy layer, its profile and patterns checked.
-pub(super) fn layer(loc: &Locator<'_>, section: &LayerSection) -> Result<ToolLayer, ConfigError> {
+pub(super) fn layer(
+    loc: &Locator<'_>,
+    names: &ToolNames,
+    section: &LayerSection,
+) -> Result<ToolLayer, ConfigError> {
     if let Some(ask) = section.ask.first() {
         return Err(loc.at(
             ask.span(),
             "`ask` is set per agent: [agents.<id>.tools] ask = [\"exec\"]",
         ));
     }
-    patterns_and_profile(loc, section.profile.as_ref(), &section.allow, &section.deny)
+    patterns_and_profile(
+        loc,
+        names,
+        section.profile.as_ref(),
+        &section.allow,
+        &section.deny,
+    )
 }
 
 pub(super) fn patterns_and_profile(
     loc: &Locator<'_>,
+    names: &ToolNames,
     profile: Option<&Spanned<String>>,
     allow: &[Spanned<String>],
     deny: &[Spanned<String>],
@@ -266,9 +216,7 @@ pub(super) fn patterns_and_profile(
         ));
     }
     for pattern in allow.iter().chain(deny) {
-        if let Err(why) = check_pattern(pattern.get_ref()) {
-            return Err(loc.at(pattern.span(), why));
-        }
+        names.check(loc, pattern.get_ref(), pattern.span())?;
     }
     Ok(ToolLayer {
         profile: profile.map(|p| p.get_ref().clone()),
@@ -279,6 +227,7 @@ pub(super) fn patterns_and_profile(
 
 pub(super) fn policy_settings(
     loc: &Locator<'_>,
+    names: &ToolNames,
     file: &ConfigFile,
 ) -> Result<PolicySettings, ConfigError> {
     let t = &file.tools;
@@ -294,7 +243,7 @@ pub(super) fn policy_settings(
                 ),
             ));
         }
-        let layer = layer(loc, section)?;
+        let layer = layer(loc, names, section)?;
         if let Some(p) = &section.profile {
             return Err(loc.at(
                 p.span(),
@@ -318,10 +267,10 @@ pub(super) fn policy_settings(
         },
     };
     Ok(PolicySettings {
-        global: patterns_and_profile(loc, t.profile.as_ref(), &t.allow, &t.deny)?,
+        global: patterns_and_profile(loc, names, t.profile.as_ref(), &t.allow, &t.deny)?,
         by_provider,
         sandbox_mode,
-        sandbox: patterns_and_profile(loc, None, &t.sandbox.allow, &t.sandbox.deny)?,
-        subagents: patterns_and_profile(loc, None, &t.subagents.allow, &t.subagents.deny)?,
+        sandbox: patterns_and_profile(loc, names, None, &t.sandbox.allow, &t.sandbox.deny)?,
+        subagents: patterns_and_profile(loc, names, None, &t.subagents.allow, &t.subagents.deny)?,
     })
 }

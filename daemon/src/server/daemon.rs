@@ -14,6 +14,13 @@ use crate::llm::windows::ContextWindow;
 /// What a reload changed, or why it was refused.
 pub type ReloadReport = Result<(Vec<String>, Vec<String>), String>;
 
+/// A request to reload, to the task that owns reloading (`daemon.rs`).
+pub struct ReloadAsk {
+    /// Who asked, for the log line (`SIGHUP`, `a reload request`).
+    pub by: &'static str,
+    pub reply: oneshot::Sender<ReloadReport>,
+}
+
 pub struct DaemonService {
     state: State,
 }
@@ -78,7 +85,7 @@ impl pb::daemon_server::Daemon for DaemonService {
                 || "(none: zero-config defaults)".into(),
                 |p| p.display().to_string(),
             ),
-            provider_problem: config.provider_problem.clone().unwrap_or_default(),
+            provider_problem: config.provider_problems().join("; "),
             state: if self.state.hub.is_stopping() {
                 "stopping"
             } else {
@@ -117,7 +124,10 @@ impl pb::daemon_server::Daemon for DaemonService {
         let (tx, rx) = oneshot::channel();
         self.state
             .reload
-            .send(tx)
+            .send(ReloadAsk {
+                by: "a reload request",
+                reply: tx,
+            })
             .await
             .map_err(|_| Status::unavailable("pincerd is shutting down"))?;
         match rx.await {
@@ -162,7 +172,13 @@ impl pb::daemon_server::Daemon for DaemonService {
             findings.extend(crate::doctor::fix_channels(&rt.config()).await);
         }
         findings.extend(
-            crate::doctor::check_running(rt.home(), Some(&rt.config()), Some(rt.memory())).await,
+            crate::doctor::check_running(
+                rt.home(),
+                Some(&rt.config()),
+                Some(rt.memory()),
+                Some(&rt.mcp()),
+            )
+            .await,
         );
         findings.extend(self.state.channels.findings());
         Ok(Response::new(pb::DoctorResponse {

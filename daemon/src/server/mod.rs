@@ -42,7 +42,7 @@ pub struct State {
     /// Cancelled to stop the daemon (Daemon.Shutdown, signals).
     pub stop: CancellationToken,
     /// Sends reload requests to the main task, which owns reloading.
-    pub reload: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<daemon::ReloadReport>>,
+    pub reload: tokio::sync::mpsc::Sender<daemon::ReloadAsk>,
     /// How long running turns get when the daemon stops (fixed at start:
     /// a reload reports `shutdown_grace_s` as needing a restart).
     pub grace: std::time::Duration,

@@ -83,6 +83,17 @@ pub struct McpServer {
     exec: Arc<ExecSandboxSettings>,
 }
 
+/// One server's tools as it listed them (`pincer config check` and
+/// `pincer doctor` compare the config's names with these).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    pub server: String,
+    /// The plugin whose server it is.
+    pub plugin: Option<String>,
+    /// The tools' names as offered, or why the server did not list them.
+    pub tools: Result<Vec<String>, String>,
+}
+
 /// What `status` reports about a server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerStatus {
@@ -479,6 +490,23 @@ impl McpManager {
 
     pub async fn status(&self) -> Vec<ServerStatus> {
         futures_util::future::join_all(self.servers.iter().map(|s| s.status())).await
+    }
+
+    /// Every server's tool names as offered (`mcp__<server>__<tool>`, a
+    /// plugin's own names), or why it could not list them; starts the
+    /// servers not running, as [`Self::tools`] does.
+    pub async fn listings(&self) -> Vec<Listing> {
+        futures_util::future::join_all(self.servers.iter().map(|s| async move {
+            Listing {
+                server: s.config.name.clone(),
+                plugin: s.config.plugin.clone(),
+                tools: s
+                    .ready()
+                    .await
+                    .map(|(_, tools)| tools.into_iter().map(|t| t.name).collect()),
+            }
+        }))
+        .await
     }
 
     /// Stops every server (daemon shutdown).

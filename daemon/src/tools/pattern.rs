@@ -74,7 +74,7 @@ impl Pattern {
         if let Some(group) = lower.strip_prefix("group:") {
             return Some(Pattern::Group(group.to_string()));
         }
-        if !lower.contains(['*', '?', '[', '{', '\\']) {
+        if !crate::config::tool_names::is_glob(&lower) {
             return Some(Pattern::Literal(lower));
         }
         compiled_glob(&lower).map(Pattern::Glob)

@@ -117,7 +117,22 @@ fn but(except: &[&str]) -> Vec<&'static str> {
         .collect()
 }
 
-const HEAD: &str = "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\n";
+const HEAD: &str = "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\n[mcp.time]\nurl = \"http://127.0.0.1:1/mcp\"\n";
+
+/// A home with the `weather` plugin installed: the config may name it
+/// and its tools only then.
+fn home_with_weather() -> (tempfile::TempDir, Home) {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("plugins/weather");
+    std::fs::create_dir_all(&plugin).unwrap();
+    std::fs::write(
+        plugin.join(crate::config::plugins::MANIFEST),
+        "id = \"weather\"\n[server]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+    )
+    .unwrap();
+    let home = Home::at(dir.path());
+    (dir, home)
+}
 
 fn cases() -> Vec<Case> {
     vec![
@@ -462,7 +477,7 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn every_layer_as_a_table() {
-    let home = Home::at("/tmp/pincer-policy-test");
+    let (_dir, home) = home_with_weather();
     let registry = registry();
     for case in cases() {
         let text = format!("{HEAD}{}", case.config);

@@ -104,6 +104,6 @@ mod tests {
             .iter()
             .map(|t| t.name.clone())
             .collect();
-        assert_eq!(names, crate::config::tools::CORE_TOOL_NAMES);
+        assert_eq!(names, crate::config::tool_names::CORE_TOOL_NAMES);
     }
 }
