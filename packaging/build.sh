@@ -58,6 +58,13 @@ case "$profile" in
 esac
 bin="${CARGO_TARGET_DIR:-$root/target}/$profile_dir"
 
+# Both binaries name the same commit: pincer's build script asks git
+# itself; pincerd has no build script (a commit would rebuild the daemon)
+# and takes it from PINCER_COMMIT, set here from the same HEAD.
+if commit="$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null)"; then
+  export PINCER_COMMIT="$commit"
+fi
+
 if [ "$build" = 1 ]; then
   cargo build --locked --profile "$profile" -p pincer-cli -p pincer-daemon --bin pincer --bin pincerd
 fi

@@ -1,5 +1,6 @@
 //! `pincer tools audit`: the newest tool calls with their time, session,
-//! outcome and what decided it. `--session` goes to the daemon as typed.
+//! outcome, what decided it and the arguments (secrets masked by the
+//! daemon). `--session` goes to the daemon as typed.
 
 use pincer_proto::v1 as pb;
 use serde_json::json;
@@ -9,6 +10,10 @@ use crate::error::CliError;
 use crate::out::{self, outln};
 use crate::render::one_line;
 use crate::rpc;
+
+/// Characters of a call's arguments one row shows (`--json` has them
+/// all, as the daemon keeps them).
+const ARGUMENT_CHARS: usize = 60;
 
 pub async fn run(ctx: &Ctx, session: Option<String>, limit: u32) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
@@ -26,7 +31,7 @@ pub async fn run(ctx: &Ctx, session: Option<String>, limit: u32) -> Result<u8, C
             .iter()
             .map(|r| {
                 json!({"ts": r.ts, "session": r.session_key, "agent": r.agent, "sender": r.sender,
-                       "tool": r.tool, "call_id": r.call_id, "args_hash": r.args_hash,
+                       "tool": r.tool, "call_id": r.call_id, "args_hash": r.args_hash, "arguments": r.arguments,
                        "outcome": r.outcome, "duration_ms": r.duration_ms,
                        "decided_by": r.decided_by, "detail": r.detail})
             })
@@ -44,24 +49,36 @@ pub async fn run(ctx: &Ctx, session: Option<String>, limit: u32) -> Result<u8, C
         .max()
         .unwrap_or(7)
         .clamp(7, 40);
+    let arguments: Vec<String> = rows
+        .iter()
+        .map(|r| one_line(&r.arguments, ARGUMENT_CHARS))
+        .collect();
+    let arguments_width = arguments
+        .iter()
+        .map(|a| a.chars().count())
+        .max()
+        .unwrap_or(9)
+        .max("ARGUMENTS".len());
     outln!(
-        "{:<14} {:<session_width$} {:<16} {:<8} {:>7}  {:<24} DETAIL",
+        "{:<14} {:<session_width$} {:<16} {:<8} {:>7}  {:<24} {:<arguments_width$}  DETAIL",
         "TIME",
         "SESSION",
         "TOOL",
         "OUTCOME",
         "MS",
-        "DECIDED BY"
+        "DECIDED BY",
+        "ARGUMENTS"
     );
-    for r in &rows {
+    for (r, arguments) in rows.iter().zip(&arguments) {
         outln!(
-            "{:<14} {:<session_width$} {:<16} {:<8} {:>7}  {:<24} {}",
+            "{:<14} {:<session_width$} {:<16} {:<8} {:>7}  {:<24} {:<arguments_width$}  {}",
             local_time(&r.ts),
             one_line(&r.session_key, session_width),
             one_line(&r.tool, 16),
             r.outcome,
             r.duration_ms,
             one_line(&r.decided_by, 24),
+            arguments,
             one_line(&r.detail, 80)
         );
     }

@@ -2,7 +2,9 @@
 //! `PINCER_HOME/logs/pincerd.log` directly, so it works when pincerd is down
 //! or will not start (exactly when it is needed). `-f` follows the file
 //! across rotation (pincerd renames it to `pincerd.log.1` and starts a new
-//! one) and waits for a file that does not exist yet.
+//! one) and waits for a file that does not exist yet. Each line is shown
+//! as `log_line.rs` reads it: a text line for people, its fields under
+//! `--json` (an array, or one object a line with `-f`).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -10,10 +12,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::Ctx;
 use crate::error::CliError;
+use crate::log_line::LogLine;
 use crate::out::{self, outln};
 
 /// How often `-f` looks for new lines.
@@ -26,10 +27,11 @@ pub fn log_path(home: &Path) -> PathBuf {
 pub async fn run(ctx: &Ctx, follow: bool, lines: usize) -> Result<u8, CliError> {
     let path = log_path(&ctx.home);
     let print = |line: &str| {
+        let line = LogLine::parse(line);
         if ctx.json {
-            out::json(&json!({"line": line}));
+            out::json(&line.to_json());
         } else {
-            outln!("{line}");
+            outln!("{}", line.to_text());
         }
     };
     let file = match File::open(&path) {
@@ -55,7 +57,7 @@ pub async fn run(ctx: &Ctx, follow: bool, lines: usize) -> Result<u8, CliError> 
     let last = &all[all.len().saturating_sub(lines)..];
     if !follow {
         if ctx.json {
-            let v: Vec<_> = last.iter().map(|l| json!({"line": l})).collect();
+            let v: Vec<_> = last.iter().map(|l| LogLine::parse(l).to_json()).collect();
             out::json(&serde_json::Value::Array(v));
         } else {
             last.iter().for_each(|l| print(l));

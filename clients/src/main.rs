@@ -17,6 +17,7 @@ mod config;
 mod doctor;
 mod error;
 mod init;
+mod log_line;
 mod logs;
 mod markdown;
 mod memory;

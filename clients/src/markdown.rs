@@ -33,9 +33,16 @@ pub enum Look {
 }
 
 /// One answer, fed delta by delta; each call returns what to print now.
+/// A turn's answer can come from several model calls (text, tool calls,
+/// more text): [`Reply::next_segment`] marks where one ends, and the next
+/// one's text starts after a blank line, in both looks.
 pub struct Reply {
     pieces: Pieces,
     render: Render,
+    /// Line ends at the end of the text so far (`None`: no text yet).
+    trailing_newlines: Option<usize>,
+    /// A model call ended: the next text starts a segment.
+    segment_break: bool,
 }
 
 enum Render {
@@ -57,12 +64,34 @@ impl Reply {
         Reply {
             pieces: Pieces::default(),
             render,
+            trailing_newlines: None,
+            segment_break: false,
         }
+    }
+
+    /// The model call that wrote the text so far ended (it called tools,
+    /// or is tried again): text that follows is another segment.
+    pub fn next_segment(&mut self) {
+        self.segment_break = true;
     }
 
     /// What to print for the next delta of the answer.
     pub fn text(&mut self, piece: &str) -> String {
-        let shown = self.pieces.next(piece);
+        let mut shown = self.pieces.next(piece);
+        if !shown.is_empty() {
+            if std::mem::take(&mut self.segment_break)
+                && let Some(ends) = self.trailing_newlines
+            {
+                // A blank line between segments: "A.\n\nB", never "A.B".
+                shown.insert_str(0, &"\n".repeat(2usize.saturating_sub(ends)));
+            }
+            let ends = shown.len() - shown.trim_end_matches('\n').len();
+            self.trailing_newlines = Some(if ends == shown.len() {
+                self.trailing_newlines.unwrap_or(0) + ends
+            } else {
+                ends
+            });
+        }
         match &mut self.render {
             Render::Plain { mid_line } => {
                 if !shown.is_empty() {
@@ -81,15 +110,25 @@ impl Reply {
     pub fn break_for_note(&mut self) -> (String, bool) {
         match &mut self.render {
             Render::Plain { mid_line } => (String::new(), *mid_line),
-            Render::Markdown(md) => (md.flush(), false),
+            Render::Markdown(md) => {
+                // The partial line is rendered as if it had ended.
+                if let Some(ends) = &mut self.trailing_newlines {
+                    *ends = (*ends).max(1);
+                }
+                (md.flush(), false)
+            }
         }
     }
 
     /// The turn ended: the rest of the answer, ending its last line.
-    /// Plain text gets the line end the CLI has always added.
+    /// Plain text gets the line end it lacks (none when nothing was
+    /// printed: a failed turn leaves stdout empty).
     pub fn end(&mut self) -> String {
+        // No segment follows: the line end is not one.
+        self.segment_break = false;
         match &mut self.render {
-            Render::Plain { .. } => self.text("\n"),
+            Render::Plain { mid_line: true } => self.text("\n"),
+            Render::Plain { mid_line: false } => String::new(),
             Render::Markdown(md) => {
                 let rest = self.pieces.finish();
                 let mut out = md.text(&rest);
@@ -500,6 +539,45 @@ mod tests {
         assert_eq!(plain.break_for_note(), (String::new(), true));
         assert_eq!(plain.text(" look.\n"), " look.\n");
         assert_eq!(plain.break_for_note(), (String::new(), false));
+    }
+
+    /// Everything printed for segments of deltas, with a note (a tool
+    /// call) between them, as `render.rs` drives it.
+    fn render_segments(look: Look, segments: &[&[&str]]) -> String {
+        let mut reply = Reply::new(look);
+        let mut out = String::new();
+        for (i, deltas) in segments.iter().enumerate() {
+            if i > 0 {
+                out.push_str(&reply.break_for_note().0);
+                reply.next_segment();
+            }
+            out.extend(deltas.iter().map(|d| reply.text(d)));
+        }
+        out.push_str(&reply.end());
+        out.push_str(&reply.finish());
+        out
+    }
+
+    #[test]
+    fn segments_are_kept_apart_by_one_blank_line() {
+        let plain = |segments: &[&[&str]]| render_segments(Look::Plain, segments);
+        assert_eq!(
+            plain(&[&["Running", " it."], &["Hello", " from exec."]]),
+            "Running it.\n\nHello from exec.\n"
+        );
+        assert_eq!(plain(&[&["One.\n"], &["Two."]]), "One.\n\nTwo.\n");
+        assert_eq!(plain(&[&["One.\n\n"], &["Two.\n"]]), "One.\n\nTwo.\n");
+        // Calls that wrote nothing add nothing.
+        assert_eq!(plain(&[&[], &["Only."], &[]]), "Only.\n");
+        assert_eq!(plain(&[&[""], &[]]), "");
+        // In a terminal: the partial line rendered at the note, then one
+        // blank line before the next call's text.
+        let styled = strip_sgr(&render_segments(TERM, &[&["Running it."], &["Hello."]]));
+        let lines: Vec<&str> = styled.lines().map(str::trim_end).collect();
+        assert_eq!(lines, ["Running it.", "", "Hello."], "{styled:?}");
+        let styled = strip_sgr(&render_segments(TERM, &[&["One.\n"], &["Two."]]));
+        let lines: Vec<&str> = styled.lines().map(str::trim_end).collect();
+        assert_eq!(lines, ["One.", "", "Two."], "{styled:?}");
     }
 
     #[test]

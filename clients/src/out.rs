@@ -125,6 +125,12 @@ impl Stream {
         }
     }
 
+    /// The model call that wrote the text so far ended: the next text is
+    /// another call's, after a blank line (`markdown.rs`).
+    pub fn next_segment(&mut self) {
+        self.reply.next_segment();
+    }
+
     /// Before a note on stderr: the answer so far is put on screen, and
     /// when it stopped inside a line of the terminal the note shares, the
     /// line is ended on stderr so the note starts a line of its own.

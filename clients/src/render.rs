@@ -3,7 +3,10 @@
 //! text is printed through `out`, which shows its control characters; the
 //! answer is Markdown in a terminal and plain elsewhere (`markdown.rs`).
 //! Notes (tool calls, retries) start a line of their own, with no blank
-//! line between them, so a run of tool calls reads as a compact list.
+//! line between them, so a run of tool calls reads as a compact list. The
+//! text of the model call after them starts after a blank line, so the
+//! texts of a turn's calls never run together on stdout (`--json` has
+//! them apart as `turn_finished.segments`).
 
 use pincer_proto::v1::chat_event::Event;
 use serde_json::json;
@@ -43,6 +46,7 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
         }
         Event::ToolCallStarted(t) => {
             reply.before_note();
+            reply.next_segment();
             out::err_brief(format_args!(
                 "  ⚙ {} {}",
                 t.name,
@@ -67,6 +71,8 @@ pub fn human(event: &Event, reply: &mut out::Stream) -> Option<End> {
         }
         Event::Retrying(r) => {
             reply.before_note();
+            // The call starts over: what it wrote so far stays apart.
+            reply.next_segment();
             errln!(
                 "  ↻ retry {} of {} in {:.1} s: {}",
                 r.attempt,
@@ -145,7 +151,7 @@ pub fn json(event: &Event) -> serde_json::Value {
             json!({"type": "usage", "model": u.model, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens})
         }
         Event::TurnFinished(f) => {
-            json!({"type": "turn_finished", "text": f.text, "stop_reason": f.stop_reason, "model_calls": f.model_calls, "tool_calls": f.tool_calls})
+            json!({"type": "turn_finished", "text": f.text, "segments": f.segments, "stop_reason": f.stop_reason, "model_calls": f.model_calls, "tool_calls": f.tool_calls})
         }
         Event::Error(e) => json!({"type": "error", "code": e.code, "message": e.message}),
         Event::Queued(q) => json!({"type": "queued", "position": q.position}),

@@ -1,15 +1,17 @@
 //! `pincer stop`: asks pincerd to shut down (`Daemon.Shutdown`), says how
 //! many turns are still running and how long they get, and returns once
 //! the daemon has exited: its socket no longer answers and its instance
-//! lock (`run/pincerd.lock`) is free.
+//! lock (`run/pincerd.lock`) is free. With no pincerd it says so and exits
+//! 3 (SPEC §4).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use pincer_proto::v1 as pb;
 use serde_json::json;
 
 use crate::Ctx;
-use crate::error::CliError;
+use crate::error::{CliError, NOT_RUNNING};
 use crate::out::{self, outln};
 use crate::rpc;
 
@@ -19,7 +21,15 @@ const POLL: Duration = Duration::from_millis(50);
 const SLACK: Duration = Duration::from_secs(30);
 
 pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
-    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let mut c = match rpc::connect(&ctx.home, ctx.explicit_home).await {
+        Ok(c) => c,
+        // Nothing to stop: exit 3 as SPEC §4 says, without the advice to
+        // start it that other commands give. One still stopping says so.
+        Err(e) if e.code == NOT_RUNNING && !rpc::lock_held(&ctx.home) => {
+            return Err(CliError::new(NOT_RUNNING, nothing_to_stop(&ctx.home)));
+        }
+        Err(e) => return Err(e),
+    };
     let pid = c
         .daemon
         .status(pb::StatusRequest {})
@@ -57,6 +67,20 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
     Ok(0)
 }
 
+/// The sentence for `pincer stop` with no pincerd for this home.
+fn nothing_to_stop(home: &Path) -> String {
+    let socket = rpc::socket_path(home);
+    let why = if socket.exists() {
+        "nothing answers on"
+    } else {
+        "no socket at"
+    };
+    format!(
+        "pincerd is not running ({why} {}); there is nothing to stop",
+        socket.display()
+    )
+}
+
 fn stopping_line(running: u32, grace_s: u32) -> String {
     match running {
         0 => "stopping pincerd (no turns running)".to_string(),
@@ -67,7 +91,27 @@ fn stopping_line(running: u32, grace_s: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::stopping_line;
+    use super::{nothing_to_stop, stopping_line};
+
+    #[test]
+    fn nothing_to_stop_names_the_socket() {
+        let home = tempfile::tempdir().unwrap();
+        let socket = home.path().join("run/pincerd.sock");
+        assert_eq!(
+            nothing_to_stop(home.path()),
+            format!(
+                "pincerd is not running (no socket at {}); there is nothing to stop",
+                socket.display()
+            )
+        );
+        std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+        std::fs::write(&socket, "").unwrap();
+        assert!(
+            nothing_to_stop(home.path()).contains("(nothing answers on "),
+            "{}",
+            nothing_to_stop(home.path())
+        );
+    }
 
     #[test]
     fn the_stopping_line_counts_turns() {

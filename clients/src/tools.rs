@@ -1,6 +1,7 @@
 //! `pincer tools list|audit`: every tool of the daemon, where it comes
 //! from, and whether the agent is offered it — if not, the policy layer that
-//! removed it and why — and the data boundary of the chat (whose data its
+//! removed it and why; if so, whether its calls ask for the owner's
+//! approval, as the daemon's policy decided — and the data boundary of the chat (whose data its
 //! turns act for; the memory, sessions and files they reach). The audit
 //! table lives in `audit.rs`.
 
@@ -50,7 +51,7 @@ async fn list(
             .iter()
             .map(|t| {
                 json!({"name": t.name, "source": t.source, "groups": t.groups, "optional": t.optional,
-                       "dedupe": t.dedupe, "owner_only": t.owner_only, "offered": t.offered,
+                       "dedupe": t.dedupe, "owner_only": t.owner_only, "offered": t.offered, "asks": t.asks,
                        "removed_by": t.removed_by, "reason": t.reason, "description": t.description})
             })
             .collect();
@@ -66,8 +67,12 @@ async fn list(
         return Ok(0);
     }
     let offered = list.tools.iter().filter(|t| t.offered).count();
+    let asking = match list.tools.iter().filter(|t| t.asks).count() {
+        0 => String::new(),
+        n => format!(", {n} of them ask for approval"),
+    };
     outln!(
-        "agent `{}`: {offered} of {} tools offered (profile `{}`)",
+        "agent `{}`: {offered} of {} tools offered{asking} (profile `{}`)",
         list.agent,
         list.tools.len(),
         list.profile
@@ -90,7 +95,9 @@ async fn list(
         .max(4);
     outln!("{:<width$}  {:<16} STATUS", "TOOL", "SOURCE");
     for t in &list.tools {
-        let status = if t.offered {
+        let status = if t.asks {
+            "offered, asks for approval".to_string()
+        } else if t.offered {
             "offered".to_string()
         } else {
             format!("removed by {}: {}", t.removed_by, t.reason)

@@ -43,6 +43,16 @@ pub enum StartError {
 }
 
 impl StartError {
+    /// The line a failed start prints on stderr: `pincerd: ` and the
+    /// error, unless its sentence begins with pincerd already ("pincerd is
+    /// already running for …").
+    pub fn line(&self) -> String {
+        match self {
+            Self::Socket(socket::SocketError::AlreadyRunning { .. }) => self.to_string(),
+            _ => format!("pincerd: {self}"),
+        }
+    }
+
     /// The process exit status for this error (78 for config, SPEC §3;
     /// 75 when another pincerd owns the home, so a service does not loop).
     pub fn exit_code(&self) -> i32 {
@@ -455,6 +465,27 @@ mod tests {
             Ok(c) => c,
             Err(e) => panic!("{e}"),
         }
+    }
+
+    #[test]
+    fn a_failed_start_names_pincerd_once() {
+        let running = StartError::Socket(socket::SocketError::AlreadyRunning {
+            home: "/h".into(),
+            pid: "7".into(),
+            owner: None,
+        });
+        assert!(
+            running
+                .line()
+                .starts_with("pincerd is already running for /h (pid 7)"),
+            "{}",
+            running.line()
+        );
+        let home = StartError::Home {
+            path: "/h".into(),
+            source: std::io::Error::other("read-only"),
+        };
+        assert_eq!(home.line(), "pincerd: cannot prepare /h: read-only");
     }
 
     #[test]

@@ -1,6 +1,14 @@
 //! Logging to `logs/pincerd.log`, rotated by size: when the file passes
 //! [`MAX_BYTES`] it becomes `pincerd.log.1` (older ones shift up to
 //! `.{KEEP}`), so `pincer logs` always reads the same path.
+//!
+//! The file holds one JSON object a line, as tracing-subscriber's JSON
+//! format writes it: `timestamp` (RFC 3339, UTC), `level`, `target`,
+//! `fields` (the `message` and the event's fields, with their types), and
+//! `spans` (each with its `name` and fields, outermost first) when the
+//! event is inside any. `pincer logs` reads it (`clients/src/logs.rs`):
+//! a line for people, the fields for `--json`. Logs sent to stderr
+//! (`--log-stderr`, journald) are the usual text lines.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -103,31 +111,82 @@ impl<'a> MakeWriter<'a> for RotatingFile {
     }
 }
 
-/// Sends logs to the rotating file (and to stderr when `also_stderr`).
-/// `PINCER_LOG` overrides the configured level with an `EnvFilter` string.
+/// Sends logs to the rotating file as JSON lines (and to stderr as text
+/// when `also_stderr`). `PINCER_LOG` overrides the configured level with
+/// an `EnvFilter` string.
 pub fn init(path: &Path, level: &str, also_stderr: bool) -> io::Result<()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let file = RotatingFile::open(path, MAX_BYTES, KEEP)?;
     let filter = std::env::var("PINCER_LOG")
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
         .or_else(|| EnvFilter::try_new(level).ok())
         .unwrap_or_else(|| EnvFilter::new("info"));
-    use tracing_subscriber::fmt::writer::MakeWriterExt;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_target(true);
-    let result = if also_stderr {
-        builder.with_writer(file.and(io::stderr)).try_init()
-    } else {
-        builder.with_writer(file).try_init()
-    };
-    result.map_err(|e| io::Error::other(e.to_string()))
+    let stderr = also_stderr.then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_target(true)
+            .with_writer(io::stderr)
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(json_layer(file))
+        .with(stderr)
+        .try_init()
+        .map_err(|e| io::Error::other(e.to_string()))
+}
+
+/// The file's format (the module doc): JSON lines, the span list but not
+/// the current span again.
+fn json_layer<S, W>(writer: W) -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    W: for<'w> MakeWriter<'w> + 'static,
+{
+    tracing_subscriber::fmt::layer()
+        .json()
+        .with_current_span(false)
+        .with_span_list(true)
+        .with_target(true)
+        .with_writer(writer)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `pincer logs` relies on: one JSON object a line with the time,
+    /// level, target, message, the event's fields and its spans.
+    #[test]
+    fn the_file_gets_one_json_object_a_line() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.log");
+        let file = RotatingFile::open(&path, MAX_BYTES, KEEP).unwrap();
+        let subscriber = tracing_subscriber::registry().with(json_layer(file));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("turn", session = "agent:main:main");
+            let _in = span.enter();
+            tracing::warn!(code = "provider", calls = 3, "turn failed");
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(v["level"], "WARN", "{v}");
+        assert_eq!(v["target"], "pincer_daemon::logging::tests", "{v}");
+        assert_eq!(v["fields"]["message"], "turn failed", "{v}");
+        assert_eq!(v["fields"]["code"], "provider", "{v}");
+        assert_eq!(v["fields"]["calls"], 3, "{v}");
+        assert_eq!(v["spans"][0]["name"], "turn", "{v}");
+        assert_eq!(v["spans"][0]["session"], "agent:main:main", "{v}");
+        assert!(
+            v["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{v}"
+        );
+        assert!(v.get("span").is_none(), "{v}");
+    }
 
     #[test]
     fn rotates_past_the_limit_and_keeps_n_files() {

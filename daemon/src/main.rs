@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
@@ -17,10 +18,28 @@ use pincer_daemon::doctor::{self, Level};
 use pincer_daemon::home::Home;
 use pincer_daemon::launch::{self, EXIT_ALREADY_RUNNING};
 
+/// `pincerd --version`: the version and the commit, like `pincer
+/// --version`, when the build was given one in `PINCER_COMMIT`
+/// (`packaging/build.sh` sets it from git, a tarball build by hand). The
+/// daemon has no build script asking git, as the CLI has: its output
+/// changing on every commit would rebuild the whole daemon library; read
+/// here, only this file is rebuilt when the variable changes.
+static VERSION: LazyLock<String> = LazyLock::new(|| version(option_env!("PINCER_COMMIT")));
+
+fn version(commit: Option<&str>) -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    match commit.map(str::trim).filter(|c| !c.is_empty()) {
+        Some(commit) => format!("{version} ({commit})"),
+        None => format!(
+            "{version} (commit not stamped: only a build with PINCER_COMMIT set, as packaging/build.sh sets it, stamps pincerd, so that a commit does not rebuild the daemon; `pincer --version` names the commit)"
+        ),
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "pincerd",
-    version,
+    version = VERSION.as_str(),
     about = "The pincer daemon: sessions, agents, tools and the gRPC API on a Unix socket."
 )]
 struct Args {
@@ -119,7 +138,7 @@ fn main() -> ExitCode {
             match daemon::run(home, args.log_stderr).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("pincerd: {e}");
+                    eprintln!("{}", e.line());
                     tracing::error!("{e}");
                     ExitCode::from(e.exit_code() as u8)
                 }
@@ -142,10 +161,12 @@ fn run_async(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
 }
 
 /// The zero-config detection (`config::env`), printed for `pincer init`:
-/// one set of rules, whoever asks.
+/// one set of rules, whoever asks. Nothing found is `{}` on stdout (still
+/// one JSON object) and a sentence on stderr.
 fn zero_config() -> ExitCode {
     let Some(found) = config::env::detect() else {
         println!("{{}}");
+        eprintln!("pincerd: {}", config::env::nothing_found());
         return ExitCode::from(1);
     };
     let p = &found.provider;
@@ -387,4 +408,23 @@ fn start_background(home: &Home) -> ExitCode {
         home.log_file().display()
     );
     ExitCode::from(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version;
+
+    #[test]
+    fn the_version_names_the_commit_or_says_why_not() {
+        let v = env!("CARGO_PKG_VERSION");
+        assert_eq!(version(Some("1a2b3c4d5e6f")), format!("{v} (1a2b3c4d5e6f)"));
+        for unstamped in [None, Some(""), Some("  ")] {
+            let line = version(unstamped);
+            assert!(
+                line.starts_with(&format!("{v} (commit not stamped: ")),
+                "{line}"
+            );
+            assert!(line.contains("PINCER_COMMIT") && line.contains("pincer --version"));
+        }
+    }
 }

@@ -433,3 +433,42 @@ async fn a_daemon_restart_under_an_open_chat_keeps_the_line_being_typed() {
     tty.shows("after the restart").await;
     assert_eq!(received(&llm), ["[restart] hello", "half typed line"]);
 }
+
+/// A turn's answer from two model calls in a terminal: the first call's
+/// text, its tool call's two notes, a blank line, then the second call's
+/// text (issue 23: piped, they ran together).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_text_of_two_model_calls_is_kept_apart_on_a_terminal() {
+    let (home, llm) = scripted_home("").await;
+    llm.script(
+        "[two]",
+        vec![
+            Step {
+                text: "Running it.".into(),
+                ..Step::tool("exec", json!({"command": "echo hi"}))
+            },
+            Step::text("Hello from exec."),
+        ],
+    );
+    let _d = home.start();
+    let tty = Tty::start(&home, "two-calls");
+    tty.prompt().await;
+    tty.type_text("[two] run it");
+    tty.press(&["Enter"]);
+    let screen = tty.shows("Hello from exec.").await;
+    tty.prompt().await;
+    assert_clean(&screen);
+    let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    let first = lines
+        .iter()
+        .position(|l| *l == "Running it.")
+        .unwrap_or_else(|| panic!("`Running it.` not on a line of its own:\n{screen}"));
+    let second = lines
+        .iter()
+        .position(|l| *l == "Hello from exec.")
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert_eq!(second, first + 4, "{screen}");
+    assert!(lines[first + 1].contains("⚙ exec"), "{screen}");
+    assert!(lines[first + 2].contains("✓ exec"), "{screen}");
+    assert_eq!(lines[first + 3], "", "{screen}");
+}

@@ -4,6 +4,7 @@
 mod boundary;
 mod chat_tty;
 mod cli;
+mod cli_output;
 mod config_check;
 mod context;
 mod escapes;

@@ -19,7 +19,6 @@ use crate::tools::access::FileAccess;
 use crate::tools::approvals::PendingApproval;
 use crate::tools::memory::MemoryAccess;
 use crate::tools::origin::ChatOrigin;
-use crate::tools::pattern::ToolPatterns;
 use crate::tools::pipeline::CallEnv;
 use crate::tools::policy::{self, PolicyInput};
 use crate::tools::redact::Redactor;
@@ -110,7 +109,6 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
         settings,
         sender: origin.sender.clone(),
         audit: rt.registry.clone(),
-        ask: ToolPatterns::new(&agent.ask),
         approvals: rt.approvals.clone(),
         announce: {
             let emit = scope.emit.clone();

@@ -78,7 +78,12 @@ pub enum Event {
         error: String,
     },
     Finished {
+        /// The final answer: the last model call's text.
         text: String,
+        /// The text of each model call of the turn that wrote any, in
+        /// order (a reply continued after the output limit is one); the
+        /// last is `text` when that is not empty.
+        segments: Vec<String>,
         stop_reason: &'static str,
         model_calls: u32,
         tool_calls: u32,

@@ -154,6 +154,9 @@ impl Turn<'_> {
         let mut tool_calls = 0u32;
         let mut continuations = 0u32;
         let mut answer = String::new();
+        // The text of each earlier call of this turn (`answer` is the
+        // current one's).
+        let mut segments: Vec<String> = Vec::new();
         let mut last_call = false;
         let mut extra: Vec<Message> = Vec::new();
         let mut rollbacks = 0u32;
@@ -167,7 +170,7 @@ impl Turn<'_> {
 
         loop {
             if self.cancel.is_cancelled() {
-                return self.aborted(log, "");
+                return self.aborted(log, "", segments);
             }
             if let Some(reason) = loop_stop.take()
                 && !last_call
@@ -257,7 +260,7 @@ impl Turn<'_> {
             .await;
             let (mut reply, target) = match result {
                 Ok(Ok(ok)) => ok,
-                Ok(Err(LlmError::Aborted)) => return self.aborted(log, &streamed),
+                Ok(Err(LlmError::Aborted)) => return self.aborted(log, &streamed, segments),
                 Ok(Err(e)) if e.is_context_overflow() => {
                     overflow_retries += 1;
                     tracing::info!(session = %self.key, attempt = overflow_retries, error = %e, "the provider refused the prompt as too long");
@@ -396,8 +399,12 @@ impl Turn<'_> {
                 if next > threshold && !compaction_spent {
                     let _ = self.compact(log, "threshold", false, system_tokens).await;
                 }
+                if !answer.is_empty() {
+                    segments.push(answer.clone());
+                }
                 (self.emit)(Event::Finished {
                     text: answer,
+                    segments,
                     stop_reason: if stopped_by_loop {
                         "loop"
                     } else if stopped_by_context {
@@ -413,13 +420,15 @@ impl Turn<'_> {
                 return None;
             }
             extra.clear();
-            answer.clear();
+            if !answer.is_empty() {
+                segments.push(std::mem::take(&mut answer));
+            }
             continuations = 0;
             rollbacks = 0;
 
             for call in tool_calls_now {
                 if self.cancel.is_cancelled() {
-                    return self.aborted(log, "");
+                    return self.aborted(log, "", segments);
                 }
                 tool_calls += 1;
                 if let Some(tool) = tool_env.offered.iter().find(|t| t.name == call.name)
@@ -616,7 +625,9 @@ impl Turn<'_> {
         Some((message, summary))
     }
 
-    fn aborted(&self, log: &mut SessionLog, partial: &str) -> Outcome {
+    /// The turn was aborted: what streamed of the call under way is kept,
+    /// after the text of the calls before it (`segments`).
+    fn aborted(&self, log: &mut SessionLog, partial: &str, mut segments: Vec<String>) -> Outcome {
         if !partial.is_empty() {
             let _ = log.append(
                 &self.turn_id,
@@ -635,8 +646,12 @@ impl Turn<'_> {
                 detail: String::new(),
             },
         );
+        if !partial.is_empty() {
+            segments.push(partial.to_string());
+        }
         (self.emit)(Event::Finished {
             text: partial.to_string(),
+            segments,
             stop_reason: "aborted",
             model_calls: 0,
             tool_calls: 0,

@@ -16,6 +16,53 @@ use super::{
 /// What a chat answers when nothing could be found.
 pub const NO_PROVIDER: &str = "No model provider is configured: set OPENAI_API_KEY (optionally with OPENAI_BASE_URL), ANTHROPIC_API_KEY or OPENROUTER_API_KEY in pincerd's environment, start a local OpenAI-compatible server on 127.0.0.1:11434 or 127.0.0.1:8080, or add a [providers] section to config.toml (see `pincer init`).";
 
+/// The providers zero-config looks for, in this order: name, kind, the
+/// key's variable, the base URL's variable, the default URL and model.
+const KEYED: &[(&str, ProviderKind, &str, &str, &str, &str)] = &[
+    (
+        "openai",
+        ProviderKind::Openai,
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "https://api.openai.com/v1",
+        "gpt-4.1-mini",
+    ),
+    (
+        "anthropic",
+        ProviderKind::Anthropic,
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+        "claude-sonnet-4-5",
+    ),
+    (
+        "openrouter",
+        ProviderKind::Openai,
+        "OPENROUTER_API_KEY",
+        "OPENROUTER_BASE_URL",
+        "https://openrouter.ai/api/v1",
+        "openai/gpt-4.1-mini",
+    ),
+];
+
+/// Local ports probed for an OpenAI-compatible server, in this order.
+const LOCAL_PORTS: [u16; 2] = [11434, 8080];
+
+/// What `pincerd zero-config` says when [`detect`] finds nothing: what it
+/// looked for, and how to configure a provider.
+pub fn nothing_found() -> String {
+    let ports: Vec<String> = LOCAL_PORTS
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let keys: Vec<&str> = KEYED.iter().map(|k| k.2).collect();
+    format!(
+        "no model provider found: none of {} is set in this environment, and no OpenAI-compatible server answers on {}. Set one of those keys (OPENAI_BASE_URL points OPENAI_API_KEY at another OpenAI-compatible server), start a local server, or add a [providers] section to config.toml (`pincer init` writes one).",
+        keys.join(", "),
+        ports.join(" or ")
+    )
+}
+
 /// A provider found in the environment and the model to use with it.
 #[derive(Debug, Clone)]
 pub struct Detected {
@@ -37,33 +84,7 @@ pub fn detect_with(
     probe: &dyn Fn(u16) -> Option<Vec<String>>,
 ) -> Option<Detected> {
     let chosen_model = var("PINCER_MODEL");
-    let keyed = [
-        (
-            "openai",
-            ProviderKind::Openai,
-            "OPENAI_API_KEY",
-            "OPENAI_BASE_URL",
-            "https://api.openai.com/v1",
-            "gpt-4.1-mini",
-        ),
-        (
-            "anthropic",
-            ProviderKind::Anthropic,
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "https://api.anthropic.com",
-            "claude-sonnet-4-5",
-        ),
-        (
-            "openrouter",
-            ProviderKind::Openai,
-            "OPENROUTER_API_KEY",
-            "OPENROUTER_BASE_URL",
-            "https://openrouter.ai/api/v1",
-            "openai/gpt-4.1-mini",
-        ),
-    ];
-    for (name, kind, key_var, url_var, default_url, default_model) in keyed {
+    for &(name, kind, key_var, url_var, default_url, default_model) in KEYED {
         if let Some(key) = var(key_var) {
             let base_url = var(url_var).unwrap_or_else(|| default_url.to_string());
             let model = chosen_model
@@ -81,7 +102,7 @@ pub fn detect_with(
             ));
         }
     }
-    for port in [11434u16, 8080] {
+    for port in LOCAL_PORTS {
         if let Some(models) = probe(port) {
             let model = chosen_model
                 .clone()
@@ -173,6 +194,20 @@ mod tests {
                 .iter()
                 .find(|(n, _)| *n == k)
                 .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn nothing_found_says_what_was_looked_for() {
+        assert!(detect_with(&env(&[]), &|_| None).is_none());
+        let said = nothing_found();
+        for needle in [
+            "OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY",
+            "127.0.0.1:11434 or 127.0.0.1:8080",
+            "[providers]",
+            "pincer init",
+        ] {
+            assert!(said.contains(needle), "{needle}: {said}");
         }
     }
 

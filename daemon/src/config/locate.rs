@@ -191,9 +191,9 @@ fn expected_names(message: &str) -> Vec<String> {
         .collect()
 }
 
-/// The candidate closest to `word`, when it is close enough to be what
-/// was meant.
-pub(super) fn nearest(word: &str, candidates: &[String]) -> Option<String> {
+/// The candidate closest to `word` (a misspelt key or name), if one is
+/// close enough to be what was meant.
+pub fn nearest(word: &str, candidates: &[String]) -> Option<String> {
     candidates
         .iter()
         .map(|c| (strsim::jaro_winkler(word, c), c))

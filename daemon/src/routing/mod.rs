@@ -44,6 +44,7 @@ pub mod targets;
 
 pub use targets::message_targets;
 
+use crate::config::channels::CHANNELS;
 use crate::config::{ChannelSettings, Config};
 use crate::session::key::KeyError;
 use crate::session::{Principal, SessionKey};
@@ -90,6 +91,11 @@ pub struct Route {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
+    #[error("unknown channel `{name}`{}: pincer has bridges for {}", .nearest.as_ref().map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default(), CHANNELS.join(" and "))]
+    UnknownChannel {
+        name: String,
+        nearest: Option<String>,
+    },
     #[error("the binding or group entry for this chat names agent `{0}`, which is not configured")]
     UnknownAgent(String),
     #[error("this chat cannot have a session: {0}")]
@@ -143,6 +149,13 @@ fn principal_of(channel: Option<&ChannelSettings>, inbound: &Inbound) -> Princip
 /// per DM peer or per group (and thread), and the origin with the chat's
 /// and the sender's policy layers and the chat's prompt addition.
 pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
+    if !CHANNELS.contains(&inbound.channel.as_str()) {
+        let known: Vec<String> = CHANNELS.iter().map(|c| c.to_string()).collect();
+        return Err(RouteError::UnknownChannel {
+            name: inbound.channel.clone(),
+            nearest: crate::config::locate::nearest(&inbound.channel.to_lowercase(), &known),
+        });
+    }
     let channel = config.channels.get(&inbound.channel);
     let group = match (&inbound.chat, channel) {
         (Chat::Group(id), Some(c)) => c.group(id),
@@ -271,6 +284,23 @@ mod tests {
                 .as_deref(),
             Some("telegram:42"),
             "a DM is addressed by the person"
+        );
+    }
+
+    #[test]
+    fn an_unknown_channel_is_refused_with_the_nearest_name() {
+        let mut inbound = dm("42");
+        inbound.channel = "telegrm".into();
+        let e = route(&config(Vec::new()), &inbound).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown channel `telegrm` (did you mean `telegram`?): pincer has bridges for telegram and discord"
+        );
+        inbound.channel = "irc".into();
+        let e = route(&config(Vec::new()), &inbound).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown channel `irc`: pincer has bridges for telegram and discord"
         );
     }
 

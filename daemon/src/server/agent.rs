@@ -187,11 +187,13 @@ pub fn to_proto(event: Event) -> pb::ChatEvent {
         }),
         Event::Finished {
             text,
+            segments,
             stop_reason,
             model_calls,
             tool_calls,
         } => PbEvent::TurnFinished(pb::TurnFinished {
             text: fit::text(text, fit::EVENT_CHARS),
+            segments: fit::segments(segments),
             stop_reason: stop_reason.into(),
             model_calls,
             tool_calls,

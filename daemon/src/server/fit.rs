@@ -40,6 +40,14 @@ pub fn text(text: String, max_chars: usize) -> String {
     }
 }
 
+/// The texts of a turn's model calls (`TurnFinished.segments`) within
+/// twice [`EVENT_CHARS`] together, each getting an equal share, so the
+/// event stays under the limit however many calls the turn made.
+pub fn segments(segments: Vec<String>) -> Vec<String> {
+    let share = (2 * EVENT_CHARS / segments.len().max(1)).max(1);
+    segments.into_iter().map(|s| text(s, share)).collect()
+}
+
 /// One transcript entry as it goes out, its strings capped.
 pub fn entry(e: &Entry) -> pb::TranscriptEntry {
     let whole = entry_within(e, FIELD_CHARS);
@@ -193,6 +201,32 @@ mod tests {
         );
         let small = entry(&call("{}".into()));
         assert_eq!((small.omitted_chars, small.kind.as_str()), (0, "tool_call"));
+    }
+
+    #[test]
+    fn a_turns_segments_fit_one_event_however_many_there_are() {
+        for (count, chars) in [(1usize, 600_000), (3, 600_000), (100, 20_000)] {
+            // Four bytes a character: the worst case.
+            let long = "😀".repeat(chars);
+            let event = pb::TurnFinished {
+                text: text(long.clone(), EVENT_CHARS),
+                segments: segments(vec![long; count]),
+                ..Default::default()
+            };
+            assert_eq!(event.segments.len(), count);
+            assert!(
+                event
+                    .segments
+                    .iter()
+                    .all(|s| s.contains("characters omitted"))
+            );
+            assert!(
+                event.encoded_len() < 4 * 1024 * 1024,
+                "{count}: {}",
+                event.encoded_len()
+            );
+        }
+        assert_eq!(segments(vec!["a".into(), "b".into()]), ["a", "b"]);
     }
 
     #[test]

@@ -103,6 +103,7 @@ impl pb::tools_server::Tools for ToolsService {
                     .map(|r| r.reason.clone())
                     .unwrap_or_default(),
                 parameters_json: v.tool.parameters.to_string(),
+                asks: v.asks,
             })
             .collect();
         Ok(Response::new(pb::ListToolsResponse {
@@ -206,6 +207,8 @@ impl pb::tools_server::Tools for ToolsService {
                 duration_ms: r.duration_ms,
                 decided_by: short(r.decided_by),
                 detail: fit::text(r.detail, fit::NOTE_CHARS),
+                // Already masked and capped when recorded.
+                arguments: r.arguments,
             })
             .collect();
         let (rows, left_out) = fit::newest(rows, fit::REPLY_BYTES);

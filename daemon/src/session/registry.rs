@@ -466,6 +466,9 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN parent TEXT;
     ALTER TABLE sessions ADD COLUMN spawn_layer TEXT;
     CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent) WHERE parent IS NOT NULL;",
+    // A call's arguments as the audit keeps them: secrets masked, capped
+    // (`tools::arguments::for_audit`); empty for calls from before.
+    "ALTER TABLE tool_audit ADD COLUMN arguments TEXT NOT NULL DEFAULT '';",
 ];
 
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -499,15 +502,18 @@ pub struct AuditRecord {
     /// `approval`, `validation` or `tool`.
     pub decided_by: String,
     pub detail: String,
+    /// The arguments, secrets masked and capped (empty in rows written
+    /// before they were kept).
+    pub arguments: String,
 }
 
 impl Registry {
     pub async fn audit(&self, r: AuditRecord) -> Result<(), RegistryError> {
         self.call(move |conn| {
             conn.execute(
-                "INSERT INTO tool_audit (at, session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![now_rfc3339(), r.session_key, r.agent, r.sender, r.tool, r.call_id, r.args_hash, r.outcome, r.duration_ms as i64, r.decided_by, r.detail],
+                "INSERT INTO tool_audit (at, session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail, arguments)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![now_rfc3339(), r.session_key, r.agent, r.sender, r.tool, r.call_id, r.args_hash, r.outcome, r.duration_ms as i64, r.decided_by, r.detail, r.arguments],
             )
             .map(drop)
         })
@@ -523,7 +529,7 @@ impl Registry {
     ) -> Result<Vec<(String, AuditRecord)>, RegistryError> {
         self.call(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail, at
+                "SELECT session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail, at, arguments
                  FROM tool_audit WHERE (?1 IS NULL OR session_key = ?1) ORDER BY seq DESC LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![session_key, limit as i64], |r| {
@@ -538,6 +544,7 @@ impl Registry {
                     duration_ms: r.get::<_, i64>(7)? as u64,
                     decided_by: r.get(8)?,
                     detail: r.get(9)?,
+                    arguments: r.get(11)?,
                 }))
             })?;
             let mut out: Vec<(String, AuditRecord)> = rows.collect::<Result<_, _>>()?;
@@ -717,5 +724,43 @@ mod tests {
         let reg = Registry::open(&path).unwrap();
         assert_eq!(reg.list(Some("a".into())).await.unwrap()[0].id, id);
         assert!(reg.list(Some("b".into())).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn audit_rows_keep_their_arguments_and_older_rows_have_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            // The schema before the arguments were kept (five steps).
+            for (step, sql) in MIGRATIONS.iter().take(5).enumerate() {
+                conn.execute_batch(sql).unwrap();
+                conn.pragma_update(None, "user_version", step as i64 + 1)
+                    .unwrap();
+            }
+            conn.execute(
+                "INSERT INTO tool_audit (at, session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail) VALUES ('t', 'agent:main:main', 'main', 'owner', 'exec', 'c1', 'h', 'ok', 1, 'tool', '')",
+                [],
+            )
+            .unwrap();
+        }
+        let reg = Registry::open(&path).unwrap();
+        let row = |arguments: &str| AuditRecord {
+            session_key: "agent:main:main".into(),
+            agent: "main".into(),
+            sender: "owner".into(),
+            tool: "exec".into(),
+            call_id: "c2".into(),
+            args_hash: "h".into(),
+            outcome: "ok".into(),
+            duration_ms: 2,
+            decided_by: "tool".into(),
+            detail: String::new(),
+            arguments: arguments.into(),
+        };
+        reg.audit(row(r#"{"command":"ls"}"#)).await.unwrap();
+        let rows = reg.audit_rows(None, 10).await.unwrap();
+        let arguments: Vec<&str> = rows.iter().map(|(_, r)| r.arguments.as_str()).collect();
+        assert_eq!(arguments, ["", r#"{"command":"ls"}"#]);
     }
 }

@@ -3,12 +3,14 @@
 //! characters); such a call is refused with a sentence the model can act
 //! on ([`refusal`]), and kept in the transcript [`shorten`]ed, so that one
 //! reply neither bloats every later prompt nor makes the session too big
-//! to show.
+//! to show. The audit table keeps a call's arguments masked and capped
+//! the same way ([`for_audit`]).
 
 use std::borrow::Cow;
 
 use serde_json::Value;
 
+use super::redact::Redactor;
 use crate::util::{cap_head_tail, cap_json_strings};
 
 /// The smallest string limit worth trying when fitting arguments: below
@@ -53,9 +55,38 @@ pub fn shorten(raw: &str, max_chars: usize) -> Cow<'_, str> {
     Cow::Owned(cap_head_tail(raw, max_chars))
 }
 
+/// Characters of a call's arguments the audit table keeps.
+pub const AUDIT_CHARS: usize = 2048;
+
+/// A call's arguments as the audit table keeps them (`pincer tools
+/// audit`): secrets masked first, so no cut can leave half of one, then
+/// [`shorten`]ed to [`AUDIT_CHARS`], the cut marked.
+pub fn for_audit(raw: &str, redactor: &Redactor) -> String {
+    shorten(&redactor.redact_arguments(raw), AUDIT_CHARS).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_audit_keeps_arguments_masked_then_capped() {
+        let key = "sk-proj-abcdefghijklmnopqrstuvwxyz";
+        let redactor = Redactor::default();
+        let raw = serde_json::json!({"command": format!("echo {key}")}).to_string();
+        assert_eq!(
+            for_audit(&raw, &redactor),
+            r#"{"command":"echo [REDACTED]"}"#
+        );
+        // The key at the end of a long command: masked before the cut.
+        let long =
+            serde_json::json!({"command": format!("{} {key}", "y".repeat(10_000))}).to_string();
+        let kept = for_audit(&long, &redactor);
+        assert!(kept.chars().count() <= AUDIT_CHARS, "{}", kept.len());
+        assert!(kept.contains("characters omitted"), "{kept}");
+        assert!(kept.ends_with(r#"y [REDACTED]"}"#), "{kept}");
+        assert!(serde_json::from_str::<Value>(&kept).is_ok(), "{kept}");
+    }
 
     #[test]
     fn small_calls_pass_and_large_ones_are_refused_with_the_key() {

@@ -3,7 +3,8 @@
 //! hooks, the owner's approval for `ask` tools, execution with the abort
 //! signal and a time limit,
 //! `after_tool_call` hooks, secret redaction, the result cap, and one row
-//! in the audit table whatever happened.
+//! in the audit table whatever happened (with the arguments, secrets
+//! masked and capped).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,11 +36,17 @@ pub struct CallEnv<'r> {
     pub base: ToolContext,
     pub sender: String,
     pub audit: Registry,
-    /// Tools whose calls wait for the owner (the agent's `ask`).
-    pub ask: ToolPatterns,
     pub approvals: Approvals,
     /// Tells the chat's client that a call waits for approval.
     pub announce: Arc<dyn Fn(&PendingApproval) + Send + Sync>,
+}
+
+/// What the audit row records of a call's arguments: their hash (of the
+/// validated arguments once they parse) and, once it runs, what it ran
+/// with.
+struct Seen {
+    args_hash: u64,
+    ran_with: Option<String>,
 }
 
 /// A call's outcome.
@@ -63,9 +70,12 @@ impl CallEnv<'_> {
         deadline: Instant,
     ) -> CallResult {
         let started = Instant::now();
-        let mut args_hash = stable_hash(raw_arguments.trim());
+        let mut seen = Seen {
+            args_hash: stable_hash(raw_arguments.trim()),
+            ran_with: None,
+        };
         let (result, decided_by) = self
-            .decide_and_run(loops, name, raw_arguments, deadline, &mut args_hash)
+            .decide_and_run(loops, name, raw_arguments, deadline, &mut seen)
             .await;
         let CallResult { output, status, .. } = &result;
         let record = AuditRecord {
@@ -74,7 +84,7 @@ impl CallEnv<'_> {
             sender: self.sender.clone(),
             tool: preview(name, 200),
             call_id: call_id.to_string(),
-            args_hash: format!("{args_hash:016x}"),
+            args_hash: format!("{:016x}", seen.args_hash),
             outcome: status.to_string(),
             duration_ms: started.elapsed().as_millis() as u64,
             decided_by,
@@ -83,6 +93,12 @@ impl CallEnv<'_> {
             } else {
                 preview(&output.content, 300)
             },
+            // What ran (a hook may have replaced what the model sent), or
+            // what the model sent when nothing ran.
+            arguments: super::arguments::for_audit(
+                seen.ran_with.as_deref().unwrap_or(raw_arguments),
+                &self.redactor,
+            ),
         };
         if let Err(e) = self.audit.audit(record).await {
             tracing::warn!(error = %e, "cannot write the tool audit row");
@@ -96,7 +112,7 @@ impl CallEnv<'_> {
         name: &str,
         raw_arguments: &str,
         deadline: Instant,
-        args_hash: &mut u64,
+        seen: &mut Seen,
     ) -> (CallResult, String) {
         let done = |output: ToolOutput, status: &'static str| CallResult {
             output,
@@ -140,22 +156,23 @@ impl CallEnv<'_> {
             Ok(a) => a,
             Err(e) => return (done(e, "error"), "validation".into()),
         };
-        *args_hash = stable_hash(&args.to_string());
+        seen.args_hash = stable_hash(&args.to_string());
         // 3. Loop detection, the first in-process before-hook.
         let s = &self.settings.loops;
         let mut note = None;
-        match loops.check(s, name, *args_hash) {
+        let args_hash = seen.args_hash;
+        match loops.check(s, name, args_hash) {
             LoopVerdict::Ok => {}
             LoopVerdict::Warn { note: n, .. } => note = Some(n),
             LoopVerdict::Block { detector, message } => {
-                loops.record_blocked(s, name, *args_hash);
+                loops.record_blocked(s, name, args_hash);
                 return (
                     done(ToolOutput::error(message), "blocked"),
                     format!("loop:{detector}"),
                 );
             }
             LoopVerdict::Break { detector, message } => {
-                loops.record_blocked(s, name, *args_hash);
+                loops.record_blocked(s, name, args_hash);
                 return (
                     CallResult {
                         output: ToolOutput::error(message.clone()),
@@ -204,8 +221,9 @@ impl CallEnv<'_> {
                 }
             }
         }
-        // 5. The owner's approval, for tools set to `ask`.
-        if self.ask.matches(tool) {
+        // 5. The owner's approval, for tools set to `ask` (decided with
+        // the rest of the policy, as `pincer tools list` shows it).
+        if self.resolution.asks(name) {
             let answer = self
                 .approvals
                 .request(
@@ -247,6 +265,7 @@ impl CallEnv<'_> {
             .get(name)
             .copied()
             .unwrap_or(self.settings.default_timeout);
+        seen.ran_with = Some(args.to_string());
         let (mut output, mut status) = self.execute(tool, args.clone(), limit, deadline).await;
         if output.refused {
             // The data boundary refused inside the tool: what was asked
@@ -272,7 +291,7 @@ impl CallEnv<'_> {
         }
         // 8. Secrets out, size capped; the loop window sees the outcome.
         output.content = cap_head_tail(&self.redactor.redact(&output.content), self.result_cap);
-        loops.record(s, name, *args_hash, &output.content);
+        loops.record(s, name, args_hash, &output.content);
         if let Some(note) = note {
             output.content.push_str("\n\n");
             output.content.push_str(&note);

@@ -8,7 +8,9 @@
 //! is an allowlist, except in the layer that sets the profile, where it
 //! adds to the profile; a layer can only narrow. Every removed tool keeps
 //! the layer and the pattern that removed it, so `pincer tools list` can
-//! explain each decision.
+//! explain each decision. Each offered tool also says whether its calls
+//! wait for the owner's approval (the agent's `ask`, [`Verdict::asks`]):
+//! the pipeline asks for exactly the tools `pincer tools list` marks.
 
 use super::pattern::{ToolFacts, ToolPatterns};
 use super::{ToolDef, ToolRegistry};
@@ -146,6 +148,9 @@ pub struct Removal {
 pub struct Verdict<'r> {
     pub tool: &'r ToolDef,
     pub removed: Option<Removal>,
+    /// Offered, and its calls wait for the owner's approval (the agent's
+    /// `ask` names it).
+    pub asks: bool,
 }
 
 /// The outcome for every tool of the registry, in registry order.
@@ -162,6 +167,12 @@ impl<'r> Resolution<'r> {
             .filter(|v| v.removed.is_none())
             .map(|v| v.tool)
             .collect()
+    }
+
+    /// Whether a call of the offered tool `name` waits for the owner's
+    /// approval.
+    pub fn asks(&self, name: &str) -> bool {
+        self.verdicts.iter().any(|v| v.tool.name == name && v.asks)
     }
 
     /// When no tool is left: the layer that removed the most, as a sentence.
@@ -265,6 +276,7 @@ pub fn resolve<'r>(
             .flat_map(|l| l.allow.iter().cloned())
             .collect::<Vec<_>>(),
     );
+    let ask = ToolPatterns::new(&input.agent.ask);
     let mut verdicts: Vec<Verdict<'r>> = registry
         .all()
         .iter()
@@ -279,7 +291,12 @@ pub fn resolve<'r>(
                         reason,
                     })
             });
-            Verdict { tool, removed }
+            let asks = removed.is_none() && ask.first_match(&facts).is_some();
+            Verdict {
+                tool,
+                removed,
+                asks,
+            }
         })
         .collect();
     // apply_patch writes files: it is offered only where write is. Every
@@ -297,6 +314,7 @@ pub fn resolve<'r>(
             layer: w.layer,
             reason: "follows `write`, which this layer removed".into(),
         });
+        v.asks = false;
     }
     Resolution { profile, verdicts }
 }

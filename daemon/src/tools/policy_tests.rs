@@ -591,3 +591,33 @@ fn ask_and_hook_patterns_that_name_write_name_apply_patch() {
     assert!(!matches_any(&["write"], &foreign));
     assert!(matches_any(&["apply_patch"], &foreign));
 }
+
+/// Whether a call waits for the owner is decided with the rest of the
+/// policy, so `pincer tools list` shows what the pipeline will ask: the
+/// agent's `ask` marks offered tools only, `apply_patch` with `write`.
+#[test]
+fn the_resolution_says_which_offered_tools_ask() {
+    let home = Home::at("/tmp/pincer-policy-test");
+    let text = format!(
+        "{HEAD}[agents.main]\ntools = {{ ask = [\"write\", \"exec\", \"mcp:time\"], deny = [\"exec\"] }}\n"
+    );
+    let config = load::parse(&home, Path::new("/t/config.toml"), &text, &|| None).unwrap();
+    let registry = registry();
+    let resolution = resolve(
+        &registry,
+        &config.policy,
+        &PolicyInput::owner(config.agent("main").unwrap()),
+    );
+    let asking: Vec<&str> = resolution
+        .verdicts
+        .iter()
+        .filter(|v| v.asks)
+        .map(|v| v.tool.name.as_str())
+        .collect();
+    assert_eq!(asking, ["write", "apply_patch", "mcp__time__now"]);
+    assert!(resolution.asks("apply_patch"));
+    // Denied: never offered, so never asked for.
+    assert!(!resolution.asks("exec"));
+    assert!(!resolution.asks("read"));
+    assert!(!resolution.asks("no_such_tool"));
+}

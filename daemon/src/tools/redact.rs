@@ -1,6 +1,7 @@
 //! Secret redaction (SPEC §8.4): tool results, before the model or the
-//! transcript sees them, lose the values of secret environment variables
-//! and provider keys, and anything shaped like a well-known API key.
+//! transcript sees them, and a call's arguments, before the audit table
+//! keeps them, lose the values of secret environment variables and
+//! provider keys, and anything shaped like a well-known API key.
 
 use std::sync::LazyLock;
 
@@ -68,9 +69,57 @@ impl Redactor {
     }
 }
 
+impl Redactor {
+    /// A call's arguments with every secret masked: in JSON, each string
+    /// value on its own (a secret with a quote or a backslash is written
+    /// escaped, and would not match in the text), then written compact;
+    /// anything else as text.
+    pub fn redact_arguments(&self, raw: &str) -> String {
+        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(raw) else {
+            return self.redact(raw);
+        };
+        self.redact_strings(&mut value);
+        value.to_string()
+    }
+
+    fn redact_strings(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => *s = self.redact(s),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_strings(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.redact_strings(v)),
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_lose_their_secrets_in_json_and_in_text() {
+        let r = Redactor::new(["pass\"word-123".to_string()]);
+        let raw = serde_json::json!({
+            "command": "curl -H 'x: pass\"word-123' -d sk-proj-abcdefghijklmnopqrstuvwx",
+            "env": ["pass\"word-123"],
+            "n": 3,
+        })
+        .to_string();
+        let out = r.redact_arguments(&raw);
+        assert!(
+            !out.contains("word-123") && !out.contains("sk-proj"),
+            "{out}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["command"], "curl -H 'x: [REDACTED]' -d [REDACTED]");
+        assert_eq!(v["env"][0], "[REDACTED]");
+        assert_eq!(v["n"], 3);
+        assert_eq!(
+            r.redact_arguments("{not json pass\"word-123"),
+            "{not json [REDACTED]"
+        );
+    }
 
     #[test]
     fn values_and_key_shapes_are_masked() {

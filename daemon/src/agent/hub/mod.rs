@@ -431,7 +431,7 @@ impl Hub {
             p = self.limit.clone().acquire_owned(), if !nested => Some(p.map_err(|_| HubError::ShuttingDown)?),
             _ = std::future::ready(()), if nested => None,
             _ = cancel.cancelled() => {
-                emit(Event::Finished { text: String::new(), stop_reason: "aborted", model_calls: 0, tool_calls: 0 });
+                emit(Event::Finished { text: String::new(), segments: Vec::new(), stop_reason: "aborted", model_calls: 0, tool_calls: 0 });
                 return Ok(());
             }
         };

@@ -65,6 +65,7 @@ impl Hub {
         for p in &theirs {
             let _ = p.subscriber.send(Event::Finished {
                 text: String::new(),
+                segments: Vec::new(),
                 stop_reason: "aborted",
                 model_calls: 0,
                 tool_calls: 0,
