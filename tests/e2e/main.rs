@@ -25,5 +25,6 @@ mod service;
 mod sessions_tools;
 mod shutdown;
 mod telegram;
+mod telegram_approvals;
 mod telegram_emulator;
 mod textformat;

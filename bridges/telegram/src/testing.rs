@@ -240,6 +240,7 @@ impl Host for ScriptedHost {
         &'a self,
         id: &'a str,
         allow: bool,
+        _by: &'a pincer_channel::ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             Ok(format!(

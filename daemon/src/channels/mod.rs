@@ -29,12 +29,14 @@ use std::time::SystemTime;
 use pincer_channel::unix_now as now;
 
 use pincer_channel::{
-    ApprovalRequest, Bridge, Health, HealthSnapshot, Ledger, Pairings, PairingsError, Target,
+    Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, Bridge, ChatPerson, Health,
+    HealthSnapshot, Ledger, Pairings, PairingsError, Requester, Target,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::hub::Hub;
 use crate::home::Home;
+use crate::tools::approvals::{ApprovalEnded, ApprovalEvent, DecidedBy, Ending, PendingApproval};
 
 /// Why the bridges' state could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -260,50 +262,112 @@ impl Channels {
         Ok((approved.sender_id, approved.sender_name))
     }
 
-    /// Forwards every new approval request to the owners' DMs until
-    /// `stop`.
+    /// Forwards every new approval request to the owners' DMs, and every
+    /// end of one to the bridges (which edit the message that asked),
+    /// until `stop`. One task, in the store's order: a request's message
+    /// is sent before its end is handled.
     pub(crate) fn forward_approvals(&self, stop: CancellationToken) {
-        let mut requests = self.hub().runtime().approvals().subscribe();
+        let mut events = self.hub().runtime().approvals().subscribe();
         let this = self.clone();
         tokio::spawn(async move {
             loop {
-                let pending = tokio::select! {
-                    r = requests.recv() => r,
+                let event = tokio::select! {
+                    r = events.recv() => r,
                     _ = stop.cancelled() => return,
                 };
-                let pending = match pending {
-                    Ok(p) => p,
+                let event = match event {
+                    Ok(e) => e,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         tracing::warn!(
-                            "{n} approval requests were not forwarded to chats (too many at once); `pincer approvals` lists them"
+                            "{n} approval requests or answers were not forwarded to chats (too many at once); `pincer approvals` lists the waiting ones"
                         );
                         continue;
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                };
-                let request = ApprovalRequest {
-                    id: pending.id.clone(),
-                    agent: pending.agent.clone(),
-                    session: pending.session_key.clone(),
-                    tool: pending.tool.clone(),
-                    arguments: pending.arguments.clone(),
-                    expires_in_s: pending
-                        .expires_at
-                        .duration_since(SystemTime::now())
-                        .map(|d| d.as_secs())
-                        .unwrap_or(0),
                 };
                 let bridges: Vec<_> = this
                     .running()
                     .values()
                     .filter_map(Running::bridge)
                     .collect();
-                for bridge in bridges {
-                    if let Err(e) = bridge.ask_owner(&request).await {
-                        tracing::warn!(channel = %bridge.channel(), "could not send an approval to the owner: {e}");
+                match event {
+                    ApprovalEvent::Requested(pending) => {
+                        let request = approval_request(&pending);
+                        for bridge in bridges {
+                            if let Err(e) = bridge.ask_owner(&request).await {
+                                tracing::warn!(channel = %bridge.channel(), "could not send an approval to the owner: {e}");
+                            }
+                        }
+                    }
+                    ApprovalEvent::Ended(ended) => {
+                        let end = approval_end(ended);
+                        for bridge in bridges {
+                            if let Err(e) = bridge.approval_ended(&end).await {
+                                tracing::warn!(channel = %bridge.channel(), "could not mark an approval as answered in the owner's chat: {e}");
+                            }
+                        }
                     }
                 }
             }
         });
+    }
+}
+
+/// A waiting call as the bridges show it.
+fn approval_request(pending: &PendingApproval) -> ApprovalRequest {
+    // Rounded up: a 5 s timeout forwarded a few ms later still reads 5 s.
+    let expires_in_s = pending
+        .expires_at
+        .duration_since(SystemTime::now())
+        .map(|d| d.as_secs_f64().ceil() as u64)
+        .unwrap_or(0);
+    ApprovalRequest {
+        id: pending.id.clone(),
+        agent: pending.agent.clone(),
+        session: pending.session_key.clone(),
+        tool: pending.tool.clone(),
+        arguments: pending.arguments.clone(),
+        expires_in_s,
+        requester: pending.requester.as_ref().map(|r| Requester {
+            person: ChatPerson {
+                channel: r.channel.clone(),
+                id: r.sender_id.clone(),
+                name: r.name.clone(),
+            },
+            group: r.group.clone(),
+            thread: r.thread.clone(),
+        }),
+    }
+}
+
+/// An approval's end as the bridges show it.
+fn approval_end(ended: ApprovalEnded) -> ApprovalEnd {
+    let answerer = |by: DecidedBy| match by {
+        DecidedBy::Cli => Answerer::Cli,
+        DecidedBy::Chat {
+            channel,
+            user_id,
+            name,
+        } => Answerer::Chat(ChatPerson {
+            channel,
+            id: user_id,
+            name,
+        }),
+    };
+    ApprovalEnd {
+        id: ended.id,
+        outcome: match ended.ending {
+            Ending::Allowed { always, by } => ApprovalOutcome::Approved {
+                always,
+                by: answerer(by),
+            },
+            Ending::Denied { by } => ApprovalOutcome::Denied {
+                by: by.map(answerer),
+            },
+            Ending::Expired { after } => ApprovalOutcome::Expired {
+                after_s: after.as_secs_f64().round() as u64,
+            },
+            Ending::Aborted => ApprovalOutcome::Aborted,
+        },
     }
 }
