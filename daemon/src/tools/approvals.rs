@@ -441,6 +441,36 @@ mod tests {
         assert!(announced, "the reset session's call was asked for");
     }
 
+    #[test]
+    fn the_requester_is_the_person_and_chat_unless_the_owner_asks() {
+        assert_eq!(Requester::of(&ChatOrigin::owner(true)), None);
+        let stranger = ChatOrigin {
+            sender: "telegram:42".into(),
+            name: "Eve".into(),
+            principal: crate::session::Principal::Group {
+                channel: "telegram".into(),
+                chat: "-100".into(),
+            },
+            chat: ChatPlace::Group {
+                channel: "telegram".into(),
+                chat_id: "-100".into(),
+                thread_id: Some("7".into()),
+            },
+            in_channel: true,
+            ..ChatOrigin::owner(false)
+        };
+        assert_eq!(
+            Requester::of(&stranger),
+            Some(Requester {
+                channel: "telegram".into(),
+                sender_id: "42".into(),
+                name: "Eve".into(),
+                group: Some("-100".into()),
+                thread: Some("7".into()),
+            })
+        );
+    }
+
     /// The next event, waiting at most a second.
     async fn next(events: &mut tokio::sync::broadcast::Receiver<ApprovalEvent>) -> ApprovalEvent {
         tokio::time::timeout(Duration::from_secs(1), events.recv())
