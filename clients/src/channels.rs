@@ -26,7 +26,7 @@ pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
                 json!({"channel": s.channel, "account": s.account, "enabled": s.enabled,
                        "connected": s.connected, "mode": s.mode, "bot": s.bot,
                        "last_update": s.last_update, "last_error": s.last_error,
-                       "last_error_at": s.last_error_at, "pending_pairings": s.pending_pairings,
+                       "last_error_at": s.last_error_at, "recovered_at": s.recovered_at, "pending_pairings": s.pending_pairings,
                        "messages_in": s.messages_in, "messages_out": s.messages_out,
                        "watchdog_restarts": s.watchdog_restarts})
             })
@@ -63,7 +63,15 @@ pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
                 ago(now, s.last_update)
             }
         );
-        if !s.last_error.is_empty() {
+        if !s.last_error.is_empty() && s.recovered_at > 0 {
+            // Past: it says "trying again in 16 s", which is no longer so.
+            outln!(
+                "  recovered {} from an error {}: {}",
+                ago(now, s.recovered_at),
+                ago(now, s.last_error_at),
+                s.last_error
+            );
+        } else if !s.last_error.is_empty() {
             outln!(
                 "  last error ({}): {}",
                 ago(now, s.last_error_at),

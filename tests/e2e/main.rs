@@ -27,4 +27,5 @@ mod shutdown;
 mod telegram;
 mod telegram_approvals;
 mod telegram_emulator;
+mod telegram_recovery;
 mod textformat;

@@ -281,7 +281,7 @@ pub(crate) fn bridge(
         settings,
         Arc::new(Mutex::new(ledger)),
         Arc::new(pairings),
-        Arc::new(Health::new(mode)),
+        Arc::new(Health::new("telegram", mode)),
         Box::new(|bytes: &mut [u8]| bytes.fill(7)),
     );
     (bridge, host)

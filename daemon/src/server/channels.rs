@@ -52,6 +52,7 @@ pub(super) fn to_proto(s: ChannelStatus) -> pb::ChannelStatus {
         messages_out: s.health.messages_out,
         watchdog_restarts: s.health.watchdog_restarts,
         bot: s.bot,
+        recovered_at: s.health.recovered_at.unwrap_or(0),
     }
 }
 

@@ -318,7 +318,7 @@ fn rig_in(dir: &Path, max_chars: usize) -> Rig {
         settings(),
         ledger,
         pairings,
-        Arc::new(Health::new("polling")),
+        Arc::new(Health::new("telegram", "polling")),
         Box::new(|b: &mut [u8]| b.fill(3)),
     );
     Rig {
