@@ -27,5 +27,6 @@ mod shutdown;
 mod telegram;
 mod telegram_approvals;
 mod telegram_emulator;
+mod telegram_pairing;
 mod telegram_recovery;
 mod textformat;

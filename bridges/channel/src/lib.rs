@@ -24,8 +24,8 @@ pub mod platform;
 pub mod untrusted;
 
 pub use access::{
-    AccessPolicy, Approved, Decision, Denied, DmPolicy, GroupRule, Pairing, PairingError,
-    PendingCode, PendingView,
+    AccessPolicy, Approved, Decided, Decision, Denied, DmPolicy, GroupRule, KnownSender, Pairing,
+    PairingError, PendingCode, PendingView,
 };
 pub use bridge::{Bridge, BridgeError, BridgeSettings};
 

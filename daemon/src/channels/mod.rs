@@ -30,7 +30,7 @@ use pincer_channel::unix_now as now;
 
 use pincer_channel::{
     Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, Bridge, ChatPerson, Health,
-    HealthSnapshot, Ledger, Pairings, PairingsError, Requester, Target,
+    HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError, Requester, Target,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +55,10 @@ pub enum ChannelsError {
 pub enum PairingVerbError {
     #[error("no channel `{0}` is configured (channels: {1})")]
     UnknownChannel(String, String),
+    #[error(
+        "sender {1} may write to the bot through allow_from in [channels.{0}] of config.toml, not through pairing: remove them there (then `pincer config reload`)"
+    )]
+    AllowedInConfig(String, String),
     #[error(transparent)]
     Pairings(#[from] PairingsError),
 }
@@ -222,6 +226,75 @@ impl Channels {
             .collect()
     }
 
+    /// `channel` (any case, blanks trimmed) when it is configured.
+    fn configured(&self, channel: &str) -> Result<String, PairingVerbError> {
+        let channel = channel.trim().to_lowercase();
+        let config = self.hub().runtime().config();
+        if config.channels.contains_key(&channel) {
+            return Ok(channel);
+        }
+        Err(PairingVerbError::UnknownChannel(
+            channel,
+            config
+                .channels
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        ))
+    }
+
+    /// The senders the owner approved or denied (of one configured
+    /// channel, or all with `""`), with when.
+    pub fn paired(&self, channel: &str) -> Result<Vec<KnownSender>, PairingVerbError> {
+        let channel = match channel.trim() {
+            "" => String::new(),
+            named => self.configured(named)?,
+        };
+        Ok(self
+            .pairings()
+            .known()
+            .into_iter()
+            .filter(|k| channel.is_empty() || k.channel == channel)
+            .collect())
+    }
+
+    /// Revokes the approval or denial of `sender_id` on `channel`: their
+    /// next message is a stranger's again (a new code). They are not
+    /// told.
+    pub fn revoke_pairing(
+        &self,
+        channel: &str,
+        sender_id: &str,
+    ) -> Result<KnownSender, PairingVerbError> {
+        let channel = self.configured(channel)?;
+        let sender_id = sender_id.trim();
+        let revoked = match self.pairings().revoke(&channel, sender_id) {
+            Err(PairingsError::Pairing(pincer_channel::PairingError::UnknownSender { .. }))
+                if self
+                    .hub()
+                    .runtime()
+                    .config()
+                    .channels
+                    .get(&channel)
+                    .is_some_and(|c| c.allow_from.iter().any(|id| id == sender_id)) =>
+            {
+                return Err(PairingVerbError::AllowedInConfig(
+                    channel,
+                    sender_id.to_string(),
+                ));
+            }
+            other => other?,
+        };
+        tracing::info!(
+            channel = %revoked.channel,
+            sender = %revoked.sender_id,
+            was_approved = revoked.approved,
+            "pairing revoked"
+        );
+        Ok(revoked)
+    }
+
     /// Approves or denies a code; an approved sender is told they can
     /// talk now. Answers (sender id, sender name).
     pub async fn decide_pairing(
@@ -230,19 +303,7 @@ impl Channels {
         code: &str,
         approve: bool,
     ) -> Result<(String, String), PairingVerbError> {
-        let channel = channel.trim().to_lowercase();
-        let config = self.hub().runtime().config();
-        if !config.channels.contains_key(&channel) {
-            return Err(PairingVerbError::UnknownChannel(
-                channel,
-                config
-                    .channels
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ));
-        }
+        let channel = self.configured(channel)?;
         if !approve {
             let denied = self.pairings().deny(&channel, code, now())?;
             tracing::info!(channel = %denied.channel, sender = %denied.sender_id, "pairing denied");
