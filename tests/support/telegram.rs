@@ -3,7 +3,9 @@
 //! `~/.cache/pincer-test/telegram`, started on 127.0.0.1 through our
 //! launcher `tests/fixtures/telegram/emulator.js` (it adds the Bot API
 //! routes the emulator lacks; its header lists them). This module owns
-//! starting it ([`TelegramEmulator::start`], killed on drop) and the test's
+//! starting it ([`TelegramEmulator::start`], killed on drop; stopped and
+//! started again on its port for an outage: [`TelegramEmulator::stop`],
+//! [`TelegramEmulator::resume`]) and the test's
 //! side of the conversation: users writing in a DM, a group or a forum
 //! topic ([`TelegramEmulator::user_says`], [`TelegramEmulator::user_sends`]),
 //! pressing inline buttons, sending files; and reading what the bot did:
