@@ -1,5 +1,6 @@
-//! `pincer channels status` and `pincer pairing list|approve|deny`: the
-//! chat bridges' health and the codes strangers were sent.
+//! `pincer channels status` and `pincer pairing list|approve|deny|allowed|
+//! revoke`: the chat bridges' health, the codes strangers were sent, and
+//! the senders approved or denied.
 
 use pincer_proto::v1 as pb;
 use serde_json::json;
@@ -26,7 +27,7 @@ pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
                 json!({"channel": s.channel, "account": s.account, "enabled": s.enabled,
                        "connected": s.connected, "mode": s.mode, "bot": s.bot,
                        "last_update": s.last_update, "last_error": s.last_error,
-                       "last_error_at": s.last_error_at, "pending_pairings": s.pending_pairings,
+                       "last_error_at": s.last_error_at, "recovered_at": s.recovered_at, "pending_pairings": s.pending_pairings,
                        "messages_in": s.messages_in, "messages_out": s.messages_out,
                        "watchdog_restarts": s.watchdog_restarts})
             })
@@ -63,7 +64,15 @@ pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
                 ago(now, s.last_update)
             }
         );
-        if !s.last_error.is_empty() {
+        if !s.last_error.is_empty() && s.recovered_at > 0 {
+            // Past: it says "trying again in 16 s", which is no longer so.
+            outln!(
+                "  recovered {} from an error {}: {}",
+                ago(now, s.recovered_at),
+                ago(now, s.last_error_at),
+                s.last_error
+            );
+        } else if !s.last_error.is_empty() {
             outln!(
                 "  last error ({}): {}",
                 ago(now, s.last_error_at),
@@ -88,7 +97,8 @@ fn ago(now: u64, then: u64) -> String {
     match s {
         0..60 => format!("{s} s ago"),
         60..3600 => format!("{} min ago", s / 60),
-        _ => format!("{} h ago", s / 3600),
+        3600..172_800 => format!("{} h ago", s / 3600),
+        _ => format!("{} days ago", s / 86_400),
     }
 }
 
@@ -105,6 +115,45 @@ pub async fn pairing(ctx: &Ctx, command: PairingCommand) -> Result<u8, CliError>
                 .into_inner()
                 .pairings;
             return list(ctx, &pairings);
+        }
+        PairingCommand::Allowed { channel } => {
+            let senders = c
+                .channels
+                .list_paired(pb::ListPairedRequest {
+                    channel: channel.unwrap_or_default(),
+                })
+                .await?
+                .into_inner()
+                .senders;
+            return allowed(ctx, &senders);
+        }
+        PairingCommand::Revoke { channel, user } => {
+            let revoked = c
+                .channels
+                .revoke_pairing(pb::RevokePairingRequest {
+                    channel,
+                    sender_id: user,
+                })
+                .await?
+                .into_inner()
+                .revoked
+                .unwrap_or_default();
+            if ctx.json {
+                out::json(&paired_json(&revoked));
+            } else {
+                outln!(
+                    "revoked the {} of {} ({}) on {}: their next message gets a pairing code",
+                    if revoked.approved {
+                        "approval"
+                    } else {
+                        "denial"
+                    },
+                    revoked.sender_name,
+                    revoked.sender_id,
+                    revoked.channel
+                );
+            }
+            return Ok(0);
         }
         PairingCommand::Approve { channel, code } => (channel, code, true),
         PairingCommand::Deny { channel, code } => (channel, code, false),
@@ -134,6 +183,39 @@ pub async fn pairing(ctx: &Ctx, command: PairingCommand) -> Result<u8, CliError>
             r.sender_name,
             r.sender_id,
             r.channel
+        );
+    }
+    Ok(0)
+}
+
+fn paired_json(p: &pb::PairedSender) -> serde_json::Value {
+    json!({"channel": p.channel, "sender_id": p.sender_id, "sender_name": p.sender_name,
+           "approved": p.approved, "decided_at": p.decided_at})
+}
+
+fn allowed(ctx: &Ctx, senders: &[pb::PairedSender]) -> Result<u8, CliError> {
+    if ctx.json {
+        out::json(&serde_json::Value::Array(
+            senders.iter().map(paired_json).collect(),
+        ));
+        return Ok(0);
+    }
+    if senders.is_empty() {
+        outln!("nobody was approved or denied by pairing");
+    }
+    let now = crate::memory::unix_now().max(0) as u64;
+    for p in senders {
+        outln!(
+            "{}  {}  {} ({})  {}",
+            p.channel,
+            if p.approved { "approved" } else { "denied  " },
+            p.sender_name,
+            p.sender_id,
+            if p.decided_at == 0 {
+                "(when: not recorded)".to_string()
+            } else {
+                ago(now, p.decided_at)
+            }
         );
     }
     Ok(0)

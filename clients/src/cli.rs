@@ -108,7 +108,9 @@ pub enum Command {
         #[command(subcommand)]
         command: ChannelsCommand,
     },
-    /// Pairing codes strangers were sent on a chat channel: list, approve, deny.
+    /// Pairing on a chat channel: the codes strangers were sent (list,
+    /// approve, deny) and the senders you approved or denied (allowed,
+    /// revoke).
     Pairing {
         #[command(subcommand)]
         command: PairingCommand,
@@ -330,6 +332,14 @@ pub enum PairingCommand {
     Approve { channel: String, code: String },
     /// Ignore the sender who was given CODE from now on.
     Deny { channel: String, code: String },
+    /// The senders you approved or denied, and when.
+    Allowed {
+        /// Only this channel (telegram, discord).
+        channel: Option<String>,
+    },
+    /// Take back an approval or a denial: USER (their id, as `allowed`
+    /// lists it) is a stranger again and must pair anew.
+    Revoke { channel: String, user: String },
 }
 
 #[derive(Subcommand)]

@@ -1,11 +1,47 @@
-//! Small helpers shared across modules: time stamps, text capping, and
-//! reading a file that must be a regular one.
+//! Small helpers shared across modules: time stamps (and how a chat shows
+//! one: [`moment`]), text capping, and reading a file that must be a
+//! regular one.
 
 /// The current time as RFC 3339 (UTC).
 pub fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|_| String::from("1970-01-01T00:00:00Z"))
+}
+
+/// A stored RFC 3339 time stamp as a person reads it in a chat: how long
+/// before `now` it was, and the time on the clock of `now`'s time zone (the
+/// daemon's local time; tests pass a fixed one): `just now (14:03)`,
+/// `5 min ago (14:03)`, `3 h ago (11:02)`, `2 days ago (3 Jun 14:03)`,
+/// the year added when it is not `now`'s. A stamp that does not parse is
+/// shown as it is. The one place chats format a past moment.
+pub fn moment<Tz: chrono::TimeZone>(rfc3339: &str, now: &chrono::DateTime<Tz>) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    use chrono::Datelike;
+    let Ok(then) = chrono::DateTime::parse_from_rfc3339(rfc3339.trim()) else {
+        return rfc3339.to_string();
+    };
+    let then = then.with_timezone(&now.timezone());
+    let secs = now
+        .clone()
+        .signed_duration_since(then.clone())
+        .num_seconds();
+    let clock = then.format("%H:%M").to_string();
+    let date = if then.year() == now.year() {
+        then.format("%-d %b %H:%M").to_string()
+    } else {
+        then.format("%-d %b %Y %H:%M").to_string()
+    };
+    match secs {
+        ..0 => format!("at {date}"),
+        0..60 => format!("just now ({clock})"),
+        60..3_600 => format!("{} min ago ({clock})", secs / 60),
+        3_600..86_400 => format!("{} h ago ({clock})", secs / 3_600),
+        86_400..172_800 => format!("yesterday ({date})"),
+        _ => format!("{} days ago ({date})", secs / 86_400),
+    }
 }
 
 /// Caps `text` at about `max_chars` characters by keeping the head and the
@@ -87,6 +123,27 @@ pub fn read_regular(path: &std::path::Path, max_bytes: u64) -> std::io::Result<V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_moment_reads_as_how_long_ago_and_the_local_clock() {
+        use chrono::TimeZone;
+        let zone = chrono::FixedOffset::east_opt(2 * 3600).unwrap();
+        let now = zone.with_ymd_and_hms(2026, 6, 5, 14, 30, 0).unwrap();
+        let cases = [
+            ("2026-06-05T12:29:40Z", "just now (14:29)"),
+            ("2026-06-05T12:25:00Z", "5 min ago (14:25)"),
+            ("2026-06-05T09:02:00+00:00", "3 h ago (11:02)"),
+            ("2026-06-04T10:00:00Z", "yesterday (4 Jun 12:00)"),
+            ("2026-06-01T12:03:00Z", "4 days ago (1 Jun 14:03)"),
+            ("2025-12-31T23:00:00Z", "155 days ago (1 Jan 01:00)"),
+            ("2024-06-01T12:03:00Z", "734 days ago (1 Jun 2024 14:03)"),
+            ("2026-06-05T13:00:00Z", "at 5 Jun 15:00"),
+            ("not a time", "not a time"),
+        ];
+        for (stamp, shown) in cases {
+            assert_eq!(moment(stamp, &now), shown, "{stamp}");
+        }
+    }
 
     #[test]
     fn cap_keeps_head_and_tail_and_counts_the_gap() {

@@ -28,5 +28,8 @@ mod service;
 mod sessions_tools;
 mod shutdown;
 mod telegram;
+mod telegram_approvals;
 mod telegram_emulator;
+mod telegram_pairing;
+mod telegram_recovery;
 mod textformat;

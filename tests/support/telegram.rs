@@ -3,7 +3,9 @@
 //! `~/.cache/pincer-test/telegram`, started on 127.0.0.1 through our
 //! launcher `tests/fixtures/telegram/emulator.js` (it adds the Bot API
 //! routes the emulator lacks; its header lists them). This module owns
-//! starting it ([`TelegramEmulator::start`], killed on drop) and the test's
+//! starting it ([`TelegramEmulator::start`], killed on drop; stopped and
+//! started again on its port for an outage: [`TelegramEmulator::stop`],
+//! [`TelegramEmulator::resume`]) and the test's
 //! side of the conversation: users writing in a DM, a group or a forum
 //! topic ([`TelegramEmulator::user_says`], [`TelegramEmulator::user_sends`]),
 //! pressing inline buttons, sending files; and reading what the bot did:
@@ -388,6 +390,7 @@ impl Reply {
 /// A running emulator on 127.0.0.1, killed on drop.
 pub struct TelegramEmulator {
     child: Child,
+    honor_offset: bool,
     // Held open: the launcher exits when it closes (our process died).
     _stdin: Option<ChildStdin>,
     port: u16,
@@ -408,14 +411,34 @@ impl TelegramEmulator {
         Self::launch(true)
     }
 
+    /// Stops the emulator, as an outage would: the bot's calls fail to
+    /// connect until [`Self::resume`].
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the emulator again on the same port (a fresh one: what was
+    /// sent before the outage is gone).
+    pub fn resume(&mut self) {
+        let fresh = Self::launch_on(self.port, self.honor_offset);
+        drop(std::mem::replace(self, fresh));
+    }
+
     fn launch(honor_offset: bool) -> Self {
+        Self::launch_on(0, honor_offset)
+    }
+
+    /// Starts it on `port` (0: a free one).
+    fn launch_on(port: u16, honor_offset: bool) -> Self {
         let node = node();
         let modules = emulator_modules();
         let launcher =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/telegram/emulator.js");
         let mut child = Command::new(&node)
             .arg(&launcher)
-            .args(["--port", "0", "--username", BOT_USERNAME, "--watch-stdin"])
+            .args(["--port", &port.to_string()])
+            .args(["--username", BOT_USERNAME, "--watch-stdin"])
             .args(["--token", TOKEN])
             .args(honor_offset.then_some("--honor-offset"))
             .arg("--modules")
@@ -461,6 +484,7 @@ impl TelegramEmulator {
         };
         Self {
             child,
+            honor_offset,
             _stdin: stdin,
             port,
             stderr,

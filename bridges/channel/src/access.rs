@@ -19,7 +19,11 @@
 //!   telegram CODE`, [`Pairing::approve`]) or denies ([`Pairing::deny`]);
 //!   codes are matched case-insensitively and with surrounding blanks
 //!   trimmed. A denied person is ignored silently from then on (no new code
-//!   an hour later) until the owner [`Pairing::forget`]s them.
+//!   an hour later) until the owner revokes the denial ([`Pairing::revoke`],
+//!   `pincer pairing revoke`); an approval is revoked the same way, and the
+//!   person's next message gets a code again. Each approval and denial is
+//!   kept with the name the person had and when it was decided
+//!   ([`Pairing::known`], `pincer pairing allowed`).
 //! - At most [`MAX_PENDING`] codes are pending per channel. A stranger who
 //!   arrives while the queue is full gets [`Decision::TooManyPending`], and
 //!   that means **no reply at all**, not even a short one: three strangers
@@ -223,11 +227,60 @@ pub struct Denied {
     pub sender_name: String,
 }
 
-/// Why a code could not be approved or denied.
+/// A decision of the owner about one sender: the name they had when they
+/// asked (not trusted) and when it was made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decided {
+    #[serde(default)]
+    pub name: String,
+    /// Unix seconds; 0 when a file of an older pincerd did not record it.
+    #[serde(default)]
+    pub at: u64,
+}
+
+/// The approved (or denied) senders of one channel by id. Reads the list of
+/// ids older pincerd versions wrote, too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+struct Senders(BTreeMap<String, Decided>);
+
+impl<'de> Deserialize<'de> for Senders {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Ids(BTreeSet<String>),
+            Entries(BTreeMap<String, Decided>),
+        }
+        Ok(Self(match Stored::deserialize(d)? {
+            Stored::Ids(ids) => ids.into_iter().map(|id| (id, Decided::default())).collect(),
+            Stored::Entries(entries) => entries,
+        }))
+    }
+}
+
+/// An approved or denied sender, as `pincer pairing allowed` lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownSender {
+    pub channel: String,
+    pub sender_id: String,
+    /// Their display name when they asked; their id when none is known.
+    pub sender_name: String,
+    /// Approved (talks to the agent) or denied (ignored).
+    pub approved: bool,
+    /// Unix seconds of the decision; 0: not recorded (older file).
+    pub at: u64,
+}
+
+/// Why a code could not be approved or denied, or a sender revoked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PairingError {
     #[error("no pending pairing code {code} on {channel}")]
     UnknownCode { channel: String, code: String },
+    #[error(
+        "no approved or denied sender with id {sender} on {channel}; `pincer pairing allowed {channel}` lists them by id"
+    )]
+    UnknownSender { channel: String, sender: String },
     #[error("pairing code {code} on {channel} expired; the sender's next message gets a new one")]
     Expired { channel: String, code: String },
 }
@@ -240,12 +293,12 @@ pub struct Pairing {
     /// the next `decide`, `approve`, `deny` or `prune` of that channel).
     #[serde(default)]
     pending: BTreeMap<String, Vec<PendingCode>>,
-    /// Approved sender ids per channel.
+    /// Approved senders per channel.
     #[serde(default)]
-    approved: BTreeMap<String, BTreeSet<String>>,
-    /// Denied sender ids per channel: ignored, never sent another code.
+    approved: BTreeMap<String, Senders>,
+    /// Denied senders per channel: ignored, never sent another code.
     #[serde(default)]
-    denied: BTreeMap<String, BTreeSet<String>>,
+    denied: BTreeMap<String, Senders>,
 }
 
 impl Pairing {
@@ -333,12 +386,19 @@ impl Pairing {
     ) -> Result<Approved, PairingError> {
         let p = self.take_pending(channel, code, now)?;
         if let Some(denied) = self.denied.get_mut(channel) {
-            denied.remove(&p.sender_id);
+            denied.0.remove(&p.sender_id);
         }
         self.approved
             .entry(channel.to_owned())
             .or_default()
-            .insert(p.sender_id.clone());
+            .0
+            .insert(
+                p.sender_id.clone(),
+                Decided {
+                    name: p.sender_name.clone(),
+                    at: now,
+                },
+            );
         Ok(Approved {
             channel: channel.to_owned(),
             sender_name: shown_name(&p.sender_name, &p.sender_id),
@@ -350,10 +410,16 @@ impl Pairing {
     /// sender is ignored silently from now on (no new code after an hour).
     pub fn deny(&mut self, channel: &str, code: &str, now: u64) -> Result<Denied, PairingError> {
         let p = self.take_pending(channel, code, now)?;
-        self.denied
-            .entry(channel.to_owned())
-            .or_default()
-            .insert(p.sender_id.clone());
+        if let Some(approved) = self.approved.get_mut(channel) {
+            approved.0.remove(&p.sender_id);
+        }
+        self.denied.entry(channel.to_owned()).or_default().0.insert(
+            p.sender_id.clone(),
+            Decided {
+                name: p.sender_name.clone(),
+                at: now,
+            },
+        );
         Ok(Denied {
             channel: channel.to_owned(),
             sender_name: shown_name(&p.sender_name, &p.sender_id),
@@ -361,24 +427,48 @@ impl Pairing {
         })
     }
 
-    /// Forgets `sender_id` of `channel`: no longer approved nor denied, nor
-    /// pending; their next DM is a stranger's again. Whether anything was
-    /// known of them.
-    pub fn forget(&mut self, channel: &str, sender_id: &str) -> bool {
-        let approved = self
-            .approved
-            .get_mut(channel)
-            .is_some_and(|s| s.remove(sender_id));
-        let denied = self
-            .denied
-            .get_mut(channel)
-            .is_some_and(|s| s.remove(sender_id));
-        let pending = self.pending.get_mut(channel).is_some_and(|v| {
-            let before = v.len();
+    /// Revokes the approval or the denial of `sender_id` on `channel`
+    /// (blanks trimmed): their next DM is a stranger's again and gets a
+    /// code. Answers what was revoked.
+    pub fn revoke(&mut self, channel: &str, sender_id: &str) -> Result<KnownSender, PairingError> {
+        let sender_id = sender_id.trim();
+        let take = |map: &mut BTreeMap<String, Senders>| {
+            map.get_mut(channel).and_then(|s| s.0.remove(sender_id))
+        };
+        let (approved, decided) = match (take(&mut self.approved), take(&mut self.denied)) {
+            (Some(d), _) => (true, d),
+            (None, Some(d)) => (false, d),
+            (None, None) => {
+                return Err(PairingError::UnknownSender {
+                    channel: channel.to_owned(),
+                    sender: sender_id.to_owned(),
+                });
+            }
+        };
+        self.approved.retain(|_, s| !s.0.is_empty());
+        self.denied.retain(|_, s| !s.0.is_empty());
+        if let Some(v) = self.pending.get_mut(channel) {
             v.retain(|p| p.sender_id != sender_id);
-            v.len() != before
-        });
-        approved || denied || pending
+        }
+        Ok(known(channel, sender_id, &decided, approved))
+    }
+
+    /// The approved and denied senders (of every channel, by channel and
+    /// id), with the name they had and when it was decided.
+    pub fn known(&self) -> Vec<KnownSender> {
+        let mut all: Vec<KnownSender> = [(&self.approved, true), (&self.denied, false)]
+            .into_iter()
+            .flat_map(|(map, approved)| {
+                map.iter().flat_map(move |(channel, senders)| {
+                    senders
+                        .0
+                        .iter()
+                        .map(move |(id, d)| known(channel, id, d, approved))
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| (&a.channel, &a.sender_id).cmp(&(&b.channel, &b.sender_id)));
+        all
     }
 
     /// The codes still valid at `now`, by channel, oldest first. Names
@@ -406,14 +496,14 @@ impl Pairing {
     pub fn is_approved(&self, channel: &str, sender_id: &str) -> bool {
         self.approved
             .get(channel)
-            .is_some_and(|s| s.contains(sender_id))
+            .is_some_and(|s| s.0.contains_key(sender_id))
     }
 
     /// Whether `sender_id` was denied on `channel`.
     pub fn is_denied(&self, channel: &str, sender_id: &str) -> bool {
         self.denied
             .get(channel)
-            .is_some_and(|s| s.contains(sender_id))
+            .is_some_and(|s| s.0.contains_key(sender_id))
     }
 
     /// The approved sender ids of `channel`.
@@ -421,7 +511,7 @@ impl Pairing {
         self.approved
             .get(channel)
             .into_iter()
-            .flat_map(|s| s.iter().map(String::as_str))
+            .flat_map(|s| s.0.keys().map(String::as_str))
     }
 
     /// Drops every expired code (before persisting, say).
@@ -464,6 +554,18 @@ impl Pairing {
                 code: wanted,
             }),
         }
+    }
+}
+
+/// One decided sender as listed; the name made fit for one line (a file
+/// of an older pincerd may hold it raw, or none).
+fn known(channel: &str, id: &str, decided: &Decided, approved: bool) -> KnownSender {
+    KnownSender {
+        channel: channel.to_owned(),
+        sender_id: id.to_owned(),
+        sender_name: shown_name(&decided.name, id),
+        approved,
+        at: decided.at,
     }
 }
 
@@ -764,7 +866,7 @@ mod tests {
     }
 
     #[test]
-    fn denied_stranger_is_ignored_for_good_until_forgotten() {
+    fn denied_stranger_is_ignored_for_good_until_revoked() {
         let policy = AccessPolicy::default();
         let mut pairing = Pairing::default();
         let mut rng = counter();
@@ -778,9 +880,67 @@ mod tests {
                 Decision::Ignore
             );
         }
-        assert!(pairing.forget("telegram", "u1"));
-        assert!(!pairing.forget("telegram", "u1"));
+        let revoked = pairing.revoke("telegram", " u1 ").unwrap();
+        assert!(!revoked.approved);
+        assert!(matches!(
+            pairing.revoke("telegram", "u1"),
+            Err(PairingError::UnknownSender { .. })
+        ));
         code_of(pairing.decide(&policy, &dm("u1"), T0 + 101 * HOUR, &mut rng));
+    }
+
+    #[test]
+    fn approved_and_denied_senders_are_listed_with_when_and_a_revoked_one_pairs_again() {
+        let policy = AccessPolicy::default();
+        let mut pairing = Pairing::default();
+        let mut rng = counter();
+        let a = code_of(pairing.decide(&policy, &dm("a"), T0, &mut rng));
+        let b = code_of(pairing.decide(&policy, &dm("b"), T0, &mut rng));
+        pairing.approve("telegram", &a, T0 + 10).unwrap();
+        pairing.deny("telegram", &b, T0 + 20).unwrap();
+        assert_eq!(
+            pairing.known(),
+            vec![
+                KnownSender {
+                    channel: "telegram".into(),
+                    sender_id: "a".into(),
+                    sender_name: "name of a".into(),
+                    approved: true,
+                    at: T0 + 10,
+                },
+                KnownSender {
+                    channel: "telegram".into(),
+                    sender_id: "b".into(),
+                    sender_name: "name of b".into(),
+                    approved: false,
+                    at: T0 + 20,
+                },
+            ]
+        );
+        let err = pairing.revoke("discord", "a").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no approved or denied sender with id a on discord"),
+            "{err}"
+        );
+        let revoked = pairing.revoke("telegram", "a").unwrap();
+        assert!(revoked.approved);
+        assert_eq!(pairing.known().len(), 1);
+        assert!(matches!(
+            pairing.decide(&policy, &dm("a"), T0 + 30, &mut rng),
+            Decision::SendPairingCode { .. }
+        ));
+    }
+
+    #[test]
+    fn a_state_file_of_an_older_pincerd_with_lists_of_ids_is_read() {
+        let old = r#"{"pending":{},"approved":{"telegram":["42"]},"denied":{"telegram":["7"]}}"#;
+        let pairing: Pairing = serde_json::from_str(old).unwrap();
+        assert!(pairing.is_approved("telegram", "42"));
+        assert!(pairing.is_denied("telegram", "7"));
+        let known = pairing.known();
+        assert_eq!(known[0].sender_name, "42", "no name recorded: the id");
+        assert_eq!(known[0].at, 0);
     }
 
     #[test]

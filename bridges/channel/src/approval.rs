@@ -22,9 +22,19 @@
 //!   every long call; the file needs none and also reaches a platform
 //!   without buttons.)
 //!
-//! Pure: the bridge sends the text with the buttons and the file after it.
+//! - Who asked is named (their display name, made fit for one line) with
+//!   the chat — their DM or the group — besides the session, and the
+//!   expiry is said as it is (seconds under a minute).
+//! - When the approval ends, whichever way (an answer in a chat or at the
+//!   CLI, expiry, a stopped turn), [`ended_text`] is what the message
+//!   becomes: the outcome and who decided where first, the call as it was
+//!   shown, no buttons.
+//!
+//! Pure: the bridge sends the text with the buttons and the file after it,
+//! and edits the message when the approval ends.
 
-use crate::host::ApprovalRequest;
+use crate::host::{Answerer, ApprovalOutcome, ApprovalRequest, ChatPerson, Requester};
+use crate::untrusted::display_name;
 
 /// Runs of one blank character this long or longer are shown as a count.
 pub const RUN_SHOWN_FROM: usize = 8;
@@ -62,10 +72,152 @@ pub struct Shown {
 /// The message for `request` on a platform whose messages hold `max_chars`
 /// characters.
 pub fn approval_text(request: &ApprovalRequest, max_chars: usize) -> ApprovalText {
+    let head = format!(
+        "Approval needed: agent `{}` wants to run `{}` with",
+        request.agent, request.tool
+    );
+    let tail = format!(
+        "{}It expires in {}; answer with the buttons, or /approve {} or /deny {}.",
+        asked_in(request),
+        duration_words(request.expires_in_s),
+        request.id,
+        request.id
+    );
+    fitted(request, max_chars, &head, &tail)
+}
+
+/// What the message of `request` becomes once it ended with `outcome`: the
+/// outcome first, then the call as it was shown. `is_reader` says whether
+/// an answerer in a chat is the person reading this message (then "you").
+pub fn ended_text(
+    request: &ApprovalRequest,
+    outcome: &ApprovalOutcome,
+    is_reader: impl Fn(&ChatPerson) -> bool,
+    max_chars: usize,
+) -> String {
+    let head = format!(
+        "{}\nAgent `{}` asked to run `{}` with",
+        outcome_sentence(outcome, is_reader),
+        request.agent,
+        request.tool
+    );
+    let tail = asked_in(request).trim_end().to_string();
+    fitted(request, max_chars, &head, &tail).text
+}
+
+/// One sentence for how an approval ended, saying who decided and where.
+pub fn outcome_sentence(
+    outcome: &ApprovalOutcome,
+    is_reader: impl Fn(&ChatPerson) -> bool,
+) -> String {
+    let by = |answerer: &Answerer| match answerer {
+        Answerer::Cli => "by you in the CLI".to_string(),
+        Answerer::Chat(p) if is_reader(p) => format!("by you in {}", channel_title(&p.channel)),
+        Answerer::Chat(p) => format!(
+            "by {} in {}",
+            literal(&shown_name(p)),
+            channel_title(&p.channel)
+        ),
+    };
+    match outcome {
+        ApprovalOutcome::Approved {
+            always: false,
+            by: who,
+        } => format!("Approved {}.", by(who)),
+        ApprovalOutcome::Approved {
+            always: true,
+            by: who,
+        } => {
+            format!(
+                "Approved always (for the rest of this session) {}.",
+                by(who)
+            )
+        }
+        ApprovalOutcome::Denied { by: Some(who) } => format!("Denied {} — not run.", by(who)),
+        ApprovalOutcome::Denied { by: None } => "Denied — not run.".to_string(),
+        ApprovalOutcome::Expired { after_s } => {
+            format!("Expired after {} — not run.", duration_words(*after_s))
+        }
+        ApprovalOutcome::Aborted => {
+            "Cancelled: the turn was stopped while it waited — not run.".to_string()
+        }
+    }
+}
+
+/// A wait as people say it: seconds under a minute (`5 s`), whole minutes
+/// (rounded up) from there (`2 min`).
+pub fn duration_words(secs: u64) -> String {
+    if secs < 60 {
+        format!("{secs} s")
+    } else {
+        format!("{} min", secs.div_ceil(60))
+    }
+}
+
+/// `telegram` → `Telegram`: a channel's name in a sentence.
+fn channel_title(channel: &str) -> String {
+    let mut chars = channel.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// A person's name as shown: one line, their id when nothing is left.
+fn shown_name(person: &ChatPerson) -> String {
+    match display_name(&person.name) {
+        name if name.is_empty() => person.id.clone(),
+        name => name,
+    }
+}
+
+/// `text` with every ASCII punctuation character escaped, so Markdown
+/// shows it as it is (a name of `*stars*` is not emphasis).
+fn literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_punctuation() {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Who asked and where, then the session: `Asked by Eve (telegram 42) in
+/// group -100. Session ….` and a line break.
+fn asked_in(request: &ApprovalRequest) -> String {
+    let who = match &request.requester {
+        None => String::new(),
+        Some(Requester {
+            person,
+            group,
+            thread,
+        }) => {
+            let place = match (group, thread) {
+                (None, _) => "in their DM".to_string(),
+                (Some(g), None) => format!("in group {}", literal(g)),
+                (Some(g), Some(t)) => format!("in group {}, topic {}", literal(g), literal(t)),
+            };
+            format!(
+                "Asked by {} ({} {}) {place}. ",
+                literal(&shown_name(person)),
+                literal(&person.channel),
+                literal(&person.id)
+            )
+        }
+    };
+    format!("{who}Session {}.\n", literal(&request.session))
+}
+
+/// The message with `head` above the call and `tail` below it, the call
+/// shown in as many characters as fit `max_chars` (at least
+/// [`MIN_SHOWN`]).
+fn fitted(request: &ApprovalRequest, max_chars: usize, head: &str, tail: &str) -> ApprovalText {
     let mut budget = MAX_SHOWN;
     loop {
         let shown = show_call(&request.arguments, budget);
-        let text = message(request, &shown);
+        let text = message(request, &shown, head, tail);
         let length = text.chars().count();
         if length <= max_chars || budget <= MIN_SHOWN {
             let file = (shown.hidden > 0).then(|| (file_name(request), whole_call(request)));
@@ -75,7 +227,7 @@ pub fn approval_text(request: &ApprovalRequest, max_chars: usize) -> ApprovalTex
     }
 }
 
-fn message(request: &ApprovalRequest, shown: &Shown) -> String {
+fn message(request: &ApprovalRequest, shown: &Shown, head: &str, tail: &str) -> String {
     let fence = fence_for(&shown.text);
     let mut notes = String::new();
     if shown.counted_runs {
@@ -88,16 +240,7 @@ fn message(request: &ApprovalRequest, shown: &Shown) -> String {
             file_name(request)
         ));
     }
-    format!(
-        "Approval needed: agent `{}` wants to run `{}` with\n{fence}\n{}\n{fence}\n{notes}Session {}. It expires in {} min; answer with the buttons, or /approve {} or /deny {}.",
-        request.agent,
-        request.tool,
-        shown.text,
-        request.session,
-        request.expires_in_s.div_ceil(60),
-        request.id,
-        request.id
-    )
+    format!("{head}\n{fence}\n{}\n{fence}\n{notes}{tail}", shown.text)
 }
 
 /// A code fence longer than any run of backticks in `text`, so the call
@@ -332,6 +475,101 @@ mod tests {
             tool: "exec".into(),
             arguments: arguments.into(),
             expires_in_s: 300,
+            requester: None,
+        }
+    }
+
+    #[test]
+    fn the_expiry_is_said_in_seconds_under_a_minute() {
+        let mut r = request("{}");
+        r.expires_in_s = 5;
+        let text = approval_text(&r, 4000).text;
+        assert!(text.contains("It expires in 5 s;"), "{text}");
+        r.expires_in_s = 300;
+        let text = approval_text(&r, 4000).text;
+        assert!(text.contains("It expires in 5 min;"), "{text}");
+        assert_eq!(duration_words(59), "59 s");
+        assert_eq!(duration_words(61), "2 min");
+    }
+
+    #[test]
+    fn the_request_names_who_asked_and_where() {
+        let mut r = request("{}");
+        r.session = "agent:main:telegram:group:-100".into();
+        r.requester = Some(Requester {
+            person: ChatPerson {
+                channel: "telegram".into(),
+                id: "42".into(),
+                name: "*Eve*\n[message from owner]".into(),
+            },
+            group: Some("-100".into()),
+            thread: Some("7".into()),
+        });
+        let text = approval_text(&r, 4000).text;
+        let shown = crate::format::render(&text, crate::Formatting::Plain);
+        assert!(
+            shown.contains(
+                "Asked by *Eve* message from owner (telegram 42) in group -100, topic 7. Session agent:main:telegram:group:-100."
+            ),
+            "{shown}"
+        );
+        r.requester.as_mut().unwrap().group = None;
+        let shown = crate::format::render(&approval_text(&r, 4000).text, crate::Formatting::Plain);
+        assert!(shown.contains("(telegram 42) in their DM."), "{shown}");
+    }
+
+    #[test]
+    fn an_ended_approval_says_how_and_by_whom_and_keeps_the_call() {
+        let r = request(r#"{"command":"ls"}"#);
+        let owner = ChatPerson {
+            channel: "telegram".into(),
+            id: "1".into(),
+            name: "Owner".into(),
+        };
+        let is_reader = |p: &ChatPerson| p.id == "1";
+        let cases = [
+            (
+                ApprovalOutcome::Approved {
+                    always: true,
+                    by: Answerer::Cli,
+                },
+                "Approved always (for the rest of this session) by you in the CLI.",
+            ),
+            (
+                ApprovalOutcome::Approved {
+                    always: false,
+                    by: Answerer::Chat(owner.clone()),
+                },
+                "Approved by you in Telegram.",
+            ),
+            (
+                ApprovalOutcome::Denied {
+                    by: Some(Answerer::Chat(ChatPerson {
+                        channel: "discord".into(),
+                        id: "9".into(),
+                        name: "Ann".into(),
+                    })),
+                },
+                "Denied by Ann in Discord — not run.",
+            ),
+            (
+                ApprovalOutcome::Expired { after_s: 5 },
+                "Expired after 5 s — not run.",
+            ),
+            (
+                ApprovalOutcome::Aborted,
+                "Cancelled: the turn was stopped while it waited — not run.",
+            ),
+        ];
+        for (outcome, first_line) in cases {
+            let text = ended_text(&r, &outcome, is_reader, 4000);
+            let shown = crate::format::render(&text, crate::Formatting::Plain);
+            assert_eq!(shown.lines().next(), Some(first_line), "{shown}");
+            assert!(
+                shown.contains(r#"{"command":"ls"}"#),
+                "the call stays: {shown}"
+            );
+            assert!(!shown.contains("expires"), "{shown}");
         }
     }
 

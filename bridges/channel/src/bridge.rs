@@ -63,7 +63,7 @@ mod delivery;
 use crate::access::{AccessPolicy, Decision};
 use crate::context::{self, ContextBuffer, ContextKey};
 use crate::health::Health;
-use crate::host::{Command, HELP, Host, HostError, TurnEvent};
+use crate::host::{ChatPerson, Command, HELP, Host, HostError, TurnEvent};
 use crate::ledger::{Claim, Key, Ledger, LedgerError};
 use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;
@@ -189,6 +189,9 @@ pub struct Bridge {
     sending: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     turns: Mutex<(HashSet<String>, VecDeque<String>)>,
     presses: Mutex<VecDeque<String>>,
+    /// The approval messages sent to the owner, by approval id, until the
+    /// approval ends.
+    approvals: Mutex<VecDeque<(String, approvals::ShownApproval)>>,
     /// Groups not listed that wrote since the start (logged once each).
     unlisted: Mutex<HashSet<String>>,
     tasks: TaskTracker,
@@ -216,6 +219,14 @@ fn chat_of(msg: &Inbound) -> String {
         Some(t) => format!("{}/{t}", msg.chat_id),
         None => msg.chat_id.clone(),
     }
+}
+
+/// What a chat that is not the owner's is told while a call of its turn
+/// waits for the owner: the tool only, never its arguments.
+pub fn waiting_text(tool: &str) -> String {
+    let tool = crate::untrusted::display_name(tool);
+    let fence = if tool.contains('`') { "``" } else { "`" };
+    format!("Waiting for the owner to approve {fence}{tool}{fence}…")
 }
 
 /// The text a stranger's code comes with.
@@ -251,6 +262,7 @@ impl Bridge {
             sending: Mutex::default(),
             turns: Mutex::default(),
             presses: Mutex::default(),
+            approvals: Mutex::default(),
             unlisted: Mutex::default(),
             tasks: TaskTracker::new(),
             stop: CancellationToken::new(),
@@ -490,8 +502,13 @@ impl Bridge {
                 Command::Help => Ok(HELP.to_string()),
                 Command::Approve(id) | Command::Deny(id) => {
                     if is_owner_in(settings, &msg.sender.id) {
+                        let by = ChatPerson {
+                            channel: msg.channel.clone(),
+                            id: msg.sender.id.clone(),
+                            name: msg.sender.name.clone(),
+                        };
                         self.host
-                            .decide_approval(id, matches!(command, Command::Approve(_)))
+                            .decide_approval(id, matches!(command, Command::Approve(_)), &by)
                             .await
                     } else {
                         Ok("Only the owner can approve or deny tool calls.".to_string())
@@ -643,6 +660,8 @@ impl Bridge {
         let previewing = self.settings().preview && caps.edits;
         let mut owner: Option<bool> = None;
         let mut preview = Preview::default();
+        // Tools this chat was told wait for the owner (once each).
+        let mut told_waiting: Vec<String> = Vec::new();
         let mut tick = tokio::time::interval(TYPING_EVERY);
         loop {
             tokio::select! {
@@ -654,6 +673,15 @@ impl Bridge {
                         if previewing && owner == Some(true) {
                             preview.text.push_str(&delta);
                             self.show_preview(&target, &mut preview).await;
+                        }
+                    }
+                    Some(TurnEvent::WaitingForApproval { tool }) => {
+                        if owner != Some(false) && !told_waiting.contains(&tool) {
+                            let note = waiting_text(&tool);
+                            told_waiting.push(tool);
+                            if let Err(e) = self.send_text(&target, &note, &[]).await {
+                                tracing::debug!("could not say that a call waits for the owner: {e}");
+                            }
                         }
                     }
                     Some(TurnEvent::Finished { turn_id, text }) => {

@@ -34,6 +34,10 @@ pub enum TurnEvent {
     /// The turn failed; a sentence the chat may read (no secrets: the
     /// daemon's errors never carry them).
     Failed { turn_id: String, message: String },
+    /// A call of `tool` waits for the owner's approval. Sent only for a
+    /// chat that is not the owner's own (the owner gets the request
+    /// itself): the bridge tells the chat once that it waits.
+    WaitingForApproval { tool: String },
 }
 
 /// Why the host could not take a message or a command.
@@ -118,6 +122,29 @@ impl Command {
     }
 }
 
+/// Someone on a channel: who asked for a call, or who answered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatPerson {
+    /// `telegram`, `discord`.
+    pub channel: String,
+    /// Their platform user id.
+    pub id: String,
+    /// Their display name, as given (not trusted; shown through
+    /// [`crate::display_name`]).
+    pub name: String,
+}
+
+/// Who asked for a call waiting for approval, when it is not the owner in
+/// their own chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requester {
+    pub person: ChatPerson,
+    /// The group's chat id; `None` for the person's DM.
+    pub group: Option<String>,
+    /// The thread (forum topic) in that group.
+    pub thread: Option<String>,
+}
+
 /// An approval waiting for the owner, as the bridge shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRequest {
@@ -128,6 +155,38 @@ pub struct ApprovalRequest {
     /// The call's arguments as JSON text (shortened by the bridge).
     pub arguments: String,
     pub expires_in_s: u64,
+    /// `None`: the owner asked, at the CLI or in their DM.
+    pub requester: Option<Requester>,
+}
+
+/// Who answered an approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answerer {
+    /// At the computer: `pincer approvals`, `pincer chat`.
+    Cli,
+    /// A channel's owner in a chat (a button, `/approve`).
+    Chat(ChatPerson),
+}
+
+/// How an approval ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    /// Approved; `always`: the tool runs without asking for the rest of
+    /// the session.
+    Approved { always: bool, by: Answerer },
+    /// Denied (`by` is `None` when the request was dropped unanswered).
+    Denied { by: Option<Answerer> },
+    /// Nobody answered within `after_s` seconds: not run.
+    Expired { after_s: u64 },
+    /// The turn was stopped while it waited: not run.
+    Aborted,
+}
+
+/// An approval ended (any way): the bridge edits the message that asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalEnd {
+    pub id: String,
+    pub outcome: ApprovalOutcome,
 }
 
 /// What the bridge needs from the daemon.
@@ -156,11 +215,15 @@ pub trait Host: Send + Sync + 'static {
         command: &'a Command,
     ) -> BoxFuture<'a, Result<String, HostError>>;
 
-    /// The owner allowed or denied approval `id`; answers a short note.
+    /// The owner (`by`) allowed or denied approval `id`; answers a short
+    /// note. [`HostError::Refused`] when no such approval waits (answered
+    /// already, expired): the bridge then corrects a message that still
+    /// offers buttons.
     fn decide_approval<'a>(
         &'a self,
         id: &'a str,
         allow: bool,
+        by: &'a ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>>;
 
     /// The folder attachments of `msg` are saved in, opened: the chat's

@@ -24,8 +24,8 @@ pub mod platform;
 pub mod untrusted;
 
 pub use access::{
-    AccessPolicy, Approved, Decision, Denied, DmPolicy, GroupRule, Pairing, PairingError,
-    PendingCode, PendingView,
+    AccessPolicy, Approved, Decided, Decision, Denied, DmPolicy, GroupRule, KnownSender, Pairing,
+    PairingError, PendingCode, PendingView,
 };
 pub use bridge::{Bridge, BridgeError, BridgeSettings};
 
@@ -41,7 +41,10 @@ pub use chunk::{chunks, chunks_for, chunks_within};
 pub use context::{ContextBuffer, ContextKey, ContextLine};
 pub use format::render;
 pub use health::{Health, HealthSnapshot};
-pub use host::{ApprovalRequest, Command, Host, HostError, TurnEvent};
+pub use host::{
+    Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, ChatPerson, Command, Host, HostError,
+    Requester, TurnEvent,
+};
 pub use ledger::{Chunk, Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
 pub use pairings::{Pairings, PairingsError};

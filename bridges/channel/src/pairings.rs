@@ -8,7 +8,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::access::{AccessPolicy, Approved, Decision, Denied, Pairing, PairingError, PendingView};
+use crate::access::{
+    AccessPolicy, Approved, Decision, Denied, KnownSender, Pairing, PairingError, PendingView,
+};
 use crate::message::Inbound;
 
 /// Why the file could not be read or written.
@@ -101,14 +103,17 @@ impl Pairings {
         Ok(denied)
     }
 
-    /// Forgets an approval or a denial; answers whether there was one.
-    pub fn forget(&self, channel: &str, sender_id: &str) -> Result<bool, PairingsError> {
+    /// [`Pairing::revoke`], saved: the sender is a stranger again.
+    pub fn revoke(&self, channel: &str, sender_id: &str) -> Result<KnownSender, PairingsError> {
         let mut state = self.lock();
-        let forgot = state.forget(channel, sender_id);
-        if forgot {
-            self.save(&state)?;
-        }
-        Ok(forgot)
+        let revoked = state.revoke(channel, sender_id)?;
+        self.save(&state)?;
+        Ok(revoked)
+    }
+
+    /// The approved and denied senders of every channel.
+    pub fn known(&self) -> Vec<KnownSender> {
+        self.lock().known()
     }
 
     pub fn list(&self, now: u64) -> Vec<PendingView> {
@@ -194,6 +199,10 @@ mod tests {
             again.decide(&policy, &dm("42"), 300, &mut random).unwrap(),
             Decision::Pass
         );
+        assert_eq!(again.known()[0].at, 200, "when it was approved is kept");
+        again.revoke("telegram", "42").unwrap();
+        let revoked = Pairings::open(&path).unwrap();
+        assert!(revoked.known().is_empty(), "the revocation was saved");
     }
 
     #[test]

@@ -240,6 +240,7 @@ impl Host for ScriptedHost {
         &'a self,
         id: &'a str,
         allow: bool,
+        _by: &'a pincer_channel::ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             Ok(format!(
@@ -280,7 +281,7 @@ pub(crate) fn bridge(
         settings,
         Arc::new(Mutex::new(ledger)),
         Arc::new(pairings),
-        Arc::new(Health::new(mode)),
+        Arc::new(Health::new("telegram", mode)),
         Box::new(|bytes: &mut [u8]| bytes.fill(7)),
     );
     (bridge, host)

@@ -16,7 +16,7 @@ use crate::config::{AgentSettings, Config, MemoryScope};
 use crate::llm::windows::ContextWindow;
 use crate::session::SessionKey;
 use crate::tools::access::FileAccess;
-use crate::tools::approvals::PendingApproval;
+use crate::tools::approvals::{PendingApproval, Requester};
 use crate::tools::memory::MemoryAccess;
 use crate::tools::origin::ChatOrigin;
 use crate::tools::pipeline::CallEnv;
@@ -41,6 +41,8 @@ pub struct CallScope<'a> {
     pub config: &'a Config,
     pub agent: &'a AgentSettings,
     pub key: &'a SessionKey,
+    /// The session's id (what an "always" approval holds for).
+    pub session_id: &'a str,
     pub origin: &'a ChatOrigin,
     /// A sub-agent session's spawn layer (from the registry).
     pub spawn_layer: Option<&'a crate::config::ToolLayer>,
@@ -110,6 +112,8 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
         sender: origin.sender.clone(),
         audit: rt.registry.clone(),
         approvals: rt.approvals.clone(),
+        session_id: scope.session_id.to_string(),
+        requester: Requester::of(origin),
         announce: {
             let emit = scope.emit.clone();
             let timeout = config.tools.approval_timeout;

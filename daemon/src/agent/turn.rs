@@ -570,6 +570,7 @@ impl Turn<'_> {
                 config: &self.config,
                 agent: self.agent,
                 key: self.key,
+                session_id: &self.session.id,
                 origin: &self.origin,
                 spawn_layer: self.session.spawn_layer.as_ref(),
                 cancel: &self.cancel,

@@ -130,9 +130,9 @@ async fn owners_status(hub: &Hub, config: &Config, route: &Route) -> Result<Stri
     let mut text = format!("Agent {} (model {model}).", route.agent);
     match row {
         Some(row) => text.push_str(&format!(
-            "\nSession {} since {}: {} tokens in, {} out{}.",
+            "\nSession {}, started {}: {} tokens in, {} out{}.",
             row.id,
-            row.created_at,
+            crate::util::moment(&row.created_at, &chrono::Local::now()),
             row.input_tokens,
             row.output_tokens,
             if hub.is_running(&key) {
@@ -229,6 +229,35 @@ mod tests {
         let said = ask(&hub, &msg(ChatKind::Direct, "1"), Command::Status).await;
         assert!(said.contains("(model "), "the owner in their DM: {said}");
         assert!(said.contains("No conversation yet."), "{said}");
+    }
+
+    #[tokio::test]
+    async fn the_owners_status_says_when_the_session_started_as_people_read_it() {
+        let hub = hub();
+        let owner = msg(ChatKind::Direct, "1");
+        let config = hub.runtime().config();
+        let route =
+            crate::routing::route(&config, &super::super::host::to_routing(&owner)).unwrap();
+        let row = hub
+            .runtime()
+            .registry()
+            .get_or_create(
+                &route.key.to_string(),
+                "main",
+                "telegram",
+                crate::session::registry::NewSession::of(route.origin.principal.clone()),
+            )
+            .await
+            .unwrap();
+        let said = ask(&hub, &owner, Command::Status).await;
+        assert!(
+            said.contains(&format!("Session {}, started just now (", row.id)),
+            "{said}"
+        );
+        assert!(
+            !said.contains(&row.created_at),
+            "no raw RFC 3339 time stamp: {said}"
+        );
     }
 
     #[tokio::test]

@@ -13,13 +13,16 @@
 //! instead of redirecting it. The bridge names the saved images relative
 //! to the workspace, as the transcript keeps them.
 
-use pincer_channel::{BoxFuture, ChatKind, Command, Dir, Host, HostError, Inbound, TurnEvent};
+use pincer_channel::{
+    BoxFuture, ChatKind, ChatPerson, Command, Dir, Host, HostError, Inbound, TurnEvent,
+};
 use tokio::sync::mpsc;
 
 use super::commands::refused;
 use crate::agent::Event;
 use crate::agent::hub::Hub;
 use crate::routing::{self, Chat, Route, Sender};
+use crate::tools::approvals::DecidedBy;
 
 /// The hub as the bridges see it.
 #[derive(Clone)]
@@ -68,6 +71,9 @@ impl Host for DaemonHost {
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>> {
         Box::pin(async move {
             let route = self.route(msg)?;
+            // A chat that is not the owner's own is told when a call waits
+            // for the owner (the owner gets the request itself).
+            let tell_waiting = !route.origin.is_owner();
             let (tx, mut rx) = mpsc::unbounded_channel();
             self.hub
                 .chat_with_images(route.key, text, images, route.origin, tx)
@@ -86,6 +92,9 @@ impl Host for DaemonHost {
                             TurnEvent::Started { turn_id }
                         }
                         Event::Text(t) => TurnEvent::Text(t),
+                        Event::ApprovalRequested { tool, .. } if tell_waiting => {
+                            TurnEvent::WaitingForApproval { tool }
+                        }
                         // Aborted by the shutdown: no answer now; the
                         // message stays owed and is taken up after the
                         // restart.
@@ -134,19 +143,36 @@ impl Host for DaemonHost {
         &'a self,
         id: &'a str,
         allow: bool,
+        by: &'a ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             let id = id.trim();
-            Ok(if self.hub.runtime().approvals().decide(id, allow, false) {
+            let decided_by = DecidedBy::Chat {
+                channel: by.channel.clone(),
+                user_id: by.id.clone(),
+                name: by.name.clone(),
+            };
+            if self
+                .hub
+                .runtime()
+                .approvals()
+                .decide(id, allow, false, decided_by)
+            {
                 tracing::info!(
                     approval = id,
                     allow,
+                    channel = %by.channel,
                     "approval answered from a chat by the owner"
                 );
-                format!("{} {id}.", if allow { "Approved" } else { "Denied" })
+                Ok(format!(
+                    "{} {id}.",
+                    if allow { "Approved" } else { "Denied" }
+                ))
             } else {
-                format!("No approval {id} is waiting (answered already, or expired).")
-            })
+                Err(HostError::Refused(format!(
+                    "No approval {id} is waiting (answered already, or expired)."
+                )))
+            }
         })
     }
 

@@ -29,12 +29,14 @@ use std::time::SystemTime;
 use pincer_channel::unix_now as now;
 
 use pincer_channel::{
-    ApprovalRequest, Bridge, Health, HealthSnapshot, Ledger, Pairings, PairingsError, Target,
+    Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, Bridge, ChatPerson, Health,
+    HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError, Requester, Target,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::hub::Hub;
 use crate::home::Home;
+use crate::tools::approvals::{ApprovalEnded, ApprovalEvent, DecidedBy, Ending, PendingApproval};
 
 /// Why the bridges' state could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +55,10 @@ pub enum ChannelsError {
 pub enum PairingVerbError {
     #[error("no channel `{0}` is configured (channels: {1})")]
     UnknownChannel(String, String),
+    #[error(
+        "sender {1} may write to the bot through allow_from in [channels.{0}] of config.toml, not through pairing: remove them there (then `pincer config reload`)"
+    )]
+    AllowedInConfig(String, String),
     #[error(transparent)]
     Pairings(#[from] PairingsError),
 }
@@ -220,6 +226,75 @@ impl Channels {
             .collect()
     }
 
+    /// `channel` (any case, blanks trimmed) when it is configured.
+    fn configured(&self, channel: &str) -> Result<String, PairingVerbError> {
+        let channel = channel.trim().to_lowercase();
+        let config = self.hub().runtime().config();
+        if config.channels.contains_key(&channel) {
+            return Ok(channel);
+        }
+        Err(PairingVerbError::UnknownChannel(
+            channel,
+            config
+                .channels
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        ))
+    }
+
+    /// The senders the owner approved or denied (of one configured
+    /// channel, or all with `""`), with when.
+    pub fn paired(&self, channel: &str) -> Result<Vec<KnownSender>, PairingVerbError> {
+        let channel = match channel.trim() {
+            "" => String::new(),
+            named => self.configured(named)?,
+        };
+        Ok(self
+            .pairings()
+            .known()
+            .into_iter()
+            .filter(|k| channel.is_empty() || k.channel == channel)
+            .collect())
+    }
+
+    /// Revokes the approval or denial of `sender_id` on `channel`: their
+    /// next message is a stranger's again (a new code). They are not
+    /// told.
+    pub fn revoke_pairing(
+        &self,
+        channel: &str,
+        sender_id: &str,
+    ) -> Result<KnownSender, PairingVerbError> {
+        let channel = self.configured(channel)?;
+        let sender_id = sender_id.trim();
+        let revoked = match self.pairings().revoke(&channel, sender_id) {
+            Err(PairingsError::Pairing(pincer_channel::PairingError::UnknownSender { .. }))
+                if self
+                    .hub()
+                    .runtime()
+                    .config()
+                    .channels
+                    .get(&channel)
+                    .is_some_and(|c| c.allow_from.iter().any(|id| id == sender_id)) =>
+            {
+                return Err(PairingVerbError::AllowedInConfig(
+                    channel,
+                    sender_id.to_string(),
+                ));
+            }
+            other => other?,
+        };
+        tracing::info!(
+            channel = %revoked.channel,
+            sender = %revoked.sender_id,
+            was_approved = revoked.approved,
+            "pairing revoked"
+        );
+        Ok(revoked)
+    }
+
     /// Approves or denies a code; an approved sender is told they can
     /// talk now. Answers (sender id, sender name).
     pub async fn decide_pairing(
@@ -228,19 +303,7 @@ impl Channels {
         code: &str,
         approve: bool,
     ) -> Result<(String, String), PairingVerbError> {
-        let channel = channel.trim().to_lowercase();
-        let config = self.hub().runtime().config();
-        if !config.channels.contains_key(&channel) {
-            return Err(PairingVerbError::UnknownChannel(
-                channel,
-                config
-                    .channels
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ));
-        }
+        let channel = self.configured(channel)?;
         if !approve {
             let denied = self.pairings().deny(&channel, code, now())?;
             tracing::info!(channel = %denied.channel, sender = %denied.sender_id, "pairing denied");
@@ -260,50 +323,112 @@ impl Channels {
         Ok((approved.sender_id, approved.sender_name))
     }
 
-    /// Forwards every new approval request to the owners' DMs until
-    /// `stop`.
+    /// Forwards every new approval request to the owners' DMs, and every
+    /// end of one to the bridges (which edit the message that asked),
+    /// until `stop`. One task, in the store's order: a request's message
+    /// is sent before its end is handled.
     pub(crate) fn forward_approvals(&self, stop: CancellationToken) {
-        let mut requests = self.hub().runtime().approvals().subscribe();
+        let mut events = self.hub().runtime().approvals().subscribe();
         let this = self.clone();
         tokio::spawn(async move {
             loop {
-                let pending = tokio::select! {
-                    r = requests.recv() => r,
+                let event = tokio::select! {
+                    r = events.recv() => r,
                     _ = stop.cancelled() => return,
                 };
-                let pending = match pending {
-                    Ok(p) => p,
+                let event = match event {
+                    Ok(e) => e,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         tracing::warn!(
-                            "{n} approval requests were not forwarded to chats (too many at once); `pincer approvals` lists them"
+                            "{n} approval requests or answers were not forwarded to chats (too many at once); `pincer approvals` lists the waiting ones"
                         );
                         continue;
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                };
-                let request = ApprovalRequest {
-                    id: pending.id.clone(),
-                    agent: pending.agent.clone(),
-                    session: pending.session_key.clone(),
-                    tool: pending.tool.clone(),
-                    arguments: pending.arguments.clone(),
-                    expires_in_s: pending
-                        .expires_at
-                        .duration_since(SystemTime::now())
-                        .map(|d| d.as_secs())
-                        .unwrap_or(0),
                 };
                 let bridges: Vec<_> = this
                     .running()
                     .values()
                     .filter_map(Running::bridge)
                     .collect();
-                for bridge in bridges {
-                    if let Err(e) = bridge.ask_owner(&request).await {
-                        tracing::warn!(channel = %bridge.channel(), "could not send an approval to the owner: {e}");
+                match event {
+                    ApprovalEvent::Requested(pending) => {
+                        let request = approval_request(&pending);
+                        for bridge in bridges {
+                            if let Err(e) = bridge.ask_owner(&request).await {
+                                tracing::warn!(channel = %bridge.channel(), "could not send an approval to the owner: {e}");
+                            }
+                        }
+                    }
+                    ApprovalEvent::Ended(ended) => {
+                        let end = approval_end(ended);
+                        for bridge in bridges {
+                            if let Err(e) = bridge.approval_ended(&end).await {
+                                tracing::warn!(channel = %bridge.channel(), "could not mark an approval as answered in the owner's chat: {e}");
+                            }
+                        }
                     }
                 }
             }
         });
+    }
+}
+
+/// A waiting call as the bridges show it.
+fn approval_request(pending: &PendingApproval) -> ApprovalRequest {
+    // Rounded up: a 5 s timeout forwarded a few ms later still reads 5 s.
+    let expires_in_s = pending
+        .expires_at
+        .duration_since(SystemTime::now())
+        .map(|d| d.as_secs_f64().ceil() as u64)
+        .unwrap_or(0);
+    ApprovalRequest {
+        id: pending.id.clone(),
+        agent: pending.agent.clone(),
+        session: pending.session_key.clone(),
+        tool: pending.tool.clone(),
+        arguments: pending.arguments.clone(),
+        expires_in_s,
+        requester: pending.requester.as_ref().map(|r| Requester {
+            person: ChatPerson {
+                channel: r.channel.clone(),
+                id: r.sender_id.clone(),
+                name: r.name.clone(),
+            },
+            group: r.group.clone(),
+            thread: r.thread.clone(),
+        }),
+    }
+}
+
+/// An approval's end as the bridges show it.
+fn approval_end(ended: ApprovalEnded) -> ApprovalEnd {
+    let answerer = |by: DecidedBy| match by {
+        DecidedBy::Cli => Answerer::Cli,
+        DecidedBy::Chat {
+            channel,
+            user_id,
+            name,
+        } => Answerer::Chat(ChatPerson {
+            channel,
+            id: user_id,
+            name,
+        }),
+    };
+    ApprovalEnd {
+        id: ended.id,
+        outcome: match ended.ending {
+            Ending::Allowed { always, by } => ApprovalOutcome::Approved {
+                always,
+                by: answerer(by),
+            },
+            Ending::Denied { by } => ApprovalOutcome::Denied {
+                by: by.map(answerer),
+            },
+            Ending::Expired { after } => ApprovalOutcome::Expired {
+                after_s: after.as_secs_f64().round() as u64,
+            },
+            Ending::Aborted => ApprovalOutcome::Aborted,
+        },
     }
 }

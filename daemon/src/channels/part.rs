@@ -53,7 +53,7 @@ impl Channels {
     /// Starts the bridge of one channel; it connects in the background,
     /// retrying, and says why it cannot in its health.
     pub(crate) fn launch(&self, name: &str, settings: &ChannelSettings) {
-        let health = Arc::new(Health::new(mode(settings)));
+        let health = Arc::new(Health::new(name, mode(settings)));
         let stop = CancellationToken::new();
         let slot = Arc::new(RwLock::new(None));
         let task = match name {

@@ -1,11 +1,14 @@
-//! `pincer.v1.Channels`: the bridges' health (`pincer channels status`)
-//! and the pairing codes (`pincer pairing list|approve|deny`). Converts
+//! `pincer.v1.Channels`: the bridges' health (`pincer channels status`),
+//! the pairing codes (`pincer pairing list|approve|deny`) and the senders
+//! approved or denied (`pincer pairing allowed|revoke`). Converts
 //! and calls [`crate::channels::Channels`]; nothing is decided here.
 
 use pincer_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::State;
+use pincer_channel::KnownSender;
+
 use crate::channels::{ChannelStatus, PairingVerbError};
 
 pub struct ChannelsService {
@@ -24,6 +27,10 @@ impl From<PairingVerbError> for Status {
         let message = e.to_string();
         match e {
             PairingVerbError::UnknownChannel(..) => Status::not_found(message),
+            PairingVerbError::AllowedInConfig(..) => Status::failed_precondition(message),
+            PairingVerbError::Pairings(PairingsError::Pairing(PairingError::UnknownSender {
+                ..
+            })) => Status::not_found(message),
             PairingVerbError::Pairings(PairingsError::Pairing(PairingError::UnknownCode {
                 ..
             })) => Status::not_found(message),
@@ -52,6 +59,18 @@ pub(super) fn to_proto(s: ChannelStatus) -> pb::ChannelStatus {
         messages_out: s.health.messages_out,
         watchdog_restarts: s.health.watchdog_restarts,
         bot: s.bot,
+        recovered_at: s.health.recovered_at.unwrap_or(0),
+    }
+}
+
+/// An approved or denied sender on the wire.
+fn paired_to_proto(k: KnownSender) -> pb::PairedSender {
+    pb::PairedSender {
+        channel: k.channel,
+        sender_id: k.sender_id,
+        sender_name: k.sender_name,
+        approved: k.approved,
+        decided_at: k.at,
     }
 }
 
@@ -91,6 +110,39 @@ impl pb::channels_server::Channels for ChannelsService {
             })
             .collect();
         Ok(Response::new(pb::ListPairingsResponse { pairings }))
+    }
+
+    async fn list_paired(
+        &self,
+        request: Request<pb::ListPairedRequest>,
+    ) -> Result<Response<pb::ListPairedResponse>, Status> {
+        let senders = self
+            .state
+            .channels
+            .paired(&request.into_inner().channel)?
+            .into_iter()
+            .map(paired_to_proto)
+            .collect();
+        Ok(Response::new(pb::ListPairedResponse { senders }))
+    }
+
+    async fn revoke_pairing(
+        &self,
+        request: Request<pb::RevokePairingRequest>,
+    ) -> Result<Response<pb::RevokePairingResponse>, Status> {
+        let req = request.into_inner();
+        if req.sender_id.trim().is_empty() {
+            return Err(Status::invalid_argument(
+                "name the sender's id (pincer pairing allowed lists them)",
+            ));
+        }
+        let revoked = self
+            .state
+            .channels
+            .revoke_pairing(&req.channel, &req.sender_id)?;
+        Ok(Response::new(pb::RevokePairingResponse {
+            revoked: Some(paired_to_proto(revoked)),
+        }))
     }
 
     async fn decide_pairing(

@@ -7,6 +7,7 @@ use tonic::{Request, Response, Status};
 
 use super::{State, fit};
 use crate::tools::ToolSource;
+use crate::tools::approvals::DecidedBy;
 use crate::tools::arguments::shorten;
 use crate::tools::policy::{self, PolicyInput};
 
@@ -169,13 +170,12 @@ impl pb::tools_server::Tools for ToolsService {
                 "`always` goes with allow: a call can be allowed always, never denied always",
             ));
         }
-        if self
-            .state
-            .hub
-            .runtime()
-            .approvals()
-            .decide(&req.id, req.allow, req.always)
-        {
+        if self.state.hub.runtime().approvals().decide(
+            &req.id,
+            req.allow,
+            req.always,
+            DecidedBy::Cli,
+        ) {
             Ok(Response::new(pb::DecideResponse {}))
         } else {
             Err(Status::not_found(format!(

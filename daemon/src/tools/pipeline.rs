@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::approvals::{Answer, Approvals, Ask, PendingApproval};
+use super::approvals::{Answer, Approvals, Ask, PendingApproval, Requester};
 use super::hooks::{self, After, Before, CallFacts};
 use super::loops::{LoopDetector, LoopVerdict, stable_hash};
 use super::pattern::ToolPatterns;
@@ -37,6 +37,11 @@ pub struct CallEnv<'r> {
     pub sender: String,
     pub audit: Registry,
     pub approvals: Approvals,
+    /// The session's id: an "always" answer holds for it alone.
+    pub session_id: String,
+    /// Who asked, named in the owner's approval request (`None`: the
+    /// owner in their own chat).
+    pub requester: Option<Requester>,
     /// Tells the chat's client that a call waits for approval.
     pub announce: Arc<dyn Fn(&PendingApproval) + Send + Sync>,
 }
@@ -229,9 +234,11 @@ impl CallEnv<'_> {
                 .request(
                     Ask {
                         session_key: &self.base.session_key,
+                        session_id: &self.session_id,
                         agent: &self.base.agent,
                         tool: name,
                         arguments: &args.to_string(),
+                        requester: self.requester.as_ref(),
                     },
                     self.settings.approval_timeout,
                     &self.base.cancel,

@@ -1,14 +1,27 @@
 //! Approvals to the owner: a tool call waiting for approval shown in the
-//! owner's DM with Approve and Deny buttons, and the presses on them (only
-//! the owner's count).
+//! owner's DM with Approve and Deny buttons, the presses on them (only
+//! the owner's count), and the message edited when the approval ends —
+//! whichever way it ends (a button, `/approve`, the CLI, expiry, a stopped
+//! turn) — so no message keeps buttons for a call nobody waits on.
 
 use std::sync::Arc;
 
 use super::{Bridge, lock};
-use crate::approval::approval_text;
-use crate::host::{ApprovalRequest, HostError};
+use crate::approval::{approval_text, ended_text};
+use crate::host::{ApprovalEnd, ApprovalRequest, ChatPerson, HostError};
 use crate::message::Formatting;
 use crate::platform::{Button, ButtonPress, SendError, Target};
+
+/// Approval messages remembered until their approval ends (more: the
+/// oldest are forgotten, and keep their buttons until pressed).
+const SHOWN_REMEMBERED: usize = 256;
+
+/// An approval message the owner was sent.
+pub(super) struct ShownApproval {
+    request: ApprovalRequest,
+    target: Target,
+    message_id: String,
+}
 
 impl Bridge {
     /// Shows an approval to the owner in their DM, with buttons. Does
@@ -29,7 +42,21 @@ impl Bridge {
             },
         ];
         let target = Target::direct(owner);
-        self.send_text(&target, &shown.text, &buttons).await?;
+        let message_id = self.send_text(&target, &shown.text, &buttons).await?;
+        {
+            let mut shown = lock(&self.approvals);
+            shown.push_back((
+                request.id.clone(),
+                ShownApproval {
+                    request: request.clone(),
+                    target: target.clone(),
+                    message_id,
+                },
+            ));
+            if shown.len() > SHOWN_REMEMBERED {
+                shown.pop_front();
+            }
+        }
         let Some((name, content)) = shown.file else {
             return Ok(());
         };
@@ -44,6 +71,31 @@ impl Bridge {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// An approval ended: its message (when this bridge sent one) is
+    /// edited to say how, by whom and where, without buttons.
+    pub async fn approval_ended(&self, end: &ApprovalEnd) -> Result<(), SendError> {
+        let shown = {
+            let mut shown = lock(&self.approvals);
+            let at = shown.iter().position(|(id, _)| *id == end.id);
+            at.and_then(|i| shown.remove(i)).map(|(_, s)| s)
+        };
+        let Some(shown) = shown else {
+            return Ok(());
+        };
+        let settings = self.settings();
+        let channel = self.channel().to_string();
+        let is_reader =
+            |p: &ChatPerson| p.channel == channel && super::is_owner_in(&settings, &p.id);
+        let text = ended_text(
+            &shown.request,
+            &end.outcome,
+            is_reader,
+            self.platform.capabilities().max_chars,
+        );
+        self.edit_chunk(&shown.target, &shown.message_id, &text)
+            .await
     }
 
     /// A press on an approval button: the owner's decides, anyone else's
@@ -79,19 +131,36 @@ impl Bridge {
                 .await;
             return;
         }
-        let note = match self.host.decide_approval(id, allow).await {
-            Ok(note) | Err(HostError::Refused(note)) => note,
-            Err(HostError::ShuttingDown) => "pincerd is shutting down".to_string(),
+        let by = ChatPerson {
+            channel: self.channel().to_string(),
+            id: press.sender_id.clone(),
+            name: press.sender_name.clone(),
         };
-        let _ = self.platform.answer_button(&press.id, &note).await;
-        let _ = self
-            .platform
-            .edit(
-                &Target::direct(press.chat_id.clone()),
-                &press.message_id,
-                &note,
-                Formatting::Plain,
-            )
-            .await;
+        match self.host.decide_approval(id, allow, &by).await {
+            // The approval's end edits the message (`approval_ended`).
+            Ok(note) => {
+                let _ = self.platform.answer_button(&press.id, &note).await;
+            }
+            // Nothing waits on it (answered, expired, or from before a
+            // restart): the message must not keep offering buttons.
+            Err(HostError::Refused(note)) => {
+                let _ = self.platform.answer_button(&press.id, &note).await;
+                let _ = self
+                    .platform
+                    .edit(
+                        &Target::direct(press.chat_id.clone()),
+                        &press.message_id,
+                        &note,
+                        Formatting::Plain,
+                    )
+                    .await;
+            }
+            Err(HostError::ShuttingDown) => {
+                let _ = self
+                    .platform
+                    .answer_button(&press.id, "pincerd is shutting down")
+                    .await;
+            }
+        }
     }
 }

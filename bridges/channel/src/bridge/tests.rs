@@ -266,8 +266,14 @@ impl Host for ScriptedHost {
         &'a self,
         id: &'a str,
         allow: bool,
+        _by: &'a crate::host::ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
+            if id == "gone" {
+                return Err(HostError::Refused(format!(
+                    "No approval {id} is waiting (answered already, or expired)."
+                )));
+            }
             self.decided.lock().unwrap().push((id.to_string(), allow));
             Ok(format!(
                 "{id}: {}",
@@ -312,7 +318,7 @@ fn rig_in(dir: &Path, max_chars: usize) -> Rig {
         settings(),
         ledger,
         pairings,
-        Arc::new(Health::new("polling")),
+        Arc::new(Health::new("telegram", "polling")),
         Box::new(|b: &mut [u8]| b.fill(3)),
     );
     Rig {
@@ -594,6 +600,7 @@ async fn only_the_owner_can_press_an_approval_button() {
         tool: "exec".into(),
         arguments: "{\"command\":\"ls\"}".into(),
         expires_in_s: 300,
+        requester: None,
     };
     r.bridge.ask_owner(&request).await.unwrap();
     {
@@ -633,6 +640,147 @@ async fn only_the_owner_can_press_an_approval_button() {
         presses
             .iter()
             .any(|(id, note)| id == "p1" && note.contains("Only the owner"))
+    );
+}
+
+#[tokio::test]
+async fn an_approval_that_ends_any_way_edits_its_message_without_buttons() {
+    use crate::host::{Answerer, ApprovalEnd, ApprovalOutcome, ChatPerson};
+    let r = rig();
+    r.bridge
+        .ask_owner(&approval("{\"command\":\"ls\"}"))
+        .await
+        .unwrap();
+    let edits = || r.platform.sent.lock().unwrap().edits.clone();
+    // Another approval's end touches nothing.
+    let other = ApprovalEnd {
+        id: "zz99".into(),
+        outcome: ApprovalOutcome::Aborted,
+    };
+    r.bridge.approval_ended(&other).await.unwrap();
+    assert!(edits().is_empty());
+    let end = ApprovalEnd {
+        id: "ab12".into(),
+        outcome: ApprovalOutcome::Approved {
+            always: true,
+            by: Answerer::Cli,
+        },
+    };
+    r.bridge.approval_ended(&end).await.unwrap();
+    let edited = edits();
+    assert_eq!(edited.len(), 1, "{edited:?}");
+    let (message, text) = &edited[0];
+    assert_eq!(message, "m1", "the approval's own message");
+    assert!(
+        text.starts_with("Approved always (for the rest of this session) by you in the CLI."),
+        "{text}"
+    );
+    assert!(text.contains("ls"), "the call stays readable: {text}");
+    // Ended once: a second end (or a late press) edits nothing more.
+    r.bridge.approval_ended(&end).await.unwrap();
+    assert_eq!(edits().len(), 1);
+
+    // The owner answering in the chat reads "you"; expiry says how long.
+    let mut second = approval("{}");
+    second.id = "cd34".into();
+    r.bridge.ask_owner(&second).await.unwrap();
+    r.bridge
+        .approval_ended(&ApprovalEnd {
+            id: "cd34".into(),
+            outcome: ApprovalOutcome::Denied {
+                by: Some(Answerer::Chat(ChatPerson {
+                    channel: "telegram".into(),
+                    id: "1".into(),
+                    name: "Owner".into(),
+                })),
+            },
+        })
+        .await
+        .unwrap();
+    let mut third = approval("{}");
+    third.id = "ef56".into();
+    r.bridge.ask_owner(&third).await.unwrap();
+    r.bridge
+        .approval_ended(&ApprovalEnd {
+            id: "ef56".into(),
+            outcome: ApprovalOutcome::Expired { after_s: 5 },
+        })
+        .await
+        .unwrap();
+    let edited = edits();
+    assert!(
+        edited[1]
+            .1
+            .starts_with("Denied by you in Telegram — not run."),
+        "{edited:?}"
+    );
+    assert!(
+        edited[2].1.starts_with("Expired after 5 s — not run."),
+        "{edited:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_press_on_an_approval_nobody_waits_for_removes_its_buttons() {
+    let r = rig();
+    let press = |data: &str, id: &str| Incoming {
+        event: Event::Button(ButtonPress {
+            id: id.into(),
+            sender_id: "1".into(),
+            sender_name: "Owner".into(),
+            chat_id: "1".into(),
+            message_id: "m7".into(),
+            data: data.into(),
+        }),
+        cursor: None,
+    };
+    r.bridge.receive(press("approve:gone", "p1")).await.unwrap();
+    r.bridge.receive(press("approve:ab12", "p2")).await.unwrap();
+    for _ in 0..100 {
+        if r.platform.sent.lock().unwrap().presses.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let edits = r.platform.sent.lock().unwrap().edits.clone();
+    assert_eq!(
+        edits,
+        vec![(
+            "m7".to_string(),
+            "No approval gone is waiting (answered already, or expired).".to_string()
+        )],
+        "only the stale press edits at once; a decided one waits for the approval's end"
+    );
+}
+
+#[tokio::test]
+async fn a_chat_whose_call_waits_for_the_owner_is_told_once() {
+    let r = rig();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tx.send(TurnEvent::Started {
+        turn_id: "t".into(),
+    })
+    .unwrap();
+    for tool in ["exec", "exec", "write"] {
+        tx.send(TurnEvent::WaitingForApproval { tool: tool.into() })
+            .unwrap();
+    }
+    tx.send(TurnEvent::Finished {
+        turn_id: "t".into(),
+        text: "done".into(),
+    })
+    .unwrap();
+    let msg = group("7", "1", "@bot run it", true);
+    let copy = msg.clone();
+    r.bridge.ledger(move |l| l.claim(&copy, 1)).await.unwrap();
+    r.bridge.clone().follow(msg, rx).await;
+    assert_eq!(
+        r.platform.texts("-100"),
+        vec![
+            "Waiting for the owner to approve <code>exec</code>…",
+            "Waiting for the owner to approve <code>write</code>…",
+            "done"
+        ]
     );
 }
 
@@ -929,6 +1077,7 @@ fn approval(arguments: &str) -> ApprovalRequest {
         tool: "exec".into(),
         arguments: arguments.into(),
         expires_in_s: 300,
+        requester: None,
     }
 }
 

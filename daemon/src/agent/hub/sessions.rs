@@ -138,6 +138,8 @@ impl Hub {
     pub async fn reset(&self, row: &SessionRow) -> Result<(String, String), HubError> {
         self.forget(&row.key)?;
         self.rt.prompts.forget(&row.id);
+        // "Always" was for this session: the next one asks again.
+        self.rt.approvals.forget_session(&row.id);
         let (old_id, new_id) =
             self.rt
                 .registry
@@ -156,6 +158,8 @@ impl Hub {
     pub async fn delete(&self, row: &SessionRow) -> Result<bool, HubError> {
         self.forget(&row.key)?;
         self.rt.prompts.forget(&row.id);
+        // "Always" was for this session: the next one asks again.
+        self.rt.approvals.forget_session(&row.id);
         let deleted = self.rt.registry.delete(&row.key).await?;
         let path = self.transcript_path(row);
         match std::fs::remove_file(&path) {

@@ -1,0 +1,263 @@
+//! Approvals through the Telegram bridge end to end (issue 23): an
+//! "always" answer ends with its session, the owner's approval message is
+//! edited whichever way the approval ends (the CLI, `/approve`, a button,
+//! expiry), and a chat that is not the owner's is told its call waits.
+//! pincerd against the Bot API emulator and the scripted model, as in
+//! `telegram.rs`.
+
+use std::time::{Duration, Instant};
+
+use pincer_testkit::scripted::Step;
+use pincer_testkit::telegram::{BotMessage, ChatSpec, UserSpec};
+use serde_json::json;
+
+use crate::telegram::{OWNER, Rig, rig, text};
+
+/// Asks for `exec` (the coding profile offers it).
+const ASK_EXEC: &str = "tools = { profile = \"coding\", ask = [\"exec\"] }";
+
+/// Waits (20 s at most) until the bot's messages in `chat` satisfy `done`.
+async fn until(
+    r: &Rig,
+    chat: i64,
+    what: &str,
+    done: impl Fn(&[BotMessage]) -> bool,
+) -> Vec<BotMessage> {
+    let start = Instant::now();
+    loop {
+        let got = r.tg.bot_messages(chat).await;
+        if done(&got) {
+            return got;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{what}: the bot's messages in chat {chat} are {:?}\npincerd log:\n{}",
+            got.iter().map(text).collect::<Vec<_>>(),
+            r.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The approval id behind a message's Approve button.
+fn approval_id(m: &BotMessage) -> String {
+    let keyboard = m.reply_markup.clone().expect("an approval has buttons");
+    keyboard["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("approve:"))
+        .expect("an Approve button")
+        .to_string()
+}
+
+/// Whether a message still offers buttons.
+fn has_buttons(m: &BotMessage) -> bool {
+    m.reply_markup
+        .as_ref()
+        .and_then(|k| k["inline_keyboard"].as_array())
+        .is_some_and(|rows| !rows.is_empty())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn always_ends_with_the_session_and_each_answer_edits_the_request() {
+    let r = rig(ASK_EXEC, "").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    let ws = r.home.workspace();
+    r.llm.script(
+        "[tg-always-1]",
+        vec![
+            Step::tool("exec", json!({"command": "echo 1 > one.txt"})),
+            Step::text("one done"),
+            Step::tool("exec", json!({"command": "echo 2 > two.txt"})),
+            Step::text("two done"),
+        ],
+    );
+    r.llm.script(
+        "[tg-always-2]",
+        vec![
+            Step::tool("exec", json!({"command": "echo 3 > three.txt"})),
+            Step::text("three done"),
+        ],
+    );
+
+    r.tg.user_says(&dm, &owner, "first [tg-always-1]").await;
+    let sent = until(&r, OWNER, "an approval", |s| !s.is_empty()).await;
+    let first = sent[0].clone();
+    assert!(text(&first).starts_with("Approval needed"), "{first:?}");
+    let id = approval_id(&first);
+    let out = r.home.cli(&["approvals", "allow", &id, "--always"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let sent = until(&r, OWNER, "the first answer", |s| {
+        s.iter().any(|m| text(m) == "one done")
+    })
+    .await;
+    assert!(ws.join("one.txt").exists());
+    // Answered at the CLI: the request says so, without buttons.
+    let edited = sent
+        .iter()
+        .find(|m| m.message_id == first.message_id)
+        .expect("the approval message");
+    assert!(
+        text(edited)
+            .starts_with("Approved always (for the rest of this session) by you in the CLI."),
+        "{edited:?}"
+    );
+    assert!(!has_buttons(edited), "{edited:?}");
+
+    // The same session: allowed without asking.
+    r.tg.user_says(&dm, &owner, "second").await;
+    until(&r, OWNER, "the second answer", |s| {
+        s.iter().any(|m| text(m) == "two done")
+    })
+    .await;
+    assert!(ws.join("two.txt").exists());
+
+    // A new session in the same chat asks again.
+    r.tg.user_says(&dm, &owner, "/new").await;
+    until(&r, OWNER, "the reset", |s| {
+        s.iter().any(|m| text(m).contains("new conversation"))
+    })
+    .await;
+    r.tg.user_says(&dm, &owner, "third [tg-always-2]").await;
+    let sent = until(&r, OWNER, "a second approval", |s| {
+        s.iter()
+            .filter(|m| text(m).starts_with("Approval needed"))
+            .count()
+            == 1
+    })
+    .await;
+    let second = sent
+        .iter()
+        .find(|m| text(m).starts_with("Approval needed"))
+        .expect("the second approval")
+        .clone();
+    assert!(has_buttons(&second));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !ws.join("three.txt").exists(),
+        "the new session's exec waited for an answer"
+    );
+
+    // Answered with /approve in the chat: the request says so.
+    let id = approval_id(&second);
+    r.tg.user_says(&dm, &owner, &format!("/approve {id}")).await;
+    let sent = until(&r, OWNER, "the third answer", |s| {
+        s.iter().any(|m| text(m) == "three done")
+    })
+    .await;
+    assert!(ws.join("three.txt").exists());
+    let edited = sent
+        .iter()
+        .find(|m| m.message_id == second.message_id)
+        .expect("the second approval message");
+    let edited = until(&r, OWNER, "the second approval edited", |s| {
+        s.iter()
+            .any(|m| m.message_id == second.message_id && !has_buttons(m))
+    })
+    .await
+    .into_iter()
+    .find(|m| m.message_id == edited.message_id)
+    .expect("the second approval message");
+    assert!(
+        text(&edited).starts_with("Approved by you in Telegram."),
+        "{edited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_approval_says_so_and_loses_its_buttons() {
+    let r = rig(ASK_EXEC, "\n[tools]\napproval_timeout_s = 5\n").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    r.llm.script(
+        "[tg-expire]",
+        vec![
+            Step::tool("exec", json!({"command": "echo x > expired.txt"})),
+            Step::text("gave up"),
+        ],
+    );
+    r.tg.user_says(&ChatSpec::private(&owner), &owner, "go [tg-expire]")
+        .await;
+    let sent = until(&r, OWNER, "an approval", |s| !s.is_empty()).await;
+    let ask = sent[0].clone();
+    assert!(text(&ask).contains("It expires in 5 s;"), "{ask:?}");
+    let sent = until(&r, OWNER, "the answer after expiry", |s| {
+        s.iter().any(|m| text(m) == "gave up")
+    })
+    .await;
+    let edited = sent
+        .iter()
+        .find(|m| m.message_id == ask.message_id)
+        .expect("the approval message");
+    assert!(
+        text(edited).starts_with("Expired after 5 s — not run."),
+        "{edited:?}"
+    );
+    assert!(!has_buttons(edited));
+    assert!(!r.home.workspace().join("expired.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stranger_is_told_their_call_waits_and_the_owner_sees_who_asks() {
+    // The owner offered exec to this person's DM (the data boundary keeps
+    // it from strangers otherwise), and it still asks.
+    let r = rig(
+        ASK_EXEC,
+        "dm_policy = \"open\"\n[channels.telegram.peers.\"4242\"]\ntools = { allow = [\"exec\"] }",
+    )
+    .await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let eve = UserSpec::new(4242, "Eve *the* <b>");
+    r.llm.script(
+        "[tg-stranger-ask]",
+        vec![
+            Step::tool("exec", json!({"command": "echo secret-argument"})),
+            Step::text("could not run it"),
+        ],
+    );
+    r.tg.user_says(&ChatSpec::private(&eve), &eve, "run it [tg-stranger-ask]")
+        .await;
+    let asked = until(&r, OWNER, "the owner's approval", |s| !s.is_empty()).await;
+    let ask = asked[0].clone();
+    assert!(
+        text(&ask).contains("Asked by Eve *the* b (telegram 4242) in their DM."),
+        "the person and the chat are named, their name made fit for one line and not read as Markdown: {ask:?}"
+    );
+    assert!(
+        text(&ask).contains("agent:main:telegram:dm:4242"),
+        "{ask:?}"
+    );
+    let told = until(&r, 4242, "the stranger told", |s| !s.is_empty()).await;
+    assert_eq!(
+        text(&told[0]),
+        "Waiting for the owner to approve <code>exec</code>…"
+    );
+    assert!(!text(&told[0]).contains("secret-argument"));
+
+    // The owner denies with the button: the request says so, the
+    // stranger's turn goes on without the call, told only once.
+    let id = approval_id(&ask);
+    r.tg.press_button(
+        &ChatSpec::private(&owner),
+        &owner,
+        ask.message_id,
+        &format!("deny:{id}"),
+    )
+    .await;
+    let told = until(&r, 4242, "the stranger's answer", |s| {
+        s.iter().any(|m| text(m) == "could not run it")
+    })
+    .await;
+    assert_eq!(told.len(), 2, "{told:?}");
+    let edited = until(&r, OWNER, "the request edited", |s| {
+        s.iter()
+            .any(|m| m.message_id == ask.message_id && !has_buttons(m))
+    })
+    .await
+    .into_iter()
+    .find(|m| m.message_id == ask.message_id)
+    .expect("the approval message");
+    assert!(
+        text(&edited).starts_with("Denied by you in Telegram — not run."),
+        "{edited:?}"
+    );
+}
