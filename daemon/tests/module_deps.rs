@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 /// session, origin) sits beside `agent`, which it does not use; `doctor` sits beside `agent` because
 /// the server's `Daemon.Doctor` calls it and it reads context and memory;
 /// the daemon's side of `memory` uses providers (`llm`) for embeddings and
-/// is used by the agent; `lifecycle` (the `Part` trait) knows only the
+/// is used by the agent, and `model_fetch` (`pincerd fetch-model`) beside it
+/// uses the providers' TLS set-up; `lifecycle` (the `Part` trait) knows only the
 /// config; `sandbox` (the exec sandbox and its launcher) reads the exec
 /// settings and is used by the tools that start programs; `workspace`
 /// (every write pincerd makes in a workspace, through pincer-fs) sits
@@ -39,7 +40,7 @@ const LAYERS: &[&[&str]] = &[
     &["server"],
     &["channels"],
     &["agent", "doctor", "routing"],
-    &["context", "tools", "memory"],
+    &["context", "tools", "memory", "model_fetch"],
     &["llm", "session", "lifecycle", "sandbox", "workspace"],
     &["config"],
     &["home", "util", "logging", "children", "launch"],
