@@ -125,6 +125,10 @@ pub enum LedgerError {
         "delivery ledger: the file's schema is version {found}, newer than this build knows ({known})"
     )]
     NewerSchema { found: i64, known: i64 },
+    #[error(
+        "delivery ledger: a cursor is a platform's number (an update offset, a message id), not `{value}`"
+    )]
+    BadCursor { value: String },
     #[error("delivery ledger: {channel}/{account} message {message_id} was never claimed")]
     NotClaimed {
         channel: String,
@@ -315,7 +319,24 @@ impl Ledger {
             .optional()?)
     }
 
-    /// Stores the resume point for `(channel, account, scope)`.
+    /// Every scope with a resume point for `(channel, account)` and its
+    /// value, in scope order: where catch-up after downtime reads from.
+    pub fn scopes(
+        &self,
+        channel: &str,
+        account: &str,
+    ) -> Result<Vec<(String, String)>, LedgerError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT scope, value FROM cursors WHERE channel = ?1 AND account = ?2 ORDER BY scope",
+        )?;
+        let rows = stmt.query_map(params![channel, account], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Stores the resume point for `(channel, account, scope)`. A cursor
+    /// only moves forward: a value at or before the stored one (an event
+    /// replayed by a resume, a catch-up page read again) leaves it where
+    /// it is. Values are compared as numbers, so `10` is after `9`.
     ///
     /// For updates that carry a message, use [`Ledger::claim_and_advance`]
     /// instead: moving the cursor past a message that was not claimed in the
@@ -629,6 +650,15 @@ fn insert_claim(tx: &Transaction<'_>, inbound: &Inbound, now: i64) -> Result<Cla
     Ok(if n == 1 { Claim::New } else { Claim::Duplicate })
 }
 
+/// A cursor as the number it is: Telegram's update offsets and Discord's
+/// snowflakes are unsigned 64-bit integers.
+fn cursor_number(value: &str) -> Result<u64, LedgerError> {
+    value.parse().map_err(|_| LedgerError::BadCursor {
+        value: value.chars().take(40).collect(),
+    })
+}
+
+/// Writes the cursor unless the stored one is already at or past `value`.
 fn write_cursor(
     conn: &Connection,
     channel: &str,
@@ -636,14 +666,28 @@ fn write_cursor(
     scope: &str,
     value: &str,
     now: i64,
-) -> rusqlite::Result<usize> {
+) -> Result<(), LedgerError> {
+    let new = cursor_number(value)?;
+    let stored: Option<String> = conn
+        .query_row(
+            "SELECT value FROM cursors WHERE channel = ?1 AND account = ?2 AND scope = ?3",
+            params![channel, account, scope],
+            |r| r.get(0),
+        )
+        .optional()?;
+    // A stored value that is not a number (none is written any more) is
+    // replaced rather than kept forever.
+    if stored.is_some_and(|old| cursor_number(&old).is_ok_and(|old| old >= new)) {
+        return Ok(());
+    }
     conn.execute(
         "INSERT INTO cursors (channel, account, scope, value, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (channel, account, scope)
          DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
         params![channel, account, scope, value, now],
-    )
+    )?;
+    Ok(())
 }
 
 fn seq_of(conn: &Connection, key: Key<'_>) -> rusqlite::Result<Option<i64>> {

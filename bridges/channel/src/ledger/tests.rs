@@ -233,6 +233,90 @@ fn cursors_are_kept_per_scope_across_reopen() {
 }
 
 #[test]
+fn a_cursor_never_moves_back_and_compares_as_a_number() {
+    let (_dir, path) = fresh();
+    let mut ledger = Ledger::open(&path).unwrap();
+    ledger
+        .set_cursor("discord", "main", "chan-1", "9", 1)
+        .unwrap();
+    // As text "10" < "9"; as the numbers they are, 10 is later.
+    ledger
+        .set_cursor("discord", "main", "chan-1", "10", 2)
+        .unwrap();
+    assert_eq!(
+        ledger
+            .cursor("discord", "main", "chan-1")
+            .unwrap()
+            .as_deref(),
+        Some("10")
+    );
+    // A replayed event (a RESUME, a catch-up page read again) is older.
+    ledger
+        .set_cursor("discord", "main", "chan-1", "9", 3)
+        .unwrap();
+    let claim = ledger
+        .claim_and_advance(&inbound("old"), "", "3", 3)
+        .unwrap();
+    assert_eq!(claim, Claim::New);
+    ledger.set_cursor("telegram", "main", "", "5", 4).unwrap();
+    ledger
+        .claim_and_advance(&inbound("older"), "", "4", 5)
+        .unwrap();
+    assert_eq!(
+        ledger
+            .cursor("discord", "main", "chan-1")
+            .unwrap()
+            .as_deref(),
+        Some("10")
+    );
+    assert_eq!(
+        ledger.cursor("telegram", "main", "").unwrap().as_deref(),
+        Some("5")
+    );
+    // Snowflakes are 64-bit.
+    let snowflake = "1300000000000000001";
+    ledger
+        .set_cursor("discord", "main", "chan-1", snowflake, 6)
+        .unwrap();
+    assert_eq!(
+        ledger
+            .cursor("discord", "main", "chan-1")
+            .unwrap()
+            .as_deref(),
+        Some(snowflake)
+    );
+    let err = ledger
+        .set_cursor("discord", "main", "chan-1", "abc", 7)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "delivery ledger: a cursor is a platform's number (an update offset, a message id), not `abc`"
+    );
+}
+
+#[test]
+fn the_ledger_lists_the_scopes_it_holds() {
+    let (_dir, path) = fresh();
+    let mut ledger = Ledger::open(&path).unwrap();
+    assert!(ledger.scopes("discord", "main").unwrap().is_empty());
+    for (scope, value) in [("chan-2", "20"), ("chan-1", "10"), ("dm-7", "70")] {
+        ledger
+            .set_cursor("discord", "main", scope, value, 1)
+            .unwrap();
+    }
+    ledger
+        .set_cursor("discord", "other", "chan-9", "90", 1)
+        .unwrap();
+    ledger.set_cursor("telegram", "main", "", "5", 1).unwrap();
+    let scopes = ledger.scopes("discord", "main").unwrap();
+    let want: Vec<(String, String)> = [("chan-1", "10"), ("chan-2", "20"), ("dm-7", "70")]
+        .iter()
+        .map(|(s, v)| (s.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(scopes, want);
+}
+
+#[test]
 fn claim_and_advance_moves_the_cursor_with_the_claim() {
     let (_dir, path) = fresh();
     let mut ledger = Ledger::open(&path).unwrap();
