@@ -165,6 +165,83 @@ async fn always_ends_with_the_session_and_each_answer_edits_the_request() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_always_button_allows_the_rest_of_the_session() {
+    let r = rig(ASK_EXEC, "").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    let ws = r.home.workspace();
+    r.llm.script(
+        "[tg-always-button]",
+        vec![
+            Step::tool("exec", json!({"command": "echo 1 > b1.txt"})),
+            Step::text("b1 done"),
+            Step::tool("exec", json!({"command": "echo 2 > b2.txt"})),
+            Step::text("b2 done"),
+        ],
+    );
+    r.tg.user_says(&dm, &owner, "go [tg-always-button]").await;
+    let sent = until(&r, OWNER, "an approval", |s| !s.is_empty()).await;
+    let ask = sent[0].clone();
+    let keyboard = ask.reply_markup.clone().expect("an approval has buttons");
+    let row: Vec<(String, String)> = keyboard["inline_keyboard"][0]
+        .as_array()
+        .expect("one row of buttons")
+        .iter()
+        .map(|b| {
+            (
+                b["text"].as_str().unwrap_or_default().to_string(),
+                b["callback_data"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let id = approval_id(&ask);
+    assert_eq!(
+        row,
+        [
+            ("Approve".to_string(), format!("approve:{id}")),
+            (
+                "Always for this session".to_string(),
+                format!("always:{id}")
+            ),
+            ("Deny".to_string(), format!("deny:{id}")),
+        ]
+    );
+    r.tg.press_button(&dm, &owner, ask.message_id, &format!("always:{id}"))
+        .await;
+    until(&r, OWNER, "the first answer", |s| {
+        s.iter().any(|m| text(m) == "b1 done")
+    })
+    .await;
+    // The session's next exec runs without asking.
+    r.tg.user_says(&dm, &owner, "again").await;
+    let sent = until(&r, OWNER, "the second answer", |s| {
+        s.iter().any(|m| text(m) == "b2 done")
+    })
+    .await;
+    assert!(ws.join("b1.txt").exists() && ws.join("b2.txt").exists());
+    assert_eq!(
+        sent.iter()
+            .filter(|m| text(m).starts_with("Approval needed"))
+            .count(),
+        0,
+        "{sent:?}"
+    );
+    let edited = until(&r, OWNER, "the request edited", |s| {
+        s.iter()
+            .any(|m| m.message_id == ask.message_id && !has_buttons(m))
+    })
+    .await
+    .into_iter()
+    .find(|m| m.message_id == ask.message_id)
+    .expect("the approval message");
+    assert!(
+        text(&edited)
+            .starts_with("Approved always (for the rest of this session) by you in Telegram."),
+        "{edited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_expired_approval_says_so_and_loses_its_buttons() {
     let r = rig(ASK_EXEC, "\n[tools]\napproval_timeout_s = 5\n").await;
     let owner = UserSpec::new(OWNER, "Owner");

@@ -50,7 +50,8 @@ const MIN_SHOWN: usize = 200;
 /// The approval as the owner gets it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalText {
-    /// The message (Markdown), sent with the Approve and Deny buttons.
+    /// The message (Markdown), sent with the Approve, Always for this
+    /// session and Deny buttons.
     pub text: String,
     /// When the message shows only part of the call: the file that holds
     /// all of it, as (file name, content), sent right after the message.

@@ -63,7 +63,7 @@ mod delivery;
 use crate::access::{AccessPolicy, Decision};
 use crate::context::{self, ContextBuffer, ContextKey};
 use crate::health::Health;
-use crate::host::{ChatPerson, Command, HELP, Host, HostError, TurnEvent};
+use crate::host::{ApprovalAnswer, ChatPerson, Command, HELP, Host, HostError, TurnEvent};
 use crate::ledger::{Claim, Key, Ledger, LedgerError};
 use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;
@@ -508,7 +508,15 @@ impl Bridge {
                             name: msg.sender.name.clone(),
                         };
                         self.host
-                            .decide_approval(id, matches!(command, Command::Approve(_)), &by)
+                            .decide_approval(
+                                id,
+                                if matches!(command, Command::Approve(_)) {
+                                    ApprovalAnswer::Allow
+                                } else {
+                                    ApprovalAnswer::Deny
+                                },
+                                &by,
+                            )
                             .await
                     } else {
                         Ok("Only the owner can approve or deny tool calls.".to_string())

@@ -122,6 +122,40 @@ impl Command {
     }
 }
 
+/// The owner's answer to an approval from a chat: the buttons Approve,
+/// Always for this session and Deny, or `/approve` and `/deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    Allow,
+    /// Allow, and the tool's later calls in that session without asking.
+    AllowAlways,
+    Deny,
+}
+
+impl ApprovalAnswer {
+    /// The verb in a button's data (`approve:ID`, `always:ID`, `deny:ID`).
+    pub fn verb(self) -> &'static str {
+        match self {
+            Self::Allow => "approve",
+            Self::AllowAlways => "always",
+            Self::Deny => "deny",
+        }
+    }
+
+    /// The decision a button's data carries, with the approval id.
+    pub fn from_button(data: &str) -> Option<(Self, &str)> {
+        let (verb, id) = data.split_once(':')?;
+        let decision = [Self::Allow, Self::AllowAlways, Self::Deny]
+            .into_iter()
+            .find(|d| d.verb() == verb)?;
+        Some((decision, id))
+    }
+
+    pub fn allows(self) -> bool {
+        self != Self::Deny
+    }
+}
+
 /// Someone on a channel: who asked for a call, or who answered it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatPerson {
@@ -215,14 +249,14 @@ pub trait Host: Send + Sync + 'static {
         command: &'a Command,
     ) -> BoxFuture<'a, Result<String, HostError>>;
 
-    /// The owner (`by`) allowed or denied approval `id`; answers a short
+    /// The owner (`by`) answered approval `id`; answers a short
     /// note. [`HostError::Refused`] when no such approval waits (answered
     /// already, expired): the bridge then corrects a message that still
     /// offers buttons.
     fn decide_approval<'a>(
         &'a self,
         id: &'a str,
-        allow: bool,
+        decision: ApprovalAnswer,
         by: &'a ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>>;
 

@@ -42,8 +42,8 @@ pub use context::{ContextBuffer, ContextKey, ContextLine};
 pub use format::render;
 pub use health::{Health, HealthSnapshot};
 pub use host::{
-    Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, ChatPerson, Command, Host, HostError,
-    Requester, TurnEvent,
+    Answerer, ApprovalAnswer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, ChatPerson, Command,
+    Host, HostError, Requester, TurnEvent,
 };
 pub use ledger::{Chunk, Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};

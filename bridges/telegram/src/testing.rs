@@ -239,15 +239,10 @@ impl Host for ScriptedHost {
     fn decide_approval<'a>(
         &'a self,
         id: &'a str,
-        allow: bool,
+        decision: pincer_channel::ApprovalAnswer,
         _by: &'a pincer_channel::ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>> {
-        Box::pin(async move {
-            Ok(format!(
-                "{id}: {}",
-                if allow { "approved" } else { "denied" }
-            ))
-        })
+        Box::pin(async move { Ok(format!("{id}: {}", decision.verb())) })
     }
 
     fn inbox(&self, _msg: &Inbound) -> Result<pincer_channel::Dir, HostError> {

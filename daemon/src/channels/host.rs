@@ -14,7 +14,8 @@
 //! to the workspace, as the transcript keeps them.
 
 use pincer_channel::{
-    BoxFuture, ChatKind, ChatPerson, Command, Dir, Host, HostError, Inbound, TurnEvent,
+    ApprovalAnswer, BoxFuture, ChatKind, ChatPerson, Command, Dir, Host, HostError, Inbound,
+    TurnEvent,
 };
 use tokio::sync::mpsc;
 
@@ -142,11 +143,13 @@ impl Host for DaemonHost {
     fn decide_approval<'a>(
         &'a self,
         id: &'a str,
-        allow: bool,
+        decision: ApprovalAnswer,
         by: &'a ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             let id = id.trim();
+            let allow = decision.allows();
+            let always = decision == ApprovalAnswer::AllowAlways;
             let decided_by = DecidedBy::Chat {
                 channel: by.channel.clone(),
                 user_id: by.id.clone(),
@@ -156,17 +159,22 @@ impl Host for DaemonHost {
                 .hub
                 .runtime()
                 .approvals()
-                .decide(id, allow, false, decided_by)
+                .decide(id, allow, always, decided_by)
             {
                 tracing::info!(
                     approval = id,
                     allow,
+                    always,
                     channel = %by.channel,
                     "approval answered from a chat by the owner"
                 );
                 Ok(format!(
                     "{} {id}.",
-                    if allow { "Approved" } else { "Denied" }
+                    match decision {
+                        ApprovalAnswer::Allow => "Approved",
+                        ApprovalAnswer::AllowAlways => "Approved for the rest of this session",
+                        ApprovalAnswer::Deny => "Denied",
+                    }
                 ))
             } else {
                 Err(HostError::Refused(format!(

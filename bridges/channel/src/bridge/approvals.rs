@@ -1,5 +1,6 @@
 //! Approvals to the owner: a tool call waiting for approval shown in the
-//! owner's DM with Approve and Deny buttons, the presses on them (only
+//! owner's DM with Approve, Always for this session and Deny buttons
+//! ([`ApprovalAnswer`]), the presses on them (only
 //! the owner's count), and the message edited when the approval ends —
 //! whichever way it ends (a button, `/approve`, the CLI, expiry, a stopped
 //! turn) — so no message keeps buttons for a call nobody waits on.
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 use super::{Bridge, lock};
 use crate::approval::{approval_text, ended_text};
-use crate::host::{ApprovalEnd, ApprovalRequest, ChatPerson, HostError};
+use crate::host::{ApprovalAnswer, ApprovalEnd, ApprovalRequest, ChatPerson, HostError};
 use crate::message::Formatting;
 use crate::platform::{Button, ButtonPress, SendError, Target};
 
@@ -32,15 +33,14 @@ impl Bridge {
         };
         let shown = approval_text(request, self.platform.capabilities().max_chars);
         let buttons = [
-            Button {
-                label: "Approve".into(),
-                data: format!("approve:{}", request.id),
-            },
-            Button {
-                label: "Deny".into(),
-                data: format!("deny:{}", request.id),
-            },
-        ];
+            (ApprovalAnswer::Allow, "Approve"),
+            (ApprovalAnswer::AllowAlways, "Always for this session"),
+            (ApprovalAnswer::Deny, "Deny"),
+        ]
+        .map(|(decision, label)| Button {
+            label: label.into(),
+            data: format!("{}:{}", decision.verb(), request.id),
+        });
         let target = Target::direct(owner);
         let message_id = self.send_text(&target, &shown.text, &buttons).await?;
         {
@@ -111,15 +111,7 @@ impl Bridge {
                 seen.pop_front();
             }
         }
-        let decision = press
-            .data
-            .split_once(':')
-            .and_then(|(verb, id)| match verb {
-                "approve" => Some((true, id)),
-                "deny" => Some((false, id)),
-                _ => None,
-            });
-        let Some((allow, id)) = decision else {
+        let Some((decision, id)) = ApprovalAnswer::from_button(&press.data) else {
             let _ = self.platform.answer_button(&press.id, "").await;
             return;
         };
@@ -136,7 +128,7 @@ impl Bridge {
             id: press.sender_id.clone(),
             name: press.sender_name.clone(),
         };
-        match self.host.decide_approval(id, allow, &by).await {
+        match self.host.decide_approval(id, decision, &by).await {
             // The approval's end edits the message (`approval_ended`).
             Ok(note) => {
                 let _ = self.platform.answer_button(&press.id, &note).await;
