@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pincer_channel::{Bridge, Incoming};
+use pincer_channel::{Backoff, Bridge, Incoming, pause};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -56,29 +56,6 @@ pub(crate) fn watchdog_limit(poll_timeout: Duration) -> Duration {
     (poll_timeout * 2 + poll_timeout.min(Duration::from_secs(5))).max(Duration::from_secs(1))
 }
 
-/// Doubling waits between failed polls.
-struct Backoff(Duration);
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let wait = self.0;
-        self.0 = (self.0 * 2).min(BACKOFF_MAX);
-        wait
-    }
-
-    fn reset(&mut self) {
-        self.0 = BACKOFF_FIRST;
-    }
-}
-
-/// Sleeps unless `stop` comes first; answers whether it slept.
-async fn pause(stop: &CancellationToken, wait: Duration) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(wait) => true,
-        _ = stop.cancelled() => false,
-    }
-}
-
 /// One `getUpdates`. The request's own timeout is past the watchdog's, so
 /// a hung poll is the watchdog's to catch (and count).
 async fn get_updates(
@@ -112,7 +89,7 @@ async fn get_updates(
 fn failed(f: &Failure, base: &str, backoff: &mut Backoff) -> (String, Duration) {
     match f {
         Failure::Network(why) => {
-            let wait = backoff.next();
+            let wait = backoff.next_wait();
             (
                 format!(
                     "cannot reach Telegram at {base} ({why}); trying again in {} s",
@@ -137,7 +114,7 @@ fn failed(f: &Failure, base: &str, backoff: &mut Backoff) -> (String, Duration) 
             description,
             ..
         } => {
-            let wait = backoff.next();
+            let wait = backoff.next_wait();
             (
                 format!(
                     "Telegram refuses polling (409: {description}): a webhook is set on this bot (`pincer doctor` offers to delete it) or another program is polling with the same token. Trying again in {} s",
@@ -158,7 +135,7 @@ fn failed(f: &Failure, base: &str, backoff: &mut Backoff) -> (String, Duration) 
             description,
             ..
         } => {
-            let wait = backoff.next();
+            let wait = backoff.next_wait();
             (
                 format!(
                     "Telegram refused getUpdates ({status}: {description}); trying again in {} s",
@@ -176,7 +153,7 @@ pub(crate) async fn run(telegram: Arc<Telegram>, bridge: Arc<Bridge>, stop: Canc
     let poll_timeout = telegram.settings.poll_timeout;
     let watchdog = watchdog_limit(poll_timeout);
     let account = telegram.settings.account.clone();
-    let mut backoff = Backoff(BACKOFF_FIRST);
+    let mut backoff = Backoff::new(BACKOFF_FIRST, BACKOFF_MAX);
     // The next offset; read from the ledger at start and after the bridge
     // failed to record an update.
     let mut offset: Option<i64> = None;
@@ -192,7 +169,7 @@ pub(crate) async fn run(telegram: Arc<Telegram>, bridge: Arc<Bridge>, stop: Canc
                     let why = format!("cannot read the saved Telegram position: {e}");
                     tracing::error!("{why}");
                     health.error(&why);
-                    if !pause(&stop, backoff.next()).await {
+                    if !pause(&stop, backoff.next_wait()).await {
                         return;
                     }
                     continue;

@@ -15,7 +15,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use pincer_channel::{Bridge, Incoming};
+use pincer_channel::{Bridge, Incoming, pause};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -110,14 +110,6 @@ async fn deliver(
             hook.bridge.health().error(&why);
             StatusCode::INTERNAL_SERVER_ERROR
         }
-    }
-}
-
-/// Sleeps unless `stop` comes first; answers whether it slept.
-async fn pause(stop: &CancellationToken, wait: Duration) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(wait) => true,
-        _ = stop.cancelled() => false,
     }
 }
 

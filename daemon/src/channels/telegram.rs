@@ -3,12 +3,13 @@
 //! hub and runs the reader (long polling with its watchdog, or the
 //! webhook). A bridge that cannot connect (no token, a bad one, the API
 //! unreachable) says why in its health and tries again, backing off from
-//! 5 s to 5 min, until it connects or the daemon stops.
+//! 5 s to 5 min, until it connects or the daemon stops: the channel
+//! layer's `supervise` loop, which every platform shares.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use pincer_channel::{Bridge, Health};
+use pincer_channel::{Backoff, Bridge, Health, supervise};
 use tokio_util::sync::CancellationToken;
 
 use super::Channels;
@@ -44,8 +45,8 @@ fn platform_settings(
     Ok(out)
 }
 
-/// Starts connecting in the background; the task ends when `stop` is
-/// cancelled.
+/// Starts connecting in the background (the shared reconnect loop, from
+/// 5 s to 5 min between failures); the task ends when `stop` is cancelled.
 pub(super) fn launch(
     channels: Channels,
     settings: ChannelSettings,
@@ -54,37 +55,13 @@ pub(super) fn launch(
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut wait = Duration::from_secs(5);
-        loop {
-            let attempt = match platform_settings(&settings) {
-                Ok(s) => pincer_telegram::connect(s).await.map_err(|e| e.to_string()),
-                Err(why) => Err(why),
-            };
-            match attempt {
-                Ok(telegram) => {
-                    wait = Duration::from_secs(5);
-                    let ended = run(&channels, &settings, &health, &slot, telegram, &stop).await;
-                    if stop.is_cancelled() {
-                        return;
-                    }
-                    // A reader that ends by itself is a bridge that died
-                    // quietly: say so where people look, then start over.
-                    let why =
-                        format!("the Telegram reader stopped unexpectedly ({ended}); reconnecting");
-                    tracing::error!("telegram: {why}");
-                    health.disconnected(&why);
-                }
-                Err(why) => {
-                    tracing::warn!("telegram: {why}; trying again in {}s", wait.as_secs());
-                    health.disconnected(&why);
-                }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = stop.cancelled() => return,
-            }
-            wait = (wait * 2).min(Duration::from_secs(300));
-        }
+        let backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
+        let connect = || async {
+            let s = platform_settings(&settings)?;
+            pincer_telegram::connect(s).await.map_err(|e| e.to_string())
+        };
+        let run = |telegram| run(&channels, &settings, &health, &slot, telegram, &stop);
+        supervise("telegram", &health, backoff, &stop, connect, run).await;
     })
 }
 
