@@ -45,9 +45,11 @@ impl Target {
         }
     }
 
-    /// A direct chat with `user` (the owner, for approvals). On Telegram
-    /// a private chat's id is the user's id.
-    pub fn direct(chat_id: impl Into<String>) -> Self {
+    /// A chat by its id, as a platform names it (a press's chat, an
+    /// address `message` was given). A person is reached through
+    /// [`Platform::direct_chat`] instead: only the platform knows their
+    /// DM's chat.
+    pub fn chat(chat_id: impl Into<String>) -> Self {
         Self {
             chat_id: chat_id.into(),
             thread_id: None,
@@ -123,6 +125,11 @@ pub trait Platform: Send + Sync + 'static {
         text: &'a str,
         formatting: Formatting,
     ) -> BoxFuture<'a, Result<(), SendError>>;
+
+    /// The DM with user `user_id` (the owner, for approvals; a sender just
+    /// paired). Each platform's own rule: Telegram's private chat id is the
+    /// user's id; Discord opens a DM channel first.
+    fn direct_chat<'a>(&'a self, user_id: &'a str) -> BoxFuture<'a, Result<Target, SendError>>;
 
     /// Shows "typing…" in the chat for a few seconds.
     fn typing<'a>(&'a self, to: &'a Target) -> BoxFuture<'a, Result<(), SendError>>;

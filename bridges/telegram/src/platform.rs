@@ -259,6 +259,11 @@ impl Platform for Telegram {
         Box::pin(self.edit_message(to, message_id, text, formatting))
     }
 
+    /// Telegram's rule: a user's private chat has the user's id.
+    fn direct_chat<'a>(&'a self, user_id: &'a str) -> BoxFuture<'a, Result<Target, SendError>> {
+        Box::pin(async move { Ok(Target::chat(user_id)) })
+    }
+
     fn typing<'a>(&'a self, to: &'a Target) -> BoxFuture<'a, Result<(), SendError>> {
         Box::pin(self.show_typing(to))
     }

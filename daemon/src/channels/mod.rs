@@ -30,7 +30,7 @@ use pincer_channel::unix_now as now;
 
 use pincer_channel::{
     Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, Bridge, ChatPerson, Health,
-    HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError, Requester, Target,
+    HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError, Requester,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -311,14 +311,15 @@ impl Channels {
         }
         let approved = self.pairings().approve(&channel, code, now())?;
         tracing::info!(channel = %approved.channel, sender = %approved.sender_id, "pairing approved");
-        if let Some(bridge) = self.bridge(&channel) {
-            let to = Target::direct(approved.sender_id.clone());
-            if let Err(e) = bridge
-                .send_to(&to, "You're approved: you can talk to the assistant now.")
+        if let Some(bridge) = self.bridge(&channel)
+            && let Err(e) = bridge
+                .send_to_user(
+                    &approved.sender_id,
+                    "You're approved: you can talk to the assistant now.",
+                )
                 .await
-            {
-                tracing::warn!("could not tell an approved sender: {e}");
-            }
+        {
+            tracing::warn!("could not tell an approved sender: {e}");
         }
         Ok((approved.sender_id, approved.sender_name))
     }

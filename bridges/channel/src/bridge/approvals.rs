@@ -41,7 +41,7 @@ impl Bridge {
             label: label.into(),
             data: format!("{}:{}", decision.verb(), request.id),
         });
-        let target = Target::direct(owner);
+        let target = self.platform.direct_chat(&owner).await?;
         let message_id = self.send_text(&target, &shown.text, &buttons).await?;
         {
             let mut shown = lock(&self.approvals);
@@ -140,7 +140,7 @@ impl Bridge {
                 let _ = self
                     .platform
                     .edit(
-                        &Target::direct(press.chat_id.clone()),
+                        &Target::chat(press.chat_id.clone()),
                         &press.message_id,
                         &note,
                         Formatting::Plain,

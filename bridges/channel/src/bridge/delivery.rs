@@ -292,6 +292,12 @@ impl Bridge {
         Ok(ids)
     }
 
+    /// Sends `text` to user `user_id` in their DM (a sender just paired).
+    pub async fn send_to_user(&self, user_id: &str, text: &str) -> Result<Vec<String>, SendError> {
+        let target = self.platform.direct_chat(user_id).await?;
+        self.send_to(&target, text).await
+    }
+
     /// Sends a file to a chat (the `message` tool).
     pub async fn send_file_to(
         &self,
