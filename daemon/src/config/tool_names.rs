@@ -227,13 +227,6 @@ impl ToolNames {
     }
 }
 
-/// The candidate closest to `name`, when close enough to be what was
-/// meant: the suggestion for a config error, and for the warnings about
-/// names a server does not list.
-pub fn nearest_name(name: &str, candidates: &[String]) -> Option<String> {
-    nearest(name, candidates)
-}
-
 /// The sentence for a bare name that is no tool pincer has, with no plugin
 /// installed that could provide it.
 fn unknown_tool(written: &str, name: &str) -> String {
