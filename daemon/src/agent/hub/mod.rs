@@ -446,6 +446,18 @@ impl Hub {
                 known: String::new(),
             });
         };
+        // The turn's last event waits for the registry: a client that
+        // lists sessions the moment its turn ends sees this turn's outcome.
+        let last: Arc<Mutex<Option<Event>>> = Arc::default();
+        let held = last.clone();
+        let to_client = emit.clone();
+        let turn_emit: super::session_log::Emit = Arc::new(move |event: Event| {
+            if matches!(event, Event::Finished { .. } | Event::Error { .. }) {
+                *held.lock().unwrap_or_else(|e| e.into_inner()) = Some(event);
+            } else {
+                to_client(event);
+            }
+        });
         let turn = Turn {
             rt: &self.rt,
             config: config.clone(),
@@ -454,7 +466,7 @@ impl Hub {
             key,
             turn_id: uuid::Uuid::now_v7().to_string(),
             cancel,
-            emit,
+            emit: turn_emit,
             sessions: std::sync::Arc::new(self.clone()),
             origin,
         };
@@ -462,7 +474,12 @@ impl Hub {
         // next start.
         self.rt.registry.start_turn(&row.id);
         let outcome = turn.run(session_log, text, images).await;
-        self.rt.registry.finish_turn(&row.id, outcome).await?;
+        let recorded = self.rt.registry.finish_turn(&row.id, outcome).await;
+        let last = last.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(event) = last {
+            emit(event);
+        }
+        recorded?;
         Ok(())
     }
 
