@@ -632,6 +632,8 @@ mod tests {
             kind,
             chat_id: chat.into(),
             thread_id: None,
+            guild_id: None,
+            sender_roles: Vec::new(),
             sender: Sender {
                 id: sender.into(),
                 name: format!("name of {sender}"),

@@ -381,6 +381,8 @@ mod tests {
             kind: ChatKind::Thread,
             chat_id: "c1".into(),
             thread_id: Some("t9".into()),
+            guild_id: None,
+            sender_roles: Vec::new(),
             sender: Sender {
                 id: "42".into(),
                 name: "Zoe".into(),

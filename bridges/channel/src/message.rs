@@ -50,6 +50,14 @@ pub struct Inbound {
     pub chat_id: String,
     /// The thread or forum topic, for [`ChatKind::Thread`].
     pub thread_id: Option<String>,
+    /// The guild (Discord server) the chat belongs to; `None` in DMs and
+    /// on platforms without guilds. Group rules may name the guild.
+    #[serde(default)]
+    pub guild_id: Option<String>,
+    /// The sender's roles in that guild, by id (Discord); group rules may
+    /// name a role.
+    #[serde(default)]
+    pub sender_roles: Vec<String>,
     pub sender: Sender,
     pub text: String,
     /// An @mention of the bot, or a reply to one of its messages.

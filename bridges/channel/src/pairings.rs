@@ -165,6 +165,8 @@ mod tests {
             kind: ChatKind::Direct,
             chat_id: id.into(),
             thread_id: None,
+            guild_id: None,
+            sender_roles: Vec::new(),
             sender: Sender {
                 id: id.into(),
                 name: "Eve".into(),

@@ -216,6 +216,8 @@ fn message(msg: Message, me: &Me, account: &str) -> Option<Inbound> {
             ChatKind::Thread => msg.message_thread_id.map(|t| t.to_string()),
             _ => None,
         },
+        guild_id: None,
+        sender_roles: Vec::new(),
         sender,
         text,
         mentions_bot,

@@ -178,6 +178,8 @@ mod tests {
                 "-100".into()
             },
             thread_id: None,
+            guild_id: None,
+            sender_roles: Vec::new(),
             sender: Sender {
                 id: sender.into(),
                 name: format!("user {sender}"),

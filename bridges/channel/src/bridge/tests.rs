@@ -348,6 +348,8 @@ fn dm(from: &str, id: &str, text: &str) -> Inbound {
         kind: ChatKind::Direct,
         chat_id: from.into(),
         thread_id: None,
+        guild_id: None,
+        sender_roles: Vec::new(),
         sender: Sender {
             id: from.into(),
             name: format!("user {from}"),

@@ -16,6 +16,8 @@ fn inbound(message_id: &str) -> Inbound {
         kind: ChatKind::Direct,
         chat_id: "42".into(),
         thread_id: None,
+        guild_id: None,
+        sender_roles: Vec::new(),
         sender: Sender {
             id: "7".into(),
             name: "Ada".into(),
