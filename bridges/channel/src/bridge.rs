@@ -334,6 +334,14 @@ impl Bridge {
             .await
     }
 
+    /// Every read position the ledger holds for this bot, `(scope,
+    /// cursor)` (Discord: one per channel it handled a message in; what
+    /// catch-up resumes from).
+    pub async fn scopes(&self) -> Result<Vec<(String, String)>, BridgeError> {
+        let (channel, account) = (self.channel().to_string(), self.account().to_string());
+        self.ledger(move |l| l.scopes(&channel, &account)).await
+    }
+
     /// Records one event from the platform and starts handling it; returns
     /// once it is safely recorded (the reader may then move on). An error
     /// means nothing was recorded: the reader must read it again.

@@ -52,5 +52,5 @@ pub use pairings::{Pairings, PairingsError};
 /// The opened folder [`Host::inbox`] answers (the workspace opener's).
 pub use pincer_fs::{Dir, FsError};
 pub use platform::{BoxFuture, Button, ButtonPress, Event, Incoming, Platform, SendError, Target};
-pub use reconnect::{Backoff, pause, supervise};
+pub use reconnect::{Backoff, Ended, pause, supervise};
 pub use untrusted::{display_name, neutralise};

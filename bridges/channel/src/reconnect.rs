@@ -46,6 +46,24 @@ impl Backoff {
     }
 }
 
+/// How a connection attempt or a reader ended, when `stop` did not end
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Worth another try after a wait (the network, a dropped socket).
+    Retry(String),
+    /// Will fail however often it is tried (a token the platform refuses,
+    /// intents the bot is not allowed): this bridge stops, saying why,
+    /// and never loops; the daemon and the other bridges go on.
+    Fatal(String),
+}
+
+impl From<String> for Ended {
+    fn from(why: String) -> Self {
+        Self::Retry(why)
+    }
+}
+
 /// Sleeps for `wait` unless `stop` comes first; answers whether it slept.
 pub async fn pause(stop: &CancellationToken, wait: Duration) -> bool {
     tokio::select! {
@@ -59,7 +77,9 @@ pub async fn pause(stop: &CancellationToken, wait: Duration) -> bool {
 /// the log and to `health`); once connected, `run` drives the bridge and
 /// answers how its reader ended, which — unless `stop` ended it — is a
 /// bridge that died quietly and is said as such before connecting again.
-pub async fn supervise<C, Connect, Connecting, Run, Running>(
+/// A [`Ended::Fatal`] from either step ends the loop with its sentence in
+/// `health`.
+pub async fn supervise<C, E, R, Connect, Connecting, Run, Running>(
     channel: &str,
     health: &Health,
     mut backoff: Backoff,
@@ -68,9 +88,11 @@ pub async fn supervise<C, Connect, Connecting, Run, Running>(
     mut run: Run,
 ) where
     Connect: FnMut() -> Connecting,
-    Connecting: Future<Output = Result<C, String>>,
+    Connecting: Future<Output = Result<C, E>>,
+    E: Into<Ended>,
     Run: FnMut(C) -> Running,
-    Running: Future<Output = String>,
+    Running: Future<Output = R>,
+    R: Into<Ended>,
 {
     loop {
         let attempt = tokio::select! {
@@ -80,17 +102,25 @@ pub async fn supervise<C, Connect, Connecting, Run, Running>(
         let wait = match attempt {
             Ok(connected) => {
                 backoff.reset();
-                let ended = run(connected).await;
+                let ended = run(connected).await.into();
                 if stop.is_cancelled() {
                     return;
                 }
+                let ended = match ended {
+                    Ended::Retry(why) => why,
+                    Ended::Fatal(why) => return give_up(channel, health, &why),
+                };
                 let why =
                     format!("the {channel} reader stopped unexpectedly ({ended}); reconnecting");
                 tracing::error!("{channel}: {why}");
                 health.disconnected(&why);
                 backoff.next_wait()
             }
-            Err(why) => {
+            Err(failed) => {
+                let why = match failed.into() {
+                    Ended::Retry(why) => why,
+                    Ended::Fatal(why) => return give_up(channel, health, &why),
+                };
                 let wait = backoff.next_wait();
                 tracing::warn!("{channel}: {why}; trying again in {} s", wait.as_secs());
                 health.disconnected(&why);
@@ -101,6 +131,12 @@ pub async fn supervise<C, Connect, Connecting, Run, Running>(
             return;
         }
     }
+}
+
+/// The end of a bridge that must not try again.
+fn give_up(channel: &str, health: &Health, why: &str) {
+    tracing::error!("{channel}: {why}; this bridge stopped (pincerd and the other bridges go on)");
+    health.disconnected(why);
 }
 
 #[cfg(test)]
@@ -188,5 +224,29 @@ mod tests {
         })
         .await;
         assert!(start.elapsed() < Duration::from_secs(1));
+    }
+
+    /// A fatal end (a refused token, disallowed intents) is tried once:
+    /// no second connect, whatever the backoff, and health keeps why.
+    #[tokio::test(start_paused = true)]
+    async fn a_fatal_end_stops_the_bridge_without_a_second_attempt() {
+        let health = Health::new("test", "gateway");
+        let stop = CancellationToken::new();
+        let attempts = Arc::new(Mutex::new(0));
+        let counted = attempts.clone();
+        let connect = move || {
+            *counted.lock().unwrap() += 1;
+            async { Ok::<(), String>(()) }
+        };
+        let run = |()| async { Ended::Fatal("intents not allowed: enable them".to_string()) };
+        let backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(1));
+        supervise("test", &health, backoff, &stop, connect, run).await;
+        assert_eq!(*attempts.lock().unwrap(), 1);
+        let snap = health.snapshot();
+        assert!(!snap.connected);
+        assert_eq!(
+            snap.last_error.map(|(_, why)| why).as_deref(),
+            Some("intents not allowed: enable them")
+        );
     }
 }

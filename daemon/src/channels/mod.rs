@@ -1,6 +1,6 @@
 //! The chat bridges inside pincerd (SPEC §11). The platform-free logic is
 //! the `pincer-channel` crate (access, ledger, chunking, the bridge); each
-//! platform is a crate of its own (`pincer-telegram`). This module attaches
+//! platform is a crate of its own (`pincer-telegram`, `pincer-discord`). This module attaches
 //! them to the daemon:
 //!
 //! - [`Channels`], the cloneable handle the gRPC `Channels` service and
@@ -12,15 +12,27 @@
 //! - [`outbox`], the bridges as the `message` tool sends through them;
 //! - [`part`], the lifecycle part: start, reload, stop;
 //! - [`settings`], the channel config as the bridge's settings;
-//! - `telegram`, the Telegram attachment (cargo feature `telegram`).
+//! - `telegram`, the Telegram attachment (cargo feature `telegram`);
+//! - `discord`, the Discord attachment (cargo feature `discord`).
 
 pub mod commands;
+#[cfg(feature = "discord")]
+mod discord;
 pub mod host;
 pub mod outbox;
 pub mod part;
 pub mod settings;
 #[cfg(feature = "telegram")]
 mod telegram;
+
+/// Random bytes from the OS (pairing codes), through uuid's v4 source.
+#[cfg_attr(not(any(feature = "telegram", feature = "discord")), allow(dead_code))]
+fn os_random(buf: &mut [u8]) {
+    for chunk in buf.chunks_mut(16) {
+        let id = uuid::Uuid::new_v4();
+        chunk.copy_from_slice(&id.as_bytes()[..chunk.len()]);
+    }
+}
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -95,7 +107,7 @@ impl Running {
 struct Inner {
     hub: Hub,
     // Read by the platform attachments (features).
-    #[cfg_attr(not(feature = "telegram"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "telegram", feature = "discord")), allow(dead_code))]
     ledger: Arc<Mutex<Ledger>>,
     pairings: Arc<Pairings>,
     running: Mutex<BTreeMap<String, Running>>,
@@ -130,7 +142,7 @@ impl Channels {
         &self.inner.hub
     }
 
-    #[cfg_attr(not(feature = "telegram"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "telegram", feature = "discord")), allow(dead_code))]
     pub(crate) fn ledger(&self) -> &Arc<Mutex<Ledger>> {
         &self.inner.ledger
     }

@@ -47,6 +47,7 @@ fn reconnects(old: &ChannelSettings, new: &ChannelSettings) -> bool {
     old.token_source != new.token_source
         || old.api_url != new.api_url
         || old.telegram != new.telegram
+        || old.discord != new.discord
 }
 
 impl Channels {
@@ -59,6 +60,14 @@ impl Channels {
         let task = match name {
             #[cfg(feature = "telegram")]
             "telegram" => Some(super::telegram::launch(
+                self.clone(),
+                settings.clone(),
+                health.clone(),
+                slot.clone(),
+                stop.clone(),
+            )),
+            #[cfg(feature = "discord")]
+            "discord" => Some(super::discord::launch(
                 self.clone(),
                 settings.clone(),
                 health.clone(),

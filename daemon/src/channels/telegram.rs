@@ -17,14 +17,6 @@ use super::host::DaemonHost;
 use super::settings::bridge_settings;
 use crate::config::{ChannelSettings, TelegramMode};
 
-/// Random bytes from the OS (pairing codes), through uuid's v4 source.
-fn os_random(buf: &mut [u8]) {
-    for chunk in buf.chunks_mut(16) {
-        let id = uuid::Uuid::new_v4();
-        chunk.copy_from_slice(&id.as_bytes()[..chunk.len()]);
-    }
-}
-
 /// The crate's settings from the daemon's config, reading the secrets.
 fn platform_settings(
     settings: &ChannelSettings,
@@ -86,7 +78,7 @@ async fn run(
         channels.ledger().clone(),
         channels.pairings().clone(),
         health.clone(),
-        Box::new(os_random),
+        Box::new(super::os_random),
     );
     let previous = slot
         .write()

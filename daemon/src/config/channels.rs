@@ -88,7 +88,8 @@ pub struct ChannelSettings {
     /// `PINCER_HOME/secrets/`). Read with [`Self::token`].
     pub token_source: SecretSource,
     /// `api_url`: the platform's API base (default
-    /// `https://api.telegram.org`, `https://discord.com/api/v10`); a
+    /// `https://api.telegram.org`; Discord's origin `https://discord.com`,
+    /// whose `/api/v10/gateway/bot` also names the gateway); a
     /// self-hosted Bot API server or an emulator in tests.
     pub api_url: String,
     /// `owner`: the owner's user id on this channel. Their DM counts as the
@@ -126,6 +127,8 @@ pub struct ChannelSettings {
     pub peers: BTreeMap<String, ToolLayer>,
     /// Telegram's own settings; `None` on other channels.
     pub telegram: Option<TelegramSettings>,
+    /// Discord's own settings; `None` on other channels.
+    pub discord: Option<DiscordSettings>,
 }
 
 impl ChannelSettings {
@@ -215,6 +218,27 @@ pub struct GroupSettings {
     pub senders: BTreeMap<String, ToolLayer>,
 }
 
+/// Most hours catch-up may look back (a week).
+pub const MAX_CATCH_UP_HOURS: u64 = 168;
+
+/// Most messages catch-up fetches per channel (Discord's page).
+pub const MAX_CATCH_UP_MESSAGES: usize = 100;
+
+/// `[channels.discord]`'s own keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscordSettings {
+    /// `message_content` (default true): ask for the privileged Message
+    /// Content intent; false runs mention-only (the bot reads messages
+    /// that mention it, and DMs).
+    pub message_content: bool,
+    /// `catch_up_hours` (default 24, at most 168): how far back catch-up
+    /// looks after downtime.
+    pub catch_up: Duration,
+    /// `catch_up_messages` (default 50, at most 100; 0 turns catch-up
+    /// off): messages fetched per channel.
+    pub catch_up_messages: usize,
+}
+
 /// `[channels.telegram]`'s own keys.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TelegramSettings {
@@ -274,7 +298,7 @@ const TELEGRAM: Defaults = Defaults {
 const DISCORD: Defaults = Defaults {
     label: "Discord",
     token_env: "DISCORD_BOT_TOKEN",
-    api_url: "https://discord.com/api/v10",
+    api_url: "https://discord.com",
     context_messages: 20,
     max_attachment_mb: 10,
 };
@@ -420,6 +444,24 @@ impl Parser<'_> {
             self.refuse_telegram_keys(s)?;
             None
         };
+        let discord = if self.name == "discord" {
+            if let Some(url) = &s.api_url
+                && url
+                    .get_ref()
+                    .trim()
+                    .trim_end_matches('/')
+                    .ends_with("/api/v10")
+            {
+                return Err(self.err(
+                    url.span(),
+                    "api_url is Discord's origin, without /api/v10: write \"https://discord.com\" (or a fake's http://127.0.0.1:PORT)",
+                ));
+            }
+            Some(self.discord(s)?)
+        } else {
+            self.refuse_discord_keys(s)?;
+            None
+        };
         Ok(ChannelSettings {
             name: self.name.to_string(),
             enabled: s.enabled.unwrap_or(true),
@@ -436,7 +478,68 @@ impl Parser<'_> {
             groups,
             peers,
             telegram,
+            discord,
         })
+    }
+
+    /// `[channels.discord]`'s own keys, checked.
+    fn discord(&self, s: &ChannelSection) -> Result<DiscordSettings, ConfigError> {
+        let hours = match &s.catch_up_hours {
+            Some(h) if *h.get_ref() > MAX_CATCH_UP_HOURS => {
+                return Err(self.err(
+                    h.span(),
+                    format!("catch-up looks back at most {MAX_CATCH_UP_HOURS} hours (a week)"),
+                ));
+            }
+            Some(h) => *h.get_ref(),
+            None => 24,
+        };
+        let messages = match &s.catch_up_messages {
+            Some(n) if *n.get_ref() > MAX_CATCH_UP_MESSAGES => {
+                return Err(self.err(
+                    n.span(),
+                    format!(
+                        "catch-up fetches at most {MAX_CATCH_UP_MESSAGES} messages per channel (0 turns it off)"
+                    ),
+                ));
+            }
+            Some(n) => *n.get_ref(),
+            None => 50,
+        };
+        Ok(DiscordSettings {
+            message_content: s.message_content.as_ref().is_none_or(|v| *v.get_ref()),
+            catch_up: Duration::from_secs(hours * 3600),
+            catch_up_messages: messages,
+        })
+    }
+
+    fn refuse_discord_keys(&self, s: &ChannelSection) -> Result<(), ConfigError> {
+        let spans = [
+            (
+                "catch_up_hours",
+                s.catch_up_hours.as_ref().map(Spanned::span),
+            ),
+            (
+                "catch_up_messages",
+                s.catch_up_messages.as_ref().map(Spanned::span),
+            ),
+            (
+                "message_content",
+                s.message_content.as_ref().map(Spanned::span),
+            ),
+        ];
+        for (key, span) in spans {
+            if let Some(span) = span {
+                return Err(self.err(
+                    span,
+                    format!(
+                        "`{key}` is a Discord setting; [channels.{}] has no `{key}`",
+                        self.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// An env/file pair: at most one of them, neither empty.

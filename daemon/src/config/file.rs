@@ -77,6 +77,12 @@ pub struct ChannelSection {
     pub poll_timeout_secs: Option<Spanned<u64>>,
     /// Telegram: `[channels.telegram.webhook]`.
     pub webhook: Option<Spanned<WebhookSection>>,
+    /// Discord: ask for the Message Content intent (default true).
+    pub message_content: Option<Spanned<bool>>,
+    /// Discord: how far back catch-up looks, in hours.
+    pub catch_up_hours: Option<Spanned<u64>>,
+    /// Discord: messages catch-up fetches per channel (0 turns it off).
+    pub catch_up_messages: Option<Spanned<usize>>,
 }
 
 /// `[channels.telegram.webhook]`.

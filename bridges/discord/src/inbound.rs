@@ -1,0 +1,115 @@
+//! Discord messages as the channel layer's [`Inbound`]: where it was
+//! written (a DM, a guild channel, a thread or forum post under its
+//! parent), who wrote it and with which roles, whether it addresses the
+//! bot, its attachments; and the read position it moves (the channel's
+//! last message id, the scope catch-up resumes from).
+//!
+//! A thread is its parent channel's chat (`chat_id` the parent,
+//! `thread_id` the thread): group rules, attachments and memory are the
+//! parent's, the session the thread's own.
+
+use pincer_channel::{Attachment, ChatKind, Event, Inbound, Incoming, Sender};
+use serenity::model::channel::Message;
+
+use crate::discord::Discord;
+
+/// The message as an event for the bridge; `None` for the bot's own.
+pub(crate) async fn incoming(discord: &Discord, msg: &Message) -> Option<Incoming> {
+    let inbound = inbound(discord, msg).await?;
+    Some(Incoming {
+        event: Event::Message(inbound),
+        cursor: Some((msg.channel_id.to_string(), msg.id.to_string())),
+    })
+}
+
+async fn inbound(discord: &Discord, msg: &Message) -> Option<Inbound> {
+    if msg.author.id.to_string() == discord.user_id {
+        return None;
+    }
+    let channel_id = msg.channel_id.to_string();
+    let (kind, chat_id, thread_id, guild_id) = match msg.guild_id {
+        None => (ChatKind::Direct, channel_id, None, None),
+        Some(guild) => {
+            let info = discord.channel_info(&channel_id).await;
+            match info {
+                Some(info) if info.is_thread() && info.parent_id.is_some() => (
+                    ChatKind::Thread,
+                    info.parent_id.unwrap_or_default(),
+                    Some(channel_id),
+                    Some(guild.to_string()),
+                ),
+                _ => (ChatKind::Group, channel_id, None, Some(guild.to_string())),
+            }
+        }
+    };
+    let me = &discord.user_id;
+    let mentions_bot = msg.mentions.iter().any(|u| u.id.to_string() == *me)
+        || msg
+            .referenced_message
+            .as_ref()
+            .is_some_and(|r| r.author.id.to_string() == *me);
+    Some(Inbound {
+        channel: "discord".into(),
+        account: String::new(),
+        kind,
+        chat_id,
+        thread_id,
+        guild_id,
+        sender_roles: msg
+            .member
+            .as_ref()
+            .map(|m| m.roles.iter().map(|r| r.to_string()).collect())
+            .unwrap_or_default(),
+        sender: Sender {
+            id: msg.author.id.to_string(),
+            name: msg
+                .author
+                .global_name
+                .clone()
+                .unwrap_or_else(|| msg.author.name.clone()),
+            is_bot: msg.author.bot,
+        },
+        text: text(discord, msg),
+        mentions_bot,
+        reply_to: msg
+            .message_reference
+            .as_ref()
+            .and_then(|r| r.message_id)
+            .map(|id| id.to_string()),
+        attachments: msg
+            .attachments
+            .iter()
+            .map(|a| Attachment {
+                id: a.url.clone(),
+                name: a.filename.clone(),
+                kind: match a.content_type.as_deref() {
+                    Some(t) if t.starts_with("image/") => "photo".into(),
+                    Some(t) if t.starts_with("audio/") => "voice".into(),
+                    _ => "document".into(),
+                },
+                size: Some(u64::from(a.size)),
+            })
+            .collect(),
+        message_id: msg.id.to_string(),
+    })
+}
+
+/// The text as people read it: the bot's own mention at the start is
+/// dropped (`@pincer /status` is the command `/status`), other user
+/// mentions read `@name`.
+fn text(discord: &Discord, msg: &Message) -> String {
+    let me = &discord.user_id;
+    let mut text = msg.content.trim().to_string();
+    for form in [format!("<@{me}>"), format!("<@!{me}>")] {
+        if let Some(rest) = text.strip_prefix(&form) {
+            text = rest.trim_start().to_string();
+        }
+    }
+    for user in &msg.mentions {
+        let name = user.global_name.as_deref().unwrap_or(&user.name);
+        for form in [format!("<@{}>", user.id), format!("<@!{}>", user.id)] {
+            text = text.replace(&form, &format!("@{name}"));
+        }
+    }
+    text
+}
