@@ -2,12 +2,14 @@
 //! homes ([`harness`]), our scripted LLM ([`scripted`]), the real test
 //! peers installed by `tests/setup.sh` ([`peers`]) and among them the
 //! Telegram Bot API emulator ([`telegram`]) and the Discord server
-//! crabline ([`discord`]); a private D-Bus with a fake systemd and logind
+//! crabline ([`discord`]); our own Discord server for what crabline lacks
+//! ([`discord_fake`]); a private D-Bus with a fake systemd and logind
 //! ([`systemd`]); and the minimal Bot API the 200-chat load bench runs
 //! against instead ([`bot_api`]).
 
 pub mod bot_api;
 pub mod discord;
+pub mod discord_fake;
 pub mod harness;
 pub mod no_landlock;
 pub mod peers;
