@@ -26,7 +26,8 @@ pub fn bridge_settings(config: &ChannelSettings) -> BridgeSettings {
                 (
                     id.clone(),
                     GroupRule {
-                        require_mention: group.require_mention,
+                        require_mention: Some(group.require_mention),
+                        allow_roles: None,
                         allow_from: group
                             .allow_from
                             .as_ref()
@@ -35,6 +36,8 @@ pub fn bridge_settings(config: &ChannelSettings) -> BridgeSettings {
                 )
             })
             .collect(),
+        guilds: Default::default(),
+        require_mention: config.require_mention,
         ignore_bots: true,
     };
     BridgeSettings {
