@@ -649,6 +649,30 @@ mod tests {
         );
         let other = in_guild("900", "1", "5", &[]);
         assert_eq!(removed_by(&other, "sessions_list"), None);
+        // A role's own allow is the chat's own word: like a group's, it
+        // lifts the data boundary for its holders only.
+        let c = config_text(
+            "[channels.discord.guilds.\"900\"]\nagent = \"friends\"\n\
+             [channels.discord.guilds.\"900\".roles.\"504\"]\n\
+             tools = { profile = \"coding\", allow = [\"exec\"] }\n",
+        );
+        let removed_by = |m: &Inbound, tool: &str| {
+            let r = route(&c, m).unwrap();
+            let input = PolicyInput::for_origin(&c.agents[&r.agent], &r.origin, None);
+            resolve(&registry, &c.policy, &input)
+                .verdicts
+                .iter()
+                .find(|v| v.tool.name == tool)
+                .and_then(|v| v.removed.as_ref().map(|r| r.layer.clone()))
+        };
+        assert_eq!(
+            removed_by(&in_guild("900", "1", "5", &["504"]), "exec"),
+            None
+        );
+        assert_eq!(
+            removed_by(&in_guild("900", "1", "5", &[]), "exec").as_deref(),
+            Some(crate::tools::policy::BOUNDARY)
+        );
     }
 
     /// What the policy makes of it: the group's and the sender's denials
