@@ -240,6 +240,12 @@ pub enum ToolsCommand {
         /// As in this group (its chat id, e.g. -1001234567890) instead of a DM: the group entry's agent and layers.
         #[arg(long, requires = "channel", allow_negative_numbers = true)]
         group: Option<String>,
+        /// Discord: the group's guild (its guild entry and guild bindings apply).
+        #[arg(long, requires = "group")]
+        guild: Option<String>,
+        /// Discord: a role the sender holds in that guild (repeat for several).
+        #[arg(long = "role", requires = "group")]
+        roles: Vec<String>,
     },
     /// The audit table: recent tool calls, their outcome and what decided it.
     Audit {

@@ -22,18 +22,40 @@ pub async fn run(ctx: &Ctx, command: ToolsCommand) -> Result<u8, CliError> {
             channel,
             peer,
             group,
-        } => list(ctx, agent.agent, channel, peer, group).await,
+            guild,
+            roles,
+        } => {
+            let chat = Chat {
+                channel,
+                peer,
+                group,
+                guild,
+                roles,
+            };
+            list(ctx, agent.agent, chat).await
+        }
         ToolsCommand::Audit { session, limit } => crate::audit::run(ctx, session, limit).await,
     }
 }
 
-async fn list(
-    ctx: &Ctx,
-    agent: Option<String>,
+/// The chat `pincer tools list` answers for (`--channel`, `--peer`,
+/// `--group`, `--guild`, `--role`).
+struct Chat {
     channel: Option<String>,
     peer: Option<String>,
     group: Option<String>,
-) -> Result<u8, CliError> {
+    guild: Option<String>,
+    roles: Vec<String>,
+}
+
+async fn list(ctx: &Ctx, agent: Option<String>, chat: Chat) -> Result<u8, CliError> {
+    let Chat {
+        channel,
+        peer,
+        group,
+        guild,
+        roles,
+    } = chat;
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     let list = c
         .tools
@@ -42,6 +64,8 @@ async fn list(
             channel: channel.unwrap_or_default(),
             peer: peer.unwrap_or_default(),
             group: group.unwrap_or_default(),
+            guild: guild.unwrap_or_default(),
+            roles,
         })
         .await?
         .into_inner();

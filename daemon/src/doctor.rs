@@ -549,7 +549,11 @@ async fn check_telegram(channel: &crate::config::ChannelSettings, subject: Strin
         Err(e) => out.push(finding(Level::Warn, subject.clone(), e.to_string())),
     }
     let wants_context = !channel.groups.is_empty()
-        && (channel.context_messages > 0 || channel.groups.values().any(|g| !g.require_mention));
+        && (channel.context_messages > 0
+            || channel
+                .groups
+                .values()
+                .any(|g| !g.require_mention.unwrap_or(channel.require_mention)));
     if wants_context && !telegram.can_read_all_group_messages() {
         out.push(finding(
             Level::Warn,

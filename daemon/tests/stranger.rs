@@ -65,6 +65,8 @@ async fn a_stranger_in_a_group_never_reaches_exec() {
         account: None,
         chat: Chat::Group("-100123".into()),
         thread: None,
+        guild: None,
+        roles: Vec::new(),
         sender: Sender {
             id: "4242".into(),
             name: "Mallory".into(),

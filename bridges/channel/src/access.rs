@@ -39,16 +39,20 @@
 //!
 //! # Groups and threads
 //!
-//! A group (or a thread, which belongs to its group's `chat_id`) must be in
-//! the allowlist ([`AccessPolicy::groups`]); a message in any other group is
-//! ignored silently: no reply, not even kept as context. In an allowlisted
-//! group, with `require_mention` (*default* true) only a message that
-//! mentions the bot (`Inbound::mentions_bot`: an @mention or a reply to one
-//! of the bot's messages, which the bridge detects) reaches the agent
-//! ([`Decision::Pass`]); every other message is [`Decision::PassAsContext`]:
-//! kept in the context buffer ([`crate::context`]), **never** answered. A
-//! group entry may list the senders who may summon the agent
-//! ([`GroupRule::allow_from`]); the others' messages are context only.
+//! A group (or a thread, which belongs to its group's `chat_id`) must be
+//! allowlisted: by its own entry ([`AccessPolicy::groups`]) or, on Discord,
+//! by its guild's ([`AccessPolicy::guilds`]); a message in any other group
+//! is ignored silently: no reply, not even kept as context. In an
+//! allowlisted group, with `require_mention` (*default* true) only a
+//! message that mentions the bot (`Inbound::mentions_bot`: an @mention or
+//! a reply to one of the bot's messages, which the bridge detects) reaches
+//! the agent ([`Decision::Pass`]); every other message is
+//! [`Decision::PassAsContext`]: kept in the context buffer
+//! ([`crate::context`]), **never** answered. An entry may list the senders
+//! (and, on Discord, the roles) who may summon the agent
+//! ([`GroupRule::allow_from`], [`GroupRule::allow_roles`]); the others'
+//! messages are context only. Which entry and which of its keys apply
+//! (channel over guild, a role over both): [`groups`].
 //!
 //! # Messages without a sender
 //!
@@ -68,6 +72,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{ChatKind, Inbound};
 use crate::untrusted::display_name;
+
+pub mod groups;
+
+use groups::decide_group;
+pub use groups::{GroupRule, GuildRule};
 
 /// How long a pairing code is valid, in seconds (one hour).
 pub const CODE_TTL_SECS: u64 = 60 * 60;
@@ -98,25 +107,6 @@ pub enum DmPolicy {
     Disabled,
 }
 
-/// One allowlisted group (or guild channel).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupRule {
-    /// Only a message that mentions the bot (or replies to it) is answered.
-    pub require_mention: bool,
-    /// When set, only these senders can summon the agent here; the others'
-    /// messages are kept as context only.
-    pub allow_from: Option<BTreeSet<String>>,
-}
-
-impl Default for GroupRule {
-    fn default() -> Self {
-        Self {
-            require_mention: true,
-            allow_from: None,
-        }
-    }
-}
-
 /// The access rules of one channel, free of any config format: the daemon
 /// builds it from its own config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,8 +115,13 @@ pub struct AccessPolicy {
     /// User ids that may always write in DMs (under `pairing` and
     /// `allowlist`).
     pub allow_from: BTreeSet<String>,
-    /// The allowlisted groups by chat id; any other group is ignored.
+    /// The allowlisted groups (guild channels) by chat id.
     pub groups: BTreeMap<String, GroupRule>,
+    /// The allowlisted guilds by guild id (Discord); a group under neither
+    /// is ignored.
+    pub guilds: BTreeMap<String, GuildRule>,
+    /// `require_mention` where no entry sets it (*default* true).
+    pub require_mention: bool,
     /// Ignore messages from other bots.
     pub ignore_bots: bool,
 }
@@ -137,6 +132,8 @@ impl Default for AccessPolicy {
             dm: DmPolicy::default(),
             allow_from: BTreeSet::new(),
             groups: BTreeMap::new(),
+            guilds: BTreeMap::new(),
+            require_mention: true,
             ignore_bots: true,
         }
     }
@@ -569,21 +566,6 @@ fn known(channel: &str, id: &str, decided: &Decided, approved: bool) -> KnownSen
     }
 }
 
-fn decide_group(policy: &AccessPolicy, msg: &Inbound) -> Decision {
-    let Some(rule) = policy.groups.get(&msg.chat_id) else {
-        return Decision::Ignore;
-    };
-    let may_summon = rule
-        .allow_from
-        .as_ref()
-        .is_none_or(|ids| ids.contains(&msg.sender.id));
-    if !may_summon || (rule.require_mention && !msg.mentions_bot) {
-        Decision::PassAsContext
-    } else {
-        Decision::Pass
-    }
-}
-
 /// Upper case, blanks around trimmed: how codes are compared.
 fn normalise_code(code: &str) -> String {
     code.trim().to_ascii_uppercase()
@@ -663,8 +645,8 @@ mod tests {
         p.groups.insert(
             chat.into(),
             GroupRule {
-                require_mention,
-                allow_from: None,
+                require_mention: Some(require_mention),
+                ..Default::default()
             },
         );
         p
@@ -675,7 +657,8 @@ mod tests {
         let p = AccessPolicy::default();
         assert_eq!(p.dm, DmPolicy::Pairing);
         assert!(p.ignore_bots);
-        assert!(GroupRule::default().require_mention);
+        assert!(p.require_mention);
+        assert_eq!(GroupRule::default().require_mention, None, "the channel's");
     }
 
     #[test]

@@ -486,12 +486,22 @@ impl Bridge {
             }
             Decision::Ignore | Decision::AlreadyPending | Decision::TooManyPending => {
                 if msg.kind != ChatKind::Direct
-                    && !settings.access.groups.contains_key(&msg.chat_id)
+                    && !settings.access.listens_to_group(&msg)
                     && lock(&self.unlisted).insert(msg.chat_id.clone())
                 {
                     // Once per group and run: how the owner learns the id.
+                    let guild = msg
+                        .guild_id
+                        .as_ref()
+                        .map(|g| {
+                            format!(
+                                ", or [channels.{}.guilds.\"{g}\"] for its whole guild",
+                                msg.channel
+                            )
+                        })
+                        .unwrap_or_default();
                     tracing::info!(
-                        "{}: a message in group {}, which is not listed under [channels.{}.groups]; add [channels.{}.groups.\"{}\"] to answer there",
+                        "{}: a message in group {}, which is not listed under [channels.{}.groups]; add [channels.{}.groups.\"{}\"] to answer there{guild}",
                         msg.channel,
                         msg.chat_id,
                         msg.channel,

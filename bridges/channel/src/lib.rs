@@ -25,8 +25,8 @@ pub mod reconnect;
 pub mod untrusted;
 
 pub use access::{
-    AccessPolicy, Approved, Decided, Decision, Denied, DmPolicy, GroupRule, KnownSender, Pairing,
-    PairingError, PendingCode, PendingView,
+    AccessPolicy, Approved, Decided, Decision, Denied, DmPolicy, GroupRule, GuildRule, KnownSender,
+    Pairing, PairingError, PendingCode, PendingView,
 };
 pub use bridge::{Bridge, BridgeError, BridgeSettings};
 

@@ -5,8 +5,9 @@
 //! - `/new` and `/reset` start a new conversation. In a DM it is the
 //!   person's own conversation: they may. In a group it belongs to the
 //!   channel's `owner` and to the group entry's `admins`
-//!   (`[channels.<name>.groups."<id>"] admins = ["42"]`); anyone else is
-//!   told who may.
+//!   (`[channels.<name>.groups."<id>"] admins = ["42"]`; on Discord, when
+//!   the channel's entry lists none, its guild's); anyone else is told who
+//!   may.
 //! - `/stop`: the owner stops any answer ([`Hub::abort`]); anyone else
 //!   only an answer to their own messages alone, and otherwise has their
 //!   own queued messages dropped ([`Hub::stop_for`]): one member cannot
@@ -41,9 +42,9 @@ pub async fn answer(
         Command::New | Command::Reset => {
             let allowed = match msg.kind {
                 ChatKind::Direct => !msg.sender.id.trim().is_empty(),
-                ChatKind::Group | ChatKind::Thread => {
-                    channel.is_some_and(|c| c.may_reset_group(&msg.chat_id, &msg.sender.id))
-                }
+                ChatKind::Group | ChatKind::Thread => channel.is_some_and(|c| {
+                    c.may_reset_group(msg.guild_id.as_deref(), &msg.chat_id, &msg.sender.id)
+                }),
             };
             if !allowed {
                 return Ok(

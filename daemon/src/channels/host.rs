@@ -56,6 +56,16 @@ pub fn to_routing(msg: &Inbound) -> routing::Inbound {
             ChatKind::Thread => msg.thread_id.clone(),
             _ => None,
         },
+        // A DM has no guild; a Discord guild channel's message names it and
+        // the sender's roles there (Telegram: none).
+        guild: match msg.kind {
+            ChatKind::Direct => None,
+            _ => msg.guild_id.clone(),
+        },
+        roles: match msg.kind {
+            ChatKind::Direct => Vec::new(),
+            _ => msg.sender_roles.clone(),
+        },
         sender: Sender {
             id: msg.sender.id.clone(),
             name: msg.sender.name.clone(),

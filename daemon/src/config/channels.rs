@@ -33,13 +33,30 @@
 //! tools = { deny = ["memory_get"] }  # this sender's layer in that group
 //! [channels.telegram.peers."42"]
 //! tools = { allow = ["web_fetch"] }  # the layer of 42's direct messages
+//! [channels.discord.guilds."987654321098765432"]   # Discord: a whole guild
+//! channels = ["111111111111111111"]  # its channels listened to (absent: all)
+//! allow_roles = ["555555555555555555"]   # role ids that may summon the agent
+//! [channels.discord.guilds."987654321098765432".roles."555555555555555555"]
+//! agent = "helper"                   # also tools, prompt, require_mention
 //! ```
+//!
+//! On Discord a `groups."<chat id>"` entry is a guild channel (a thread is
+//! its parent channel's), and `guilds."<guild id>"` ([`guilds`]) takes the
+//! keys of a group entry (`agent`, `require_mention`, `allow_from`,
+//! `admins`, `tools`, `prompt`, `senders`) plus `allow_roles` (also in a
+//! Discord channel entry), `channels` and `roles."<role id>"` (`agent`,
+//! `require_mention`, `tools`, `prompt`). A channel entry needs no guild
+//! entry; where both exist the channel's keys override the guild's, and a
+//! role's override both: sender > role > channel > guild ([`entries`]).
+//! `guilds` and `allow_roles` anywhere but `[channels.discord]` are
+//! errors.
 //!
 //! The config records where a token comes from, never the token:
 //! [`ChannelSettings::token`] reads it when a bridge starts. Ids are
 //! strings of digits (Telegram and Discord ids are numbers; group chat
-//! ids may be negative); a TOML integer is refused with the string to
-//! write instead.
+//! ids may be negative; guild, channel and role ids are Discord's
+//! snowflakes); a TOML integer is refused with the string to write
+//! instead.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -56,6 +73,12 @@ use super::tools::layer;
 use super::url::check_http_url;
 use super::{AgentSettings, ToolLayer};
 use crate::home::Home;
+
+pub mod entries;
+pub mod guilds;
+
+pub use entries::ChatEntries;
+pub use guilds::{GuildSettings, RoleSettings};
 
 /// The channels pincer has bridges for (`[channels.<name>]`,
 /// `[[bindings]] channel`).
@@ -120,8 +143,11 @@ pub struct ChannelSettings {
     /// takes N messages with the file.
     pub max_messages_per_answer: usize,
     /// `[channels.<name>.groups."<chat id>"]`: the allowlisted groups (or
-    /// guild channels); a group not listed is ignored.
+    /// guild channels); a group not listed (nor its guild) is ignored.
     pub groups: BTreeMap<String, GroupSettings>,
+    /// `[channels.discord.guilds."<guild id>"]`: the allowlisted guilds
+    /// (Discord only; empty elsewhere).
+    pub guilds: BTreeMap<String, GuildSettings>,
     /// `[channels.<name>.peers."<user id>"] tools`: the layer of one
     /// person's direct messages (a DM's own layer, as a group's `tools`).
     pub peers: BTreeMap<String, ToolLayer>,
@@ -156,13 +182,16 @@ impl ChannelSettings {
     }
 
     /// Whether `user` may start a new conversation (`/new`, `/reset`) in
-    /// group `chat`: the owner, or one of the group entry's `admins`.
-    pub fn may_reset_group(&self, chat: &str, user: &str) -> bool {
+    /// group `chat` (of `guild`, on Discord): the owner, or one of the
+    /// `admins` of the chat's entry (else of its guild's).
+    pub fn may_reset_group(&self, guild: Option<&str>, chat: &str, user: &str) -> bool {
         self.is_owner(user)
             || (!user.trim().is_empty()
                 && self
-                    .group(chat)
-                    .is_some_and(|g| g.admins.iter().any(|a| a == user)))
+                    .entries(guild, chat, &[])
+                    .admins()
+                    .iter()
+                    .any(|a| a == user))
     }
 
     /// The entry of a group chat, if it is allowlisted.
@@ -196,17 +225,21 @@ impl DmPolicy {
     }
 }
 
-/// One allowlisted group, guild channel or Telegram channel.
+/// One allowlisted group, guild channel or Telegram channel. On Discord a
+/// key it leaves unset is its guild's ([`ChatEntries`]).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GroupSettings {
     /// `agent`: who answers here (a peer binding of the sender still wins:
     /// `routing`).
     pub agent: Option<String>,
-    /// `require_mention`, else the channel's.
-    pub require_mention: bool,
+    /// `require_mention`; `None`: its guild's, else the channel's.
+    pub require_mention: Option<bool>,
     /// `allow_from`: when set, only these senders can summon the agent
     /// here; the others' messages are kept as context only.
     pub allow_from: Option<Vec<String>>,
+    /// `allow_roles` (Discord): when set, the holders of these roles can
+    /// summon the agent here too.
+    pub allow_roles: Option<Vec<String>>,
     /// `admins`: who besides the channel's owner may start a new
     /// conversation here (`/new`, `/reset`); nobody by default.
     pub admins: Vec<String>,
@@ -427,14 +460,30 @@ impl Parser<'_> {
         let mut groups = BTreeMap::new();
         for (id, group) in &s.groups {
             groups.insert(
-                self.chat_id(id, group.span())?,
-                self.group(group.get_ref(), require_mention)?,
+                self.key(id, group.span(), IdKind::Chat)?,
+                self.group(group.get_ref())?,
+            );
+        }
+        let mut guilds = BTreeMap::new();
+        for (id, guild) in &s.guilds {
+            if self.name != "discord" {
+                return Err(self.err(
+                    guild.span(),
+                    format!(
+                        "`guilds` is a Discord setting; [channels.{}] has no guilds: list its groups under [channels.{}.groups.\"<chat id>\"]",
+                        self.name, self.name
+                    ),
+                ));
+            }
+            guilds.insert(
+                self.key(id, guild.span(), IdKind::Guild)?,
+                self.guild(guild.get_ref())?,
             );
         }
         let mut peers = BTreeMap::new();
         for (id, peer) in &s.peers {
             peers.insert(
-                self.user_key(id, peer.span())?,
+                self.key(id, peer.span(), IdKind::User)?,
                 layer(self.loc, self.names, &peer.get_ref().tools)?,
             );
         }
@@ -476,6 +525,7 @@ impl Parser<'_> {
             preview: s.preview.unwrap_or(false),
             max_messages_per_answer,
             groups,
+            guilds,
             peers,
             telegram,
             discord,
@@ -565,51 +615,76 @@ impl Parser<'_> {
         }
     }
 
-    fn group(
-        &self,
-        g: &ChannelGroupSection,
-        channel_mention: bool,
-    ) -> Result<GroupSettings, ConfigError> {
-        let agent = match &g.agent {
-            Some(a) => {
-                let id = a.get_ref().trim();
-                if !self.agents.contains_key(id) {
-                    let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
-                    return Err(self.err(
-                        a.span(),
-                        format!("no agent `{id}` (agents: {})", known.join(", ")),
-                    ));
-                }
-                Some(id.to_string())
-            }
-            None => None,
-        };
+    fn group(&self, g: &ChannelGroupSection) -> Result<GroupSettings, ConfigError> {
         let allow_from = match &g.allow_from {
             Some(list) => Some(self.user_ids(list)?),
             None => None,
         };
-        let admins = self.user_ids(&g.admins)?;
-        let mut senders = BTreeMap::new();
-        for (id, sender) in &g.senders {
-            senders.insert(
-                self.user_key(id, sender.span())?,
+        Ok(GroupSettings {
+            agent: self.agent(g.agent.as_ref())?,
+            require_mention: g.require_mention,
+            allow_from,
+            allow_roles: self.allow_roles(g.allow_roles.as_ref())?,
+            admins: self.user_ids(&g.admins)?,
+            tools: layer(self.loc, self.names, &g.tools)?,
+            prompt: prompt(g.prompt.as_deref()),
+            senders: self.senders(&g.senders)?,
+        })
+    }
+
+    /// An entry's `agent`, which must be configured.
+    fn agent(&self, agent: Option<&Spanned<String>>) -> Result<Option<String>, ConfigError> {
+        let Some(a) = agent else {
+            return Ok(None);
+        };
+        let id = a.get_ref().trim();
+        if !self.agents.contains_key(id) {
+            let known: Vec<&str> = self.agents.keys().map(String::as_str).collect();
+            return Err(self.err(
+                a.span(),
+                format!("no agent `{id}` (agents: {})", known.join(", ")),
+            ));
+        }
+        Ok(Some(id.to_string()))
+    }
+
+    /// An entry's `senders."<user id>"` layers.
+    fn senders(
+        &self,
+        senders: &BTreeMap<String, Spanned<super::file::ChannelSenderSection>>,
+    ) -> Result<BTreeMap<String, ToolLayer>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (id, sender) in senders {
+            out.insert(
+                self.key(id, sender.span(), IdKind::User)?,
                 layer(self.loc, self.names, &sender.get_ref().tools)?,
             );
         }
-        Ok(GroupSettings {
-            agent,
-            require_mention: g.require_mention.unwrap_or(channel_mention),
-            allow_from,
-            admins,
-            tools: layer(self.loc, self.names, &g.tools)?,
-            prompt: g
-                .prompt
-                .as_deref()
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(str::to_string),
-            senders,
-        })
+        Ok(out)
+    }
+
+    /// `allow_roles`: Discord's; role ids.
+    fn allow_roles(
+        &self,
+        list: Option<&Spanned<Vec<Spanned<toml::Value>>>>,
+    ) -> Result<Option<Vec<String>>, ConfigError> {
+        let Some(list) = list else {
+            return Ok(None);
+        };
+        if self.name != "discord" {
+            return Err(self.err(
+                list.span(),
+                format!(
+                    "`allow_roles` is a Discord setting ({} has no roles); list the people under allow_from",
+                    self.defaults.label
+                ),
+            ));
+        }
+        list.get_ref()
+            .iter()
+            .map(|v| self.id(v, IdKind::Role))
+            .collect::<Result<_, _>>()
+            .map(Some)
     }
 
     fn telegram(&self, s: &ChannelSection) -> Result<TelegramSettings, ConfigError> {
@@ -730,11 +805,16 @@ impl Parser<'_> {
     }
 
     fn user_ids(&self, list: &[Spanned<toml::Value>]) -> Result<Vec<String>, ConfigError> {
-        list.iter().map(|v| self.user_id(v)).collect()
+        list.iter().map(|v| self.id(v, IdKind::User)).collect()
     }
 
     /// A user id written as a value: a string of digits.
     fn user_id(&self, v: &Spanned<toml::Value>) -> Result<String, ConfigError> {
+        self.id(v, IdKind::User)
+    }
+
+    /// An id written as a value: a string of digits.
+    fn id(&self, v: &Spanned<toml::Value>, kind: IdKind) -> Result<String, ConfigError> {
         let text = match v.get_ref() {
             toml::Value::String(s) => s.trim(),
             toml::Value::Integer(n) => {
@@ -744,49 +824,93 @@ impl Parser<'_> {
                 return Err(self.err(
                     v.span(),
                     format!(
-                        "a {} user id is a string of digits, e.g. \"123456789\"",
-                        self.defaults.label
+                        "a {} {} id is a string of digits, e.g. \"{}\"",
+                        self.defaults.label,
+                        kind.noun(),
+                        kind.example()
                     ),
                 ));
             }
         };
-        self.check_id(text, false)
+        self.check_id(text, kind)
             .map_err(|why| self.err(v.span(), why))
     }
 
-    /// A user id written as a table key (`senders."42"`).
-    fn user_key(&self, id: &str, span: Range<usize>) -> Result<String, ConfigError> {
-        self.check_id(id.trim(), false)
-            .map_err(|why| self.err(span, format!("senders.\"{id}\": {why}")))
+    /// An id written as a table key (`senders."42"`, `groups."-100123"`,
+    /// `guilds."987"`, `roles."654"`).
+    fn key(&self, id: &str, span: Range<usize>, kind: IdKind) -> Result<String, ConfigError> {
+        self.check_id(id.trim(), kind)
+            .map_err(|why| self.err(span, format!("{}.\"{id}\": {why}", kind.table())))
     }
 
-    /// A chat id written as a table key (`groups."-100123"`).
-    fn chat_id(&self, id: &str, span: Range<usize>) -> Result<String, ConfigError> {
-        self.check_id(id.trim(), true)
-            .map_err(|why| self.err(span, format!("groups.\"{id}\": {why}")))
-    }
-
-    fn check_id(&self, id: &str, chat: bool) -> Result<String, String> {
+    fn check_id(&self, id: &str, kind: IdKind) -> Result<String, String> {
         let label = self.defaults.label;
         if id.is_empty() {
             return Err("an empty id matches nobody".into());
         }
-        let digits = if chat {
-            id.strip_prefix('-').unwrap_or(id)
-        } else {
-            id
+        let digits = match kind {
+            IdKind::Chat => id.strip_prefix('-').unwrap_or(id),
+            _ => id,
         };
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(if chat {
-                format!(
-                    "`{id}` is not a {label} chat id: write the number, e.g. \"-1001234567890\""
-                )
-            } else {
-                format!("`{id}` is not a {label} user id: write the number, e.g. \"123456789\"")
-            });
+            return Err(format!(
+                "`{id}` is not a {label} {} id: write the number, e.g. \"{}\"",
+                kind.noun(),
+                kind.example()
+            ));
         }
         Ok(id.to_string())
     }
+}
+
+/// What an id names, for its check and its error.
+#[derive(Debug, Clone, Copy)]
+enum IdKind {
+    User,
+    /// A group's chat id (negative on Telegram).
+    Chat,
+    Guild,
+    /// A guild channel (`channels = [...]`).
+    Channel,
+    Role,
+}
+
+impl IdKind {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Chat => "chat",
+            Self::Guild => "guild",
+            Self::Channel => "channel",
+            Self::Role => "role",
+        }
+    }
+
+    fn example(self) -> &'static str {
+        match self {
+            Self::User => "123456789",
+            Self::Chat => "-1001234567890",
+            Self::Guild | Self::Channel | Self::Role => "123456789012345678",
+        }
+    }
+
+    /// The table whose keys are such ids.
+    fn table(self) -> &'static str {
+        match self {
+            Self::User => "senders",
+            Self::Chat => "groups",
+            Self::Guild => "guilds",
+            Self::Channel => "channels",
+            Self::Role => "roles",
+        }
+    }
+}
+
+/// A `prompt` addition, trimmed; `None` when empty.
+fn prompt(text: Option<&str>) -> Option<String> {
+    text.map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
 }
 
 #[cfg(test)]
@@ -920,9 +1044,9 @@ mod tests {
         );
         let g = t.group("-1001234567890").unwrap();
         assert_eq!(g.agent.as_deref(), Some("friends"));
-        assert!(
-            !g.require_mention,
-            "the channel's, when the group says nothing"
+        assert_eq!(
+            g.require_mention, None,
+            "unset: the channel's, when the group says nothing"
         );
         assert_eq!(g.allow_from.as_deref(), Some(&["42".to_string()][..]));
         assert_eq!(g.tools.profile.as_deref(), Some("messaging"));
@@ -930,18 +1054,21 @@ mod tests {
         assert_eq!(g.prompt.as_deref(), Some("Answer in French."));
         assert_eq!(g.senders["42"].deny, ["memory_get"]);
         let other = t.group("-5").unwrap();
-        assert!(other.require_mention, "the group's own");
+        assert_eq!(other.require_mention, Some(true), "the group's own");
         assert_eq!(other.agent, None);
         assert_eq!(other.allow_from, None);
         assert!(t.group("-6").is_none());
         assert_eq!(g.admins, ["43"]);
         assert!(other.admins.is_empty());
         // Who may start a new conversation in a group: the owner, admins.
-        assert!(t.may_reset_group("-1001234567890", "123456789"));
-        assert!(t.may_reset_group("-1001234567890", "43"));
-        assert!(!t.may_reset_group("-1001234567890", "42"));
-        assert!(!t.may_reset_group("-5", "43"), "an admin of another group");
-        assert!(!t.may_reset_group("-1001234567890", ""));
+        assert!(t.may_reset_group(None, "-1001234567890", "123456789"));
+        assert!(t.may_reset_group(None, "-1001234567890", "43"));
+        assert!(!t.may_reset_group(None, "-1001234567890", "42"));
+        assert!(
+            !t.may_reset_group(None, "-5", "43"),
+            "an admin of another group"
+        );
+        assert!(!t.may_reset_group(None, "-1001234567890", ""));
     }
 
     #[test]

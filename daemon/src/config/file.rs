@@ -71,6 +71,9 @@ pub struct ChannelSection {
     /// Per-person layers of direct messages, by user id.
     #[serde(default)]
     pub peers: BTreeMap<String, Spanned<ChannelSenderSection>>,
+    /// Discord: allowlisted guilds by guild id.
+    #[serde(default)]
+    pub guilds: BTreeMap<String, Spanned<GuildSection>>,
     /// Telegram: polling | webhook
     pub mode: Option<Spanned<String>>,
     /// Telegram: the long-polling timeout.
@@ -102,6 +105,8 @@ pub struct ChannelGroupSection {
     pub agent: Option<Spanned<String>>,
     pub require_mention: Option<bool>,
     pub allow_from: Option<Vec<Spanned<toml::Value>>>,
+    /// Discord: role ids whose holders may summon the agent here.
+    pub allow_roles: Option<Spanned<Vec<Spanned<toml::Value>>>>,
     /// Who besides the owner may start a new conversation here.
     #[serde(default)]
     pub admins: Vec<Spanned<toml::Value>>,
@@ -112,6 +117,40 @@ pub struct ChannelGroupSection {
     /// Per-sender layers, by user id.
     #[serde(default)]
     pub senders: BTreeMap<String, Spanned<ChannelSenderSection>>,
+}
+
+/// `[channels.discord.guilds."<guild id>"]`: a guild channel entry's keys,
+/// and the guild's own (`channels`, `roles`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuildSection {
+    pub agent: Option<Spanned<String>>,
+    pub require_mention: Option<bool>,
+    pub allow_from: Option<Vec<Spanned<toml::Value>>>,
+    pub allow_roles: Option<Spanned<Vec<Spanned<toml::Value>>>>,
+    #[serde(default)]
+    pub admins: Vec<Spanned<toml::Value>>,
+    #[serde(default)]
+    pub tools: LayerSection,
+    pub prompt: Option<String>,
+    /// The channel ids listened to without an entry; absent: all.
+    pub channels: Option<Vec<Spanned<toml::Value>>>,
+    /// Per-role settings, by role id.
+    #[serde(default)]
+    pub roles: BTreeMap<String, Spanned<GuildRoleSection>>,
+    #[serde(default)]
+    pub senders: BTreeMap<String, Spanned<ChannelSenderSection>>,
+}
+
+/// `[channels.discord.guilds."<guild id>".roles."<role id>"]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuildRoleSection {
+    pub agent: Option<Spanned<String>>,
+    pub require_mention: Option<bool>,
+    #[serde(default)]
+    pub tools: LayerSection,
+    pub prompt: Option<String>,
 }
 
 /// `[channels.<name>.groups."<chat id>".senders."<user id>"]` and
@@ -130,6 +169,10 @@ pub struct BindingSection {
     pub channel: Spanned<String>,
     pub account: Option<String>,
     pub group: Option<String>,
+    /// Discord: a guild id.
+    pub guild: Option<Spanned<String>>,
+    /// Discord: a role id.
+    pub role: Option<Spanned<String>>,
     pub peer: Option<String>,
     pub agent: Spanned<String>,
 }

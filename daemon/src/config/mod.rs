@@ -37,7 +37,8 @@ use std::time::Duration;
 
 pub use bindings::Binding;
 pub use channels::{
-    ChannelSettings, DmPolicy, GroupSettings, TelegramMode, TelegramSettings, WebhookSettings,
+    ChannelSettings, ChatEntries, DmPolicy, GroupSettings, GuildSettings, RoleSettings,
+    TelegramMode, TelegramSettings, WebhookSettings,
 };
 pub use context::{ContextSettings, PromptMode};
 pub use file::{ProviderKind, ToolFormat};

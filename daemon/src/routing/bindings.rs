@@ -1,12 +1,16 @@
 //! Picks the binding for an inbound message: among the bindings of its
 //! channel whose every set field matches, the most specific — a peer
-//! binding beats a group binding beats an account binding beats a binding
-//! of the whole channel; among equals, the first in the config.
+//! binding beats a role binding (the sender holds the role) beats a group
+//! binding (a thread: its parent chat) beats a guild binding beats an
+//! account binding beats a binding of the whole channel; a binding that
+//! sets several fields counts them all (a guild and a role beats the role
+//! alone); among equals, the first in the config.
 
 use super::{Chat, Inbound};
 use crate::config::Binding;
 
-/// How specific a binding is; `None` when it does not match.
+/// How specific a binding is; `None` when it does not match. Each field
+/// weighs more than all the less specific ones together.
 fn specificity(b: &Binding, m: &Inbound) -> Option<u8> {
     if b.channel != m.channel {
         return None;
@@ -18,17 +22,29 @@ fn specificity(b: &Binding, m: &Inbound) -> Option<u8> {
         }
         score += 1;
     }
+    if let Some(guild) = &b.guild {
+        if m.guild.as_ref() != Some(guild) {
+            return None;
+        }
+        score += 2;
+    }
     if let Some(group) = &b.group {
         match &m.chat {
-            Chat::Group(id) if id == group => score += 2,
+            Chat::Group(id) if id == group => score += 4,
             _ => return None,
         }
+    }
+    if let Some(role) = &b.role {
+        if !m.roles.contains(role) {
+            return None;
+        }
+        score += 8;
     }
     if let Some(peer) = &b.peer {
         if *peer != m.sender.id {
             return None;
         }
-        score += 4;
+        score += 16;
     }
     Some(score)
 }
@@ -63,6 +79,15 @@ mod tests {
             group: group.map(Into::into),
             peer: peer.map(Into::into),
             agent: agent.into(),
+            ..Default::default()
+        }
+    }
+
+    fn of_guild(guild: Option<&str>, role: Option<&str>, agent: &str) -> Binding {
+        Binding {
+            guild: guild.map(Into::into),
+            role: role.map(Into::into),
+            ..binding(None, None, None, agent)
         }
     }
 
@@ -72,10 +97,22 @@ mod tests {
             account: Some("bot1".into()),
             chat,
             thread: None,
+            guild: None,
+            roles: Vec::new(),
             sender: Sender {
                 id: peer.into(),
                 name: peer.into(),
             },
+        }
+    }
+
+    /// A message in channel `chat` of guild `987` from `peer` holding
+    /// `roles`.
+    fn in_guild(chat: &str, peer: &str, roles: &[&str]) -> Inbound {
+        Inbound {
+            guild: Some("987".into()),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            ..message(Chat::Group(chat.into()), peer)
         }
     }
 
@@ -95,6 +132,42 @@ mod tests {
     }
 
     #[test]
+    fn peer_beats_role_beats_group_beats_guild_beats_account() {
+        let bindings = vec![
+            binding(Some("bot1"), None, None, "account"),
+            of_guild(Some("987"), None, "guild"),
+            binding(None, Some("c1"), None, "group"),
+            of_guild(None, Some("mods"), "role"),
+            binding(None, None, Some("5"), "peer"),
+        ];
+        let pick_for = |m: Inbound| pick(&bindings, &m).map(|b| b.agent.as_str());
+        assert_eq!(pick_for(in_guild("c1", "5", &["mods"])), Some("peer"));
+        assert_eq!(pick_for(in_guild("c1", "6", &["mods"])), Some("role"));
+        assert_eq!(pick_for(in_guild("c1", "6", &["members"])), Some("group"));
+        assert_eq!(pick_for(in_guild("c2", "6", &[])), Some("guild"));
+        // Another guild, or a DM: neither the guild's nor the role's.
+        let mut other = in_guild("c2", "6", &[]);
+        other.guild = Some("988".into());
+        assert_eq!(pick_for(other), Some("account"));
+        assert_eq!(pick_for(message(Chat::Direct, "6")), Some("account"));
+    }
+
+    #[test]
+    fn a_binding_counts_every_field_it_sets() {
+        let bindings = vec![
+            of_guild(None, Some("mods"), "role anywhere"),
+            of_guild(Some("987"), Some("mods"), "role in 987"),
+            of_guild(Some("988"), Some("mods"), "role in 988"),
+        ];
+        let got = pick(&bindings, &in_guild("c1", "6", &["mods"]));
+        assert_eq!(got.map(|b| b.agent.as_str()), Some("role in 987"));
+        let mut elsewhere = in_guild("c1", "6", &["mods"]);
+        elsewhere.guild = Some("989".into());
+        let got = pick(&bindings, &elsewhere);
+        assert_eq!(got.map(|b| b.agent.as_str()), Some("role anywhere"));
+    }
+
+    #[test]
     fn a_field_that_does_not_match_rules_the_binding_out() {
         let bindings = vec![binding(Some("bot2"), None, None, "other")];
         assert!(pick(&bindings, &message(Chat::Direct, "1")).is_none());
@@ -103,6 +176,8 @@ mod tests {
             ..binding(None, None, None, "tg")
         };
         assert!(pick(&[other_channel], &message(Chat::Direct, "1")).is_none());
+        let role_in_other_guild = of_guild(Some("988"), Some("mods"), "x");
+        assert!(pick(&[role_in_other_guild], &in_guild("c1", "1", &["mods"])).is_none());
     }
 
     #[test]
@@ -113,5 +188,11 @@ mod tests {
         ];
         let got = pick(&bindings, &message(Chat::Group("987".into()), "1"));
         assert_eq!(got.map(|b| b.agent.as_str()), Some("first"));
+        let bindings = vec![
+            of_guild(None, Some("a"), "first role"),
+            of_guild(None, Some("b"), "second role"),
+        ];
+        let got = pick(&bindings, &in_guild("c1", "1", &["b", "a"]));
+        assert_eq!(got.map(|b| b.agent.as_str()), Some("first role"));
     }
 }

@@ -1,5 +1,6 @@
 //! Routing (SPEC §11): from an inbound chat message — channel, account,
-//! chat kind and id, thread, sender — to a [`Route`]: the agent that
+//! chat kind and id, thread, guild, sender and their roles — to a
+//! [`Route`]: the agent that
 //! answers, the session key (SPEC §6) and the [`ChatOrigin`] whose policy
 //! layers the turn runs under.
 //!
@@ -14,19 +15,31 @@
 //!    bound to an agent is answered by it everywhere, also in a group
 //!    whose entry names another agent (and then in that agent's session
 //!    of the group);
-//! 2. the group's entry in `[channels.<name>.groups."<chat id>"] agent`;
-//! 3. a binding of the group, then of the account, then of the whole
-//!    channel ([`bindings`]);
+//! 2. the config's entries for the chat (`config::ChatEntries`): on
+//!    Discord the `agent` of the first of the sender's roles that names
+//!    one (`[channels.discord.guilds."<guild id>".roles."<role id>"]`),
+//!    then the chat's entry (`[channels.<name>.groups."<chat id>"]`),
+//!    then its guild's (`[channels.discord.guilds."<guild id>"]`);
+//! 3. the most specific other binding ([`bindings`]): of a role the
+//!    sender holds, of the group, of the guild, of the account, of the
+//!    whole channel;
 //! 4. the default agent.
 //!
-//! **The origin** comes from `[channels.<name>]`: the chat's layer is the
-//! group entry's `tools` (a DM, or a group without an entry: an empty
-//! layer, so only the channel's default profile `messaging` applies), the
-//! sender layer is the group entry's `senders."<id>"` for this sender (in
-//! a DM, the channel's `peers."<id>"`), and the group entry's `prompt` is
-//! added to the system prompt. Its **principal** (whose data the turn may
-//! reach, `session::Principal`) is the owner in their own DM, the person
-//! in any other DM, and the group in a group.
+//! **The origin** comes from `[channels.<name>]` (`config::ChatEntries`
+//! decides which entry's keys apply: sender > role > channel > guild): the
+//! chat's layer is the group entry's `tools`, else its guild's (a DM, or a
+//! group without an entry: an empty layer, so only the channel's default
+//! profile `messaging` applies); each of the sender's guild roles with
+//! `tools` adds one more layer of the chat's own (`role_layers`); the
+//! sender layer is the group entry's `senders."<id>"`, else the guild's,
+//! for this sender (in a DM, the channel's `peers."<id>"`); and the
+//! guild's, the group entry's and the roles' `prompt` are added to the
+//! system prompt, in that order. Its **principal** (whose data the turn
+//! may reach, `session::Principal`) is the owner in their own DM, the
+//! person in any other DM, and the group in a group — a thread's group
+//! is its parent chat (a Discord thread or forum post: its parent
+//! channel), so a thread shares its parent's attachments folder and
+//! memory while it has a session of its own.
 //!
 //! **The owner** (`owner = "<id>"`) is the owner only in their own DM:
 //! there they get owner-only tools and `MEMORY.md`, as at the CLI. Their
@@ -45,7 +58,7 @@ pub mod targets;
 pub use targets::message_targets;
 
 use crate::config::channels::CHANNELS;
-use crate::config::{ChannelSettings, Config};
+use crate::config::{ChannelSettings, ChatEntries, Config};
 use crate::session::key::KeyError;
 use crate::session::{Principal, SessionKey};
 pub use crate::tools::origin::{ChatOrigin, ChatPlace};
@@ -78,6 +91,10 @@ pub struct Inbound {
     pub chat: Chat,
     /// A thread or topic inside the chat: its own session.
     pub thread: Option<String>,
+    /// The guild the chat belongs to (Discord); `None` elsewhere.
+    pub guild: Option<String>,
+    /// The sender's roles in that guild, by id (Discord); empty elsewhere.
+    pub roles: Vec<String>,
     pub sender: Sender,
 }
 
@@ -111,18 +128,23 @@ pub fn owner(key: &SessionKey) -> ChatOrigin {
 /// which the bridges call `default` (a binding's `account` may name it).
 pub const DEFAULT_ACCOUNT: &str = "default";
 
+/// The config's entries for `inbound`'s chat (none in a DM).
+fn entries_of<'c>(config: &'c Config, inbound: &Inbound) -> ChatEntries<'c> {
+    match (&inbound.chat, config.channels.get(&inbound.channel)) {
+        (Chat::Group(id), Some(c)) => c.entries(inbound.guild.as_deref(), id, &inbound.roles),
+        _ => ChatEntries::default(),
+    }
+}
+
 /// The agent that answers `inbound`, in the module doc's order (not
 /// checked against the configured agents).
 fn agent_of(config: &Config, inbound: &Inbound) -> String {
-    let group = match (&inbound.chat, config.channels.get(&inbound.channel)) {
-        (Chat::Group(id), Some(c)) => c.group(id),
-        _ => None,
-    };
     let binding = bindings::pick(&config.bindings, inbound);
     match binding {
         Some(b) if b.peer.is_some() => b.agent.clone(),
-        _ => group
-            .and_then(|g| g.agent.clone())
+        _ => entries_of(config, inbound)
+            .agent()
+            .map(str::to_string)
             .or_else(|| binding.map(|b| b.agent.clone()))
             .unwrap_or_else(|| config.default_agent.clone()),
     }
@@ -157,10 +179,7 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
         });
     }
     let channel = config.channels.get(&inbound.channel);
-    let group = match (&inbound.chat, channel) {
-        (Chat::Group(id), Some(c)) => c.group(id),
-        _ => None,
-    };
+    let entries = entries_of(config, inbound);
     let agent = agent_of(config, inbound);
     if !config.agents.contains_key(&agent) {
         return Err(RouteError::UnknownAgent(agent));
@@ -196,18 +215,19 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
         in_channel: true,
         // Always one layer, empty without a group entry: `in_channel`
         // makes `messaging` the default profile.
-        channel: vec![group.map(|g| g.tools.clone()).unwrap_or_default()],
+        channel: vec![entries.tools()],
+        role_layers: entries.role_layers(),
         // In a group, the sender's entry there; in a DM, the person's
         // `peers` entry.
         sender_layers: match &inbound.chat {
-            Chat::Group(_) => group.and_then(|g| g.senders.get(&inbound.sender.id)),
+            Chat::Group(_) => entries.sender_layer(&inbound.sender.id),
             Chat::Direct => channel.and_then(|c| c.peers.get(&inbound.sender.id)),
         }
         .cloned()
         .into_iter()
         .collect(),
         main_session: false,
-        prompt: group.and_then(|g| g.prompt.clone()),
+        prompt: entries.prompt(),
     };
     Ok(Route { agent, key, origin })
 }
@@ -259,6 +279,8 @@ mod tests {
             account: None,
             chat: Chat::Direct,
             thread: None,
+            guild: None,
+            roles: Vec::new(),
             sender: Sender {
                 id: peer.into(),
                 name: format!("user {peer}"),
@@ -461,6 +483,196 @@ mod tests {
             assert!(o.sender_layers.is_empty());
             assert_eq!(o.prompt, None);
         }
+    }
+
+    /// A Discord guild with a listed channel, a channel entry, roles and
+    /// bindings of each kind: agents `main`, `friends`, `family` and the
+    /// ones below.
+    const GUILD: &str = "[agents.mods]\n[agents.helper]\n[agents.guildbound]\n[agents.rolebound]\n\
+        [agents.groupbound]\n[agents.peerbound]\n\
+        [channels.discord]\n\
+        [channels.discord.guilds.\"900\"]\n\
+        channels = [\"1\", \"2\"]\n\
+        agent = \"friends\"\n\
+        tools = { deny = [\"web_fetch\"] }\n\
+        prompt = \"Guild.\"\n\
+        [channels.discord.guilds.\"900\".roles.\"501\"]\n\
+        agent = \"mods\"\n\
+        tools = { deny = [\"memory_get\"] }\n\
+        prompt = \"Moderator.\"\n\
+        [channels.discord.guilds.\"900\".roles.\"502\"]\n\
+        tools = { deny = [\"sessions_list\"] }\n\
+        [channels.discord.guilds.\"900\".senders.\"7\"]\n\
+        tools = { deny = [\"read\"] }\n\
+        [channels.discord.groups.\"2\"]\n\
+        agent = \"helper\"\n\
+        tools = { deny = [\"exec\"] }\n\
+        prompt = \"Channel.\"\n\
+        [[bindings]]\nchannel = \"discord\"\nguild = \"901\"\nagent = \"guildbound\"\n\
+        [[bindings]]\nchannel = \"discord\"\nrole = \"503\"\nagent = \"rolebound\"\n\
+        [[bindings]]\nchannel = \"discord\"\ngroup = \"3\"\nagent = \"groupbound\"\n\
+        [[bindings]]\nchannel = \"discord\"\npeer = \"99\"\nagent = \"peerbound\"\n";
+
+    /// A message in Discord channel `chat` of `guild` from `peer` holding
+    /// `roles`.
+    fn in_guild(guild: &str, chat: &str, peer: &str, roles: &[&str]) -> Inbound {
+        Inbound {
+            channel: "discord".into(),
+            guild: Some(guild.into()),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            ..in_group(chat, peer)
+        }
+    }
+
+    #[test]
+    fn a_guild_message_is_answered_by_the_most_specific_agent() {
+        let c = config_text(GUILD);
+        let agent = |m: Inbound| route(&c, &m).unwrap().agent;
+        // Peer binding > role entry > channel entry > guild entry.
+        assert_eq!(agent(in_guild("900", "2", "99", &["501"])), "peerbound");
+        assert_eq!(agent(in_guild("900", "2", "5", &["501"])), "mods");
+        assert_eq!(agent(in_guild("900", "2", "5", &["502"])), "helper");
+        assert_eq!(agent(in_guild("900", "1", "5", &[])), "friends");
+        // Entries > bindings: a role binding loses to the guild's entry,
+        // and wins where no entry names an agent.
+        assert_eq!(agent(in_guild("900", "1", "5", &["503"])), "friends");
+        assert_eq!(agent(in_guild("901", "3", "5", &["503"])), "rolebound");
+        // Group binding > guild binding.
+        assert_eq!(agent(in_guild("901", "3", "5", &[])), "groupbound");
+        assert_eq!(agent(in_guild("901", "4", "5", &[])), "guildbound");
+        // A channel the guild does not list: nothing of the guild entry.
+        assert_eq!(agent(in_guild("900", "4", "5", &["501"])), "main");
+        let r = route(&c, &in_guild("900", "2", "5", &["501"])).unwrap();
+        assert_eq!(r.key.to_string(), "agent:mods:discord:group:2");
+    }
+
+    #[test]
+    fn a_guild_message_gets_its_layers_roles_and_prompts() {
+        let c = config_text(GUILD);
+        let deny = |tool: &str| ToolLayer {
+            deny: vec![tool.into()],
+            ..Default::default()
+        };
+        let listed = route(&c, &in_guild("900", "1", "7", &["502", "501"]))
+            .unwrap()
+            .origin;
+        assert_eq!(listed.channel, [deny("web_fetch")], "the guild's layer");
+        assert_eq!(
+            listed.role_layers,
+            [deny("memory_get"), deny("sessions_list")],
+            "the file's order"
+        );
+        assert_eq!(
+            listed.sender_layers,
+            [deny("read")],
+            "the guild's sender entry"
+        );
+        assert_eq!(listed.prompt.as_deref(), Some("Guild.\n\nModerator."));
+        let own = route(&c, &in_guild("900", "2", "5", &["501"]))
+            .unwrap()
+            .origin;
+        assert_eq!(
+            own.channel,
+            [deny("exec")],
+            "the channel's over the guild's"
+        );
+        assert_eq!(
+            own.prompt.as_deref(),
+            Some("Guild.\n\nChannel.\n\nModerator.")
+        );
+        assert!(own.sender_layers.is_empty());
+        // Roles count only in their guild's channels.
+        let unlisted = route(&c, &in_guild("900", "4", "7", &["501"]))
+            .unwrap()
+            .origin;
+        assert_eq!(unlisted.channel, [ToolLayer::default()]);
+        assert!(unlisted.role_layers.is_empty() && unlisted.sender_layers.is_empty());
+        assert_eq!(unlisted.prompt, None);
+    }
+
+    /// A Discord thread (a forum post too) is its parent channel's: the
+    /// same principal (attachments folder, memory), entries and layers,
+    /// its own session, answers into the thread.
+    #[test]
+    fn a_guild_thread_is_its_parent_channels_chat_with_its_own_session() {
+        let c = config_text(GUILD);
+        let parent = route(&c, &in_guild("900", "1", "5", &["501"])).unwrap();
+        let mut m = in_guild("900", "1", "5", &["501"]);
+        m.thread = Some("77".into());
+        let thread = route(&c, &m).unwrap();
+        assert_eq!(
+            thread.key.to_string(),
+            "agent:mods:discord:group:1:thread:77"
+        );
+        assert_eq!(thread.origin.principal, parent.origin.principal);
+        assert_eq!(thread.origin.principal.to_string(), "discord:group:1");
+        assert_eq!(
+            thread.origin.chat,
+            ChatPlace::Group {
+                channel: "discord".into(),
+                chat_id: "1".into(),
+                thread_id: Some("77".into()),
+            }
+        );
+        assert_eq!(
+            ChatOrigin {
+                chat: parent.origin.chat.clone(),
+                ..thread.origin
+            },
+            parent.origin
+        );
+    }
+
+    #[test]
+    fn a_roles_layer_reaches_the_policy_as_one_more_layer() {
+        use crate::tools::ToolRegistry;
+        use crate::tools::policy::{PolicyInput, resolve};
+        let c = config_text(GUILD);
+        let registry = ToolRegistry::core();
+        let removed_by = |m: &Inbound, tool: &str| {
+            let r = route(&c, m).unwrap();
+            let input = PolicyInput::for_origin(&c.agents[&r.agent], &r.origin, None);
+            resolve(&registry, &c.policy, &input)
+                .verdicts
+                .iter()
+                .find(|v| v.tool.name == tool)
+                .and_then(|v| v.removed.as_ref().map(|r| r.layer.clone()))
+        };
+        let holder = in_guild("900", "1", "5", &["502"]);
+        assert_eq!(
+            removed_by(&holder, "sessions_list").as_deref(),
+            Some("role")
+        );
+        assert_eq!(
+            removed_by(&holder, "web_fetch").as_deref(),
+            Some("channel/group")
+        );
+        let other = in_guild("900", "1", "5", &[]);
+        assert_eq!(removed_by(&other, "sessions_list"), None);
+        // A role's own allow is the chat's own word: like a group's, it
+        // lifts the data boundary for its holders only.
+        let c = config_text(
+            "[channels.discord.guilds.\"900\"]\nagent = \"friends\"\n\
+             [channels.discord.guilds.\"900\".roles.\"504\"]\n\
+             tools = { profile = \"coding\", allow = [\"exec\"] }\n",
+        );
+        let removed_by = |m: &Inbound, tool: &str| {
+            let r = route(&c, m).unwrap();
+            let input = PolicyInput::for_origin(&c.agents[&r.agent], &r.origin, None);
+            resolve(&registry, &c.policy, &input)
+                .verdicts
+                .iter()
+                .find(|v| v.tool.name == tool)
+                .and_then(|v| v.removed.as_ref().map(|r| r.layer.clone()))
+        };
+        assert_eq!(
+            removed_by(&in_guild("900", "1", "5", &["504"]), "exec"),
+            None
+        );
+        assert_eq!(
+            removed_by(&in_guild("900", "1", "5", &[]), "exec").as_deref(),
+            Some(crate::tools::policy::BOUNDARY)
+        );
     }
 
     /// What the policy makes of it: the group's and the sender's denials

@@ -12,7 +12,9 @@
 //! 1. the chat the turn came from (every chat, when a turn answers
 //!    messages from several);
 //! 2. every group under `[channels.<name>.groups]` whose messages it
-//!    answers (a sender's peer binding aside), and the topics in it;
+//!    answers (a sender's peer binding or role aside), and the topics in
+//!    it; on Discord also every channel a guild entry lists in `channels`
+//!    whose messages it answers;
 //! 3. every group and every peer's DM a `[[bindings]]` entry for it names;
 //! 4. the channel owner's DM, when the owner's DM is answered by it — and,
 //!    for the owner at the CLI, the owner's DM on every channel: they are
@@ -62,10 +64,23 @@ pub fn message_targets(config: &Config, agent: &str, origin: &ChatOrigin) -> Mes
         }
         for id in channel.groups.keys() {
             // A sender id no binding names (the config refuses empty
-            // ids): the group's own agent, whoever writes there.
-            let anyone = reaching(name, Chat::Group(id.clone()), "");
+            // ids): the group's own agent, whoever writes there; its
+            // guild's, when a guild lists it.
+            let mut anyone = reaching(name, Chat::Group(id.clone()), "");
+            anyone.guild = channel.guild_listing(id).map(str::to_string);
             if agent_of(config, &anyone) == agent {
                 add(ChatAddress::new(name, id), "group");
+            }
+        }
+        // The channels a guild entry lists (one without a list names no
+        // channel the config could know).
+        for (guild, entry) in &channel.guilds {
+            for id in entry.channels.iter().flatten() {
+                let mut anyone = reaching(name, Chat::Group(id.clone()), "");
+                anyone.guild = Some(guild.clone());
+                if agent_of(config, &anyone) == agent {
+                    add(ChatAddress::new(name, id), "group");
+                }
             }
         }
     }
@@ -89,6 +104,8 @@ fn reaching(channel: &str, chat: Chat, sender: &str) -> Inbound {
         account: Some(DEFAULT_ACCOUNT.to_string()),
         chat,
         thread: None,
+        guild: None,
+        roles: Vec::new(),
         sender: Sender {
             id: sender.to_string(),
             name: sender.to_string(),
@@ -179,6 +196,8 @@ mod tests {
             account: Some(DEFAULT_ACCOUNT.into()),
             chat,
             thread: thread.map(str::to_string),
+            guild: None,
+            roles: Vec::new(),
             sender: RouteSender {
                 id: sender.into(),
                 name: sender.into(),
@@ -232,6 +251,32 @@ mod tests {
         assert!(
             someone.pick(Some("telegram:1")).is_err(),
             "not the owner's DM"
+        );
+    }
+
+    #[test]
+    fn a_guilds_listed_channels_are_its_agents_chats() {
+        let c = config(
+            "[channels.discord]\n\
+             [channels.discord.guilds.\"900\"]\nchannels = [\"1\", \"2\"]\nagent = \"friends\"\n\
+             [channels.discord.groups.\"2\"]\nagent = \"family\"\n\
+             [channels.discord.groups.\"3\"]\n\
+             [channels.discord.guilds.\"901\"]\nagent = \"family\"\n",
+        );
+        let cli = ChatOrigin::owner(true);
+        // Channel 1 by the guild's agent; 3 has an entry but no listing
+        // guild, so the default agent's.
+        assert_eq!(
+            listed(&message_targets(&c, "friends", &cli)),
+            ["discord:1 group"]
+        );
+        assert_eq!(
+            listed(&message_targets(&c, "family", &cli)),
+            ["discord:2 group"]
+        );
+        assert_eq!(
+            listed(&message_targets(&c, "main", &cli)),
+            ["discord:3 group"]
         );
     }
 

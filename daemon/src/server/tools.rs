@@ -42,7 +42,8 @@ impl pb::tools_server::Tools for ToolsService {
         let config = rt.config();
         // Exactly what such a chat is offered: with a channel, the agent
         // (unless named) and the origin come from the routing layer, as a
-        // bridge's message's would: a DM, or a message in `group`.
+        // bridge's message's would: a DM, or a message in `group` (of
+        // `guild`, from a sender holding `roles`).
         let (agent_id, origin) = if req.channel.trim().is_empty() {
             let agent_id = hub.agent_id(&req.agent)?;
             let origin = crate::routing::owner(&hub.resolve_key(&agent_id, "")?);
@@ -59,6 +60,15 @@ impl pb::tools_server::Tools for ToolsService {
                     crate::routing::Chat::Group(group.to_string())
                 },
                 thread: None,
+                guild: Some(req.guild.trim())
+                    .filter(|g| !g.is_empty())
+                    .map(str::to_string),
+                roles: req
+                    .roles
+                    .iter()
+                    .map(|r| r.trim().to_string())
+                    .filter(|r| !r.is_empty())
+                    .collect(),
                 sender: crate::routing::Sender {
                     id: if peer.is_empty() { "anyone" } else { peer }.to_string(),
                     name: peer.to_string(),

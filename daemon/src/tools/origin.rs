@@ -147,6 +147,9 @@ pub struct ChatOrigin {
     pub in_channel: bool,
     /// The channel or group layers of the chat.
     pub channel: Vec<ToolLayer>,
+    /// The layers of the sender's guild roles in that chat (Discord: the
+    /// guild entry's `roles."<id>".tools`): more layers of the chat's own.
+    pub role_layers: Vec<ToolLayer>,
     /// The per-sender layers in that chat.
     pub sender_layers: Vec<ToolLayer>,
     /// The agent's main CLI session (not sandboxed in `non-main` mode).
@@ -174,6 +177,7 @@ impl ChatOrigin {
             other_chats: Vec::new(),
             in_channel: false,
             channel: Vec::new(),
+            role_layers: Vec::new(),
             sender_layers: Vec::new(),
             main_session,
             prompt: None,
@@ -181,7 +185,7 @@ impl ChatOrigin {
     }
 
     /// Several messages answered in one turn: it runs under every one of
-    /// their layers (the most restrictive wins), as the owner only if all
+    /// their layers (chat, role and sender: the most restrictive wins), as the owner only if all
     /// came from the owner, and sandboxed unless all came from the main
     /// session. Their chats' prompt additions are all kept, each once, in
     /// the order the messages came (normally one: a session is one chat).
@@ -210,6 +214,11 @@ impl ChatOrigin {
             for layer in &o.channel {
                 if !merged.channel.contains(layer) {
                     merged.channel.push(layer.clone());
+                }
+            }
+            for layer in &o.role_layers {
+                if !merged.role_layers.contains(layer) {
+                    merged.role_layers.push(layer.clone());
                 }
             }
             for layer in &o.sender_layers {
@@ -261,6 +270,7 @@ mod tests {
             other_chats: Vec::new(),
             in_channel: true,
             channel: vec![ToolLayer::default()],
+            role_layers: Vec::new(),
             sender_layers: vec![ToolLayer {
                 deny: deny.iter().map(|s| s.to_string()).collect(),
                 ..Default::default()

@@ -1,6 +1,7 @@
 //! The tool policy pipeline (SPEC §8.3): before the model sees any tool,
 //! the registry is narrowed by layers, in order — profile, per-provider,
-//! global, agent, channel/group, sender, sandbox, sub-agent — then
+//! global, agent, channel/group, role (the sender's guild roles), sender,
+//! sandbox, sub-agent — then
 //! owner-only tools are removed for senders who are not owners, and the
 //! **data boundary** removes for them what reaches the owner's data or
 //! machine unless their chat's own layers name it ([`boundary`]). Deny wins;
@@ -83,6 +84,9 @@ pub struct PolicyInput<'a> {
     /// The channel or group layers of the chat, from the bridge config
     /// (several when one turn answers messages from several chats).
     pub channel: &'a [ToolLayer],
+    /// The layers of the senders' guild roles in that chat (Discord): more
+    /// layers of the chat's own.
+    pub role: &'a [ToolLayer],
     /// The layers of the senders in that chat: a turn that answers several
     /// senders runs under all of them, so the most restrictive wins.
     pub sender: &'a [ToolLayer],
@@ -103,6 +107,7 @@ impl<'a> PolicyInput<'a> {
             agent,
             model: agent.models.first(),
             channel: &[],
+            role: &[],
             sender: &[],
             owner: true,
             main_session: true,
@@ -124,6 +129,7 @@ impl<'a> PolicyInput<'a> {
             agent,
             model: agent.models.first(),
             channel: &origin.channel,
+            role: &origin.role_layers,
             sender: &origin.sender_layers,
             owner: origin.is_owner(),
             main_session: origin.main_session,
@@ -248,6 +254,9 @@ pub fn resolve<'r>(
     for layer in input.channel {
         layers.push(Compiled::new("channel/group".into(), layer));
     }
+    for layer in input.role {
+        layers.push(Compiled::new("role".into(), layer));
+    }
     for layer in input.sender {
         layers.push(Compiled::new("sender".into(), layer));
     }
@@ -272,6 +281,7 @@ pub fn resolve<'r>(
         &input
             .channel
             .iter()
+            .chain(input.role)
             .chain(input.sender)
             .flat_map(|l| l.allow.iter().cloned())
             .collect::<Vec<_>>(),
@@ -330,7 +340,7 @@ pub const BOUNDARY: &str = "data boundary";
 ///   (`memory = "owner"`, the default): the owner's notes are never
 ///   searched or read for anyone else;
 /// - `group:runtime` (`exec`, `process`), unless the chat's own layers
-///   (the group's, the sender's, the DM peer's) name it in `allow` — by
+///   (the group's, a guild role's, the sender's, the DM peer's) name it in `allow` — by
 ///   name or group, never through a glob: a stranger reaches the owner's
 ///   machine only where the owner said so for that chat;
 /// - MCP and plugin tools, on the same terms: they act with the owner's
@@ -351,7 +361,7 @@ pub fn boundary(
         return None;
     }
     if in_group("runtime") {
-        return Some("runs commands on the owner's machine: offered to a chat that is not the owner's only when its own tools.allow names it (the group's, the sender's or the DM peer's)".into());
+        return Some("runs commands on the owner's machine: offered to a chat that is not the owner's only when its own tools.allow names it (the group's, a role's, the sender's or the DM peer's)".into());
     }
     if tool.source != super::ToolSource::Core {
         return Some("an MCP or plugin tool acts for the owner: offered to a chat that is not the owner's only when its own tools.allow names it (by name, plugin id, mcp:<server> or group:plugins)".into());

@@ -782,6 +782,7 @@ mod tests {
             other_chats: Vec::new(),
             in_channel: true,
             channel: vec![ToolLayer::default()],
+            role_layers: Vec::new(),
             sender_layers: vec![ToolLayer {
                 deny: vec![deny.into()],
                 ..Default::default()
