@@ -7,6 +7,7 @@ mod cli;
 mod cli_output;
 mod config_check;
 mod context;
+mod discord;
 mod discord_emulator;
 mod escapes;
 mod fakellm;

@@ -48,7 +48,11 @@ pub(crate) async fn run(discord: &Discord, bridge: &std::sync::Arc<Bridge>) {
         }
         Err(e) => tracing::warn!("discord: catch-up cannot read the ledger: {e}"),
     }
-    for channel in &settings.channels {
+    for channel in settings
+        .channels
+        .iter()
+        .chain(&guild_channels(discord).await)
+    {
         scopes.entry(channel.clone()).or_insert(0);
     }
     let now_ms = std::time::SystemTime::now()
@@ -81,6 +85,27 @@ pub(crate) async fn run(discord: &Discord, bridge: &std::sync::Arc<Bridge>) {
             "discord: caught up with messages posted while away"
         );
     }
+}
+
+/// The text channels (and announcement channels) of the guilds listened
+/// to in every channel.
+async fn guild_channels(discord: &Discord) -> Vec<String> {
+    let mut out = Vec::new();
+    for guild in &discord.settings.open_guilds {
+        match discord.rest.get(&format!("/guilds/{guild}/channels")).await {
+            Ok(v) => out.extend(
+                v.as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| matches!(c["type"].as_u64(), Some(0 | 5)))
+                    .filter_map(|c| c["id"].as_str().map(str::to_string)),
+            ),
+            Err(e) => {
+                tracing::warn!(guild = %guild, "discord: catch-up cannot list the guild's channels: {e}")
+            }
+        }
+    }
+    out
 }
 
 async fn fetch(discord: &Discord, channel: &str, after: u64) -> Result<Vec<Message>, RestError> {

@@ -72,6 +72,9 @@ pub struct Discord {
     pub(crate) dms: Mutex<HashMap<String, String>>,
     /// Slash commands awaiting their answer, by the channel they came from.
     pub(crate) commands: Mutex<HashMap<String, PendingCommand>>,
+    /// Members' roles by (guild, user), for messages that come without
+    /// them (catch-up reads history, which has no `member`).
+    pub(crate) roles: Mutex<HashMap<(String, String), Vec<String>>>,
 }
 
 impl std::fmt::Debug for Discord {
@@ -131,6 +134,7 @@ pub async fn connect(settings: DiscordSettings) -> Result<Arc<Discord>, Ended> {
         channels: Mutex::new(HashMap::new()),
         dms: Mutex::new(HashMap::new()),
         commands: Mutex::new(HashMap::new()),
+        roles: Mutex::new(HashMap::new()),
     }))
 }
 
@@ -158,6 +162,42 @@ impl Discord {
         let (_, info) = ChannelInfo::from_json(&v)?;
         lock(&self.channels).insert(channel_id.to_string(), info.clone());
         Some(info)
+    }
+
+    /// A member's roles in a guild: as the message says (and then
+    /// remembered), else as remembered, else asked of Discord.
+    pub(crate) async fn member_roles(
+        &self,
+        guild: &str,
+        user: &str,
+        given: Option<Vec<String>>,
+    ) -> Vec<String> {
+        let key = (guild.to_string(), user.to_string());
+        if let Some(roles) = given {
+            lock(&self.roles).insert(key, roles.clone());
+            return roles;
+        }
+        if let Some(roles) = lock(&self.roles).get(&key).cloned() {
+            return roles;
+        }
+        let roles: Vec<String> = match self
+            .rest
+            .get(&format!("/guilds/{guild}/members/{user}"))
+            .await
+        {
+            Ok(member) => member["roles"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.as_str().map(str::to_string))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(guild, user, "discord: cannot read a member's roles: {e}");
+                return Vec::new();
+            }
+        };
+        lock(&self.roles).insert(key, roles.clone());
+        roles
     }
 
     /// The pending slash command of `channel`, taken (still answerable).

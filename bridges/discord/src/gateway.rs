@@ -125,7 +125,7 @@ async fn connection(
     let base = session
         .as_ref()
         .map_or(discord.gateway_url.as_str(), |s| s.resume_url.as_str());
-    let url = format!("{}?v=10&encoding=json", base.trim_end_matches('/'));
+    let url = gateway_url(base);
     let (mut ws, _) = match tokio::select! {
         c = tokio_tungstenite::connect_async(url.as_str()) => c,
         _ = stop.cancelled() => return Closed::Stopped,
@@ -257,6 +257,17 @@ async fn connection(
     }
 }
 
+/// The address to open: the gateway's with the version and encoding
+/// asked for; a bare host gets the path `/` (`wss://gateway.discord.gg/?v=10…`).
+fn gateway_url(base: &str) -> String {
+    let base = base.trim_end_matches('/');
+    let has_path = base
+        .split_once("://")
+        .is_some_and(|(_, rest)| rest.contains('/'));
+    let slash = if has_path { "" } else { "/" };
+    format!("{base}{slash}?v=10&encoding=json")
+}
+
 /// One dispatch besides READY / RESUMED.
 fn dispatch(discord: &Arc<Discord>, kind: &str, data: &Value, queue: &mpsc::UnboundedSender<Item>) {
     match kind {
@@ -350,6 +361,18 @@ mod tests {
             Closed::Resume(_)
         ));
         assert!(matches!(close_reason(None), Closed::Resume(_)));
+    }
+
+    #[test]
+    fn the_gateway_address_keeps_its_path_and_gets_one_when_bare() {
+        assert_eq!(
+            gateway_url("wss://gateway.discord.gg"),
+            "wss://gateway.discord.gg/?v=10&encoding=json"
+        );
+        assert_eq!(
+            gateway_url("ws://127.0.0.1:9/gateway/"),
+            "ws://127.0.0.1:9/gateway?v=10&encoding=json"
+        );
     }
 
     #[test]

@@ -42,6 +42,18 @@ async fn inbound(discord: &Discord, msg: &Message) -> Option<Inbound> {
             }
         }
     };
+    let sender_roles = match &guild_id {
+        Some(guild) => {
+            let given = msg
+                .member
+                .as_ref()
+                .map(|m| m.roles.iter().map(|r| r.to_string()).collect());
+            discord
+                .member_roles(guild, &msg.author.id.to_string(), given)
+                .await
+        }
+        None => Vec::new(),
+    };
     let me = &discord.user_id;
     let mentions_bot = msg.mentions.iter().any(|u| u.id.to_string() == *me)
         || msg
@@ -55,11 +67,7 @@ async fn inbound(discord: &Discord, msg: &Message) -> Option<Inbound> {
         chat_id,
         thread_id,
         guild_id,
-        sender_roles: msg
-            .member
-            .as_ref()
-            .map(|m| m.roles.iter().map(|r| r.to_string()).collect())
-            .unwrap_or_default(),
+        sender_roles,
         sender: Sender {
             id: msg.author.id.to_string(),
             name: msg

@@ -27,6 +27,9 @@ pub struct DiscordSettings {
     pub guilds: Vec<String>,
     /// Guild channels listened to: catch-up fetches each of them.
     pub channels: Vec<String>,
+    /// Guilds listened to in every channel: catch-up lists their text
+    /// channels.
+    pub open_guilds: Vec<String>,
     /// Catch-up looks this far back at most.
     pub catch_up_age: Duration,
     /// …and fetches at most this many messages per channel; 0 turns
@@ -42,6 +45,7 @@ impl DiscordSettings {
             message_content: true,
             guilds: Vec::new(),
             channels: Vec::new(),
+            open_guilds: Vec::new(),
             catch_up_age: DEFAULT_CATCH_UP_AGE,
             catch_up_messages: DEFAULT_CATCH_UP_MESSAGES,
         }
@@ -56,6 +60,7 @@ impl std::fmt::Debug for DiscordSettings {
             .field("message_content", &self.message_content)
             .field("guilds", &self.guilds)
             .field("channels", &self.channels)
+            .field("open_guilds", &self.open_guilds)
             .field("catch_up_age", &self.catch_up_age)
             .field("catch_up_messages", &self.catch_up_messages)
             .finish()

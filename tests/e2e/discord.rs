@@ -1,0 +1,578 @@
+//! The Discord bridge end to end: pincerd with `[channels.discord]`
+//! against our Discord fake (`pincer_testkit::discord_fake`: REST v10 and
+//! gateway v10 with the controls crabline lacks — interactions, roles,
+//! threads and forum posts, history, the gateway's lifecycle) and the
+//! zero-latency scripted model. `discord_crabline.rs` runs the basics
+//! against crabline, the Discord server others wrote.
+
+use std::time::{Duration, Instant};
+
+use pincer_testkit::discord_fake::{
+    Author, BOT_ID, CHANNEL_ID, DiscordFake, FORUM_ID, GUILD_ID, OTHER_CHANNEL_ID, OWNER_ID,
+    Options, ROLE_ID, Say, TOKEN,
+};
+use pincer_testkit::harness::{Daemon, TestHome, provider_config};
+use pincer_testkit::scripted::{ScriptedLlm, Step};
+use serde_json::Value;
+
+pub(crate) struct Rig {
+    pub(crate) dc: DiscordFake,
+    pub(crate) llm: ScriptedLlm,
+    pub(crate) home: TestHome,
+    pub(crate) daemon: Option<Daemon>,
+}
+
+/// pincerd with the Discord bridge on `dc`, the guild channel
+/// [`CHANNEL_ID`] allowlisted; `agents` and `channel` are added to the
+/// config (agents before, channel keys after `[channels.discord]`).
+pub(crate) async fn rig_on(dc: DiscordFake, agents: &str, channel: &str) -> Rig {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    let config = provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        &format!(
+            "{agents}\n[channels.discord]\napi_url = \"{}\"\nowner = \"{OWNER_ID}\"\n{channel}\n[channels.discord.groups.\"{CHANNEL_ID}\"]\n",
+            dc.origin()
+        ),
+    );
+    home.write_config(&config);
+    let daemon = home.start_with_env(&[("DISCORD_BOT_TOKEN", TOKEN)]);
+    let rig = Rig {
+        dc,
+        llm,
+        home,
+        daemon: Some(daemon),
+    };
+    rig.connected().await;
+    rig
+}
+
+pub(crate) async fn rig(agents: &str, channel: &str) -> Rig {
+    rig_on(DiscordFake::start().await, agents, channel).await
+}
+
+pub(crate) fn ann() -> Author {
+    Author::user("200000000000000001", "ann")
+}
+
+pub(crate) fn owner() -> Author {
+    Author::user(OWNER_ID, "owner")
+}
+
+impl Rig {
+    pub(crate) async fn status(&self) -> Value {
+        let all = self
+            .home
+            .cli(&["--json", "channels", "status"])
+            .await
+            .json();
+        all.as_array()
+            .and_then(|a| a.iter().find(|c| c["channel"] == "discord").cloned())
+            .unwrap_or_default()
+    }
+
+    /// Waits until `pincer channels status` says the bridge is connected.
+    pub(crate) async fn connected(&self) {
+        let start = Instant::now();
+        loop {
+            if self.status().await["connected"] == true {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the Discord bridge did not connect: {}\npincerd log: {}",
+                self.status().await,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("logs/pincerd.log")).unwrap_or_default()
+    }
+
+    pub(crate) async fn wait_for(&self, channel: &str, n: usize) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            let got: Vec<String> = self
+                .dc
+                .bot_messages(channel)
+                .iter()
+                .map(|m| m.content().to_string())
+                .collect();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the bot sent {} of {n} messages to {channel} in 20 s: {got:?}\npincerd log:\n{}",
+                got.len(),
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// What the bot sent in `channel` after a quiet moment.
+    pub(crate) async fn settled(&self, channel: &str) -> Vec<String> {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        self.dc
+            .bot_messages(channel)
+            .iter()
+            .map(|m| m.content().to_string())
+            .collect()
+    }
+
+    pub(crate) fn restart(&mut self) {
+        if let Some(d) = self.daemon.take() {
+            d.stop();
+        }
+        self.daemon = Some(self.home.start_with_env(&[("DISCORD_BOT_TOKEN", TOKEN)]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guild_channel_answers_mentions_and_replies_and_keeps_the_rest_as_context() {
+    let r = rig("", "").await;
+    r.llm
+        .script_cycle("", vec![Step::text("Hi @everyone and <@&123> — answered")]);
+    r.dc.user_says(
+        CHANNEL_ID,
+        &ann(),
+        Say::text("just chatting, the code word is plum"),
+    );
+    let first = r.dc.user_says(
+        CHANNEL_ID,
+        &ann(),
+        Say::text("what is the word?").mention_bot(),
+    );
+    let got = r.wait_for(CHANNEL_ID, 1).await;
+    assert!(got[0].contains("answered"), "{got:?}");
+    // The un-mentioned message reached the model as context.
+    let journal = serde_json::to_string(&r.llm.journal()).unwrap_or_default();
+    assert!(journal.contains("plum"), "{journal}");
+    // Model output never pings: no mention is parsed.
+    let sent = &r.dc.bot_messages(CHANNEL_ID)[0];
+    assert_eq!(
+        sent.request["allowed_mentions"]["parse"],
+        serde_json::json!([])
+    );
+    assert_eq!(sent.message["mention_everyone"], false, "{}", sent.message);
+    // The answer replies to the message it answers.
+    assert_eq!(
+        sent.request["message_reference"]["message_id"], first["id"],
+        "{}",
+        sent.request
+    );
+    // A reply to the bot counts as a mention.
+    r.dc.user_says(
+        CHANNEL_ID,
+        &ann(),
+        Say::text("and again").reply_to(sent.id()),
+    );
+    r.wait_for(CHANNEL_ID, 2).await;
+    // A channel not allowlisted is never answered.
+    r.dc.user_says(OTHER_CHANNEL_ID, &ann(), Say::text("hello?").mention_bot());
+    assert!(r.settled(OTHER_CHANNEL_ID).await.is_empty());
+    assert_eq!(r.settled(CHANNEL_ID).await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dm_stranger_gets_one_code_and_is_answered_once_approved() {
+    let r = rig("", "").await;
+    r.llm.script_cycle("", vec![Step::text("hello friend")]);
+    let dm = r.dc.dm_channel(&ann());
+    for i in 0..3 {
+        r.dc.user_says(&dm, &ann(), Say::text(&format!("hi {i}")));
+    }
+    let sent = r.settled(&dm).await;
+    assert_eq!(sent.len(), 1, "one code while it is pending: {sent:?}");
+    assert!(
+        sent[0].contains("pincer pairing approve discord"),
+        "{sent:?}"
+    );
+    assert!(
+        r.llm.journal().is_empty(),
+        "a stranger never reaches the model"
+    );
+    let list = r.home.cli(&["--json", "pairing", "list"]).await.json();
+    let code = list[0]["code"].as_str().expect("a code").to_string();
+    r.home
+        .cli(&["pairing", "approve", "discord", &code])
+        .await
+        .ok();
+    // The note to the person just paired, then their answers.
+    r.wait_for(&dm, 2).await;
+    r.dc.user_says(&dm, &ann(), Say::text("now?"));
+    let got = r.wait_for(&dm, 3).await;
+    assert!(got.iter().any(|m| m.contains("hello friend")), "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_answer_comes_as_three_messages_within_discords_limits() {
+    let r = rig("", "").await;
+    // 50 lines of 99 characters: Discord's 17-line fold, not its 2,000
+    // characters, decides the cuts.
+    let answer = (0..50)
+        .map(|i| format!("{i:02} {}", "x".repeat(96)))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(answer.chars().count() >= 4990);
+    r.llm.script_cycle("", vec![Step::text(&answer)]);
+    r.dc.user_says(CHANNEL_ID, &ann(), Say::text("long please").mention_bot());
+    r.wait_for(CHANNEL_ID, 3).await;
+    let got = r.settled(CHANNEL_ID).await;
+    assert_eq!(
+        got.len(),
+        3,
+        "{:?}",
+        got.iter().map(|m| m.len()).collect::<Vec<_>>()
+    );
+    for m in &got {
+        assert!(m.chars().count() <= 2000, "{}", m.chars().count());
+        assert!(m.lines().count() <= 17, "{}", m.lines().count());
+    }
+    assert_eq!(got.join("\n"), answer, "nothing lost, nothing added");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn threads_and_forum_posts_are_sessions_of_their_own_under_the_parents_rules() {
+    let r = rig(
+        "",
+        &format!("[channels.discord.groups.\"{FORUM_ID}\"]\nrequire_mention = false\n"),
+    )
+    .await;
+    r.llm.script_cycle("", vec![Step::text("thread answer")]);
+    let thread = r.dc.create_thread(CHANNEL_ID, "topic", &ann());
+    r.dc.user_says(&thread, &ann(), Say::text("in the thread").mention_bot());
+    let got = r.wait_for(&thread, 1).await;
+    assert!(got[0].contains("thread answer"));
+    let (post, _) = r.dc.forum_post(
+        FORUM_ID,
+        &ann(),
+        "A question",
+        Say::text("no mention needed here"),
+    );
+    r.wait_for(&post, 1).await;
+    let sessions = r.home.cli(&["--json", "sessions", "list"]).await.json();
+    let keys: Vec<String> = sessions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["key"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        keys.contains(&format!(
+            "agent:main:discord:group:{CHANNEL_ID}:thread:{thread}"
+        )),
+        "{keys:?}"
+    );
+    assert!(
+        keys.contains(&format!(
+            "agent:main:discord:group:{FORUM_ID}:thread:{post}"
+        )),
+        "{keys:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_role_entry_picks_the_agent_and_bots_are_ignored() {
+    let r = rig(
+        "[agents.helper]\nmodel = \"default\"\n",
+        &format!(
+            "[channels.discord.guilds.\"{GUILD_ID}\".roles.\"{ROLE_ID}\"]\nagent = \"helper\"\n"
+        ),
+    )
+    .await;
+    r.llm.script_cycle("", vec![Step::text("ok")]);
+    let bob = Author::user("200000000000000002", "bob");
+    r.dc.set_roles(&bob, &[ROLE_ID]);
+    r.dc.user_says(
+        CHANNEL_ID,
+        &bob,
+        Say::text("hi").mention_bot().roles(&[ROLE_ID]),
+    );
+    r.wait_for(CHANNEL_ID, 1).await;
+    let sessions = r.home.cli(&["--json", "sessions", "list"]).await.json();
+    assert_eq!(
+        sessions[0]["key"],
+        format!("agent:helper:discord:group:{CHANNEL_ID}"),
+        "{sessions}"
+    );
+    let other = Author::user("300000000000000003", "otherbot").bot();
+    r.dc.user_says(CHANNEL_ID, &other, Say::text("hi").mention_bot());
+    assert_eq!(
+        r.settled(CHANNEL_ID).await.len(),
+        1,
+        "bots are not answered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconnects_and_resumes_never_answer_twice() {
+    let r = rig("", "").await;
+    r.llm.script_cycle("", vec![Step::text("once")]);
+    let mut expected = 0;
+    for (i, fault) in [
+        "reconnect",
+        "invalid-resumable",
+        "replay",
+        "zombie",
+        "invalid",
+    ]
+    .iter()
+    .enumerate()
+    {
+        r.dc.user_says(
+            CHANNEL_ID,
+            &ann(),
+            Say::text(&format!("before {fault} {i}")).mention_bot(),
+        );
+        expected += 1;
+        r.wait_for(CHANNEL_ID, expected).await;
+        match *fault {
+            "reconnect" => r.dc.send_reconnect(),
+            "invalid-resumable" => r.dc.invalidate_session(true),
+            "replay" => {
+                r.dc.replay_on_resume(10);
+                r.dc.close(4000);
+            }
+            "zombie" => r.dc.stop_acking(),
+            _ => r.dc.invalidate_session(false),
+        }
+        let before = r.dc.connections().len();
+        r.dc.wait_for(
+            &format!("a new connection after {fault}"),
+            Duration::from_secs(20),
+            |dc| (dc.connections().len() > before && dc.live_sockets() == 1).then_some(()),
+        )
+        .await;
+        r.dc.resume_acking();
+        r.connected().await;
+        r.dc.user_says(
+            CHANNEL_ID,
+            &ann(),
+            Say::text(&format!("after {fault} {i}")).mention_bot(),
+        );
+        expected += 1;
+        r.wait_for(CHANNEL_ID, expected).await;
+    }
+    assert_eq!(
+        r.settled(CHANNEL_ID).await.len(),
+        expected,
+        "no message answered twice"
+    );
+    // The old socket was closed before the new one delivered anything.
+    let conns = r.dc.connections();
+    for pair in conns.windows(2) {
+        let closed = pair[0].closed_at.expect("the old socket was closed");
+        let first_delivery =
+            r.dc.deliveries()
+                .iter()
+                .filter(|d| d.connection == pair[1].number)
+                .map(|d| d.at)
+                .min();
+        if let Some(at) = first_delivery {
+            assert!(
+                closed <= at,
+                "connection {} still open when {} delivered",
+                pair[0].number,
+                pair[1].number
+            );
+        }
+    }
+    assert!(conns.iter().any(|c| c.resumed), "some reconnect resumed");
+    assert!(
+        r.dc.identifies().len() >= 2,
+        "a non-resumable session identified again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn disallowed_intents_stop_the_bridge_with_the_fix_and_no_loop() {
+    let dc = DiscordFake::start_with(Options {
+        message_content_enabled: false,
+        ..Options::default()
+    })
+    .await;
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = TestHome::new();
+    home.write_config(&provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        &format!("[channels.discord]\napi_url = \"{}\"\n", dc.origin()),
+    ));
+    let _d = home.start_with_env(&[("DISCORD_BOT_TOKEN", TOKEN)]);
+    let start = Instant::now();
+    let status = loop {
+        let all = home.cli(&["--json", "channels", "status"]).await.json();
+        let why = all[0]["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if why.contains("4014") {
+            break why;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{all}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.contains("Message Content Intent"), "{status}");
+    assert!(status.contains("message_content = false"), "{status}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(dc.identifies().len(), 1, "no reconnect loop");
+    // The daemon keeps serving.
+    llm.script_cycle("", vec![Step::text("cli works")]);
+    let out = home.cli(&["send", "hi"]).await;
+    assert!(out.ok().contains("cli works"), "{}", out.ok());
+    let _ = BOT_ID;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slash_command_is_acknowledged_and_answered_in_place() {
+    let r = rig("", "").await;
+    r.dc.wait_for("the commands registered", Duration::from_secs(10), |dc| {
+        (!dc.commands(None).is_empty()).then_some(())
+    })
+    .await;
+    let names: Vec<String> =
+        r.dc.commands(None)
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(str::to_string))
+            .collect();
+    assert!(names.contains(&"status".to_string()), "{names:?}");
+    let i =
+        r.dc.slash_command(CHANNEL_ID, &ann(), "help", serde_json::json!([]));
+    let callback =
+        r.dc.wait_for("the callback", Duration::from_secs(5), |dc| {
+            dc.callbacks()
+                .into_iter()
+                .find(|c| c.interaction_id == i.id)
+        })
+        .await;
+    assert!(
+        callback.in_time,
+        "acknowledged within 3 s: {:?}",
+        callback.after
+    );
+    assert_eq!(callback.kind, 5);
+    let original =
+        r.dc.wait_for("the answer in place", Duration::from_secs(10), |dc| {
+            dc.calls()
+                .into_iter()
+                .find(|c| c.method == "PATCH" && c.path.contains("/messages/@original"))
+        })
+        .await;
+    assert!(
+        original.body.to_string().contains("/new"),
+        "the help text: {}",
+        original.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_reaches_the_owner_and_only_the_owners_click_counts() {
+    let r = rig(
+        "tools = { profile = \"coding\", ask = [\"exec\"] }\n",
+        "dm_policy = \"open\"\n",
+    )
+    .await;
+    r.llm.script(
+        "[approve-me]",
+        vec![
+            Step::tool("exec", serde_json::json!({"command": "echo approved-run"})),
+            Step::text("done"),
+        ],
+    );
+    let owner_dm = r.dc.dm_channel(&owner());
+    r.dc.user_says(&owner_dm, &owner(), Say::text("[approve-me] run it"));
+    let request =
+        r.dc.wait_for("the approval request", Duration::from_secs(20), |dc| {
+            dc.bot_messages(&owner_dm)
+                .into_iter()
+                .find(|m| !m.request["components"].as_array().is_none_or(Vec::is_empty))
+        })
+        .await;
+    let buttons = request.request["components"][0]["components"].clone();
+    let labels: Vec<&str> = buttons
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["label"].as_str())
+        .collect();
+    assert_eq!(labels.len(), 3, "{labels:?}");
+    let approve = buttons[0]["custom_id"].as_str().expect("id").to_string();
+    // A stranger's click is refused.
+    r.dc.press_button(&owner_dm, request.id(), &ann(), &approve);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pending = r.home.cli(&["--json", "approvals", "list"]).await.json();
+    assert_eq!(pending.as_array().map(Vec::len), Some(1), "{pending}");
+    // The owner's decides.
+    r.dc.press_button(&owner_dm, request.id(), &owner(), &approve);
+    r.dc.wait_for(
+        "the answer after the approval",
+        Duration::from_secs(20),
+        |dc| {
+            dc.bot_messages(&owner_dm)
+                .iter()
+                .any(|m| m.content() == "done")
+                .then_some(())
+        },
+    )
+    .await;
+    // The stranger was told, in a note only they see.
+    let refused =
+        r.dc.bot_messages(&owner_dm)
+            .into_iter()
+            .find(|m| m.content().contains("Only the owner"))
+            .expect("the stranger's note");
+    assert_eq!(
+        refused.request["flags"], 64,
+        "ephemeral: {}",
+        refused.request
+    );
+    // The request lost its buttons once decided.
+    let edited =
+        r.dc.bot_messages(&owner_dm)
+            .into_iter()
+            .find(|m| m.id() == request.id())
+            .expect("the request");
+    assert!(
+        edited
+            .edits
+            .iter()
+            .any(|e| e["components"] == serde_json::json!([])),
+        "{:?}",
+        edited.edits
+    );
+    assert!(r.dc.callbacks().iter().all(|c| c.in_time));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn catch_up_answers_what_was_posted_while_down_exactly_once() {
+    let mut r = rig("", "").await;
+    r.llm.script_cycle("", vec![Step::text("caught")]);
+    r.dc.user_says(CHANNEL_ID, &ann(), Say::text("first").mention_bot());
+    r.wait_for(CHANNEL_ID, 1).await;
+    if let Some(d) = r.daemon.take() {
+        d.stop();
+    }
+    r.dc.put_history(
+        CHANNEL_ID,
+        &ann(),
+        Say::text("while you were away").mention_bot(),
+    );
+    r.dc.put_history(CHANNEL_ID, &ann(), Say::text("un-mentioned chatter"));
+    r.restart();
+    r.connected().await;
+    let got = r.wait_for(CHANNEL_ID, 2).await;
+    assert_eq!(r.settled(CHANNEL_ID).await.len(), 2, "{got:?}");
+    r.restart();
+    r.connected().await;
+    assert_eq!(
+        r.settled(CHANNEL_ID).await.len(),
+        2,
+        "a second restart answers nothing again"
+    );
+}
