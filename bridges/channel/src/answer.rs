@@ -49,7 +49,8 @@ mod tests {
             max_chars: 4000,
             max_lines: None,
             edits: true,
-            typing: true,
+            typing: Some(std::time::Duration::from_secs(4)),
+            edit_every: std::time::Duration::from_secs(1),
             threads: true,
             formatting: Formatting::Html,
         }

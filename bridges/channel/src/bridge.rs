@@ -36,7 +36,8 @@
 //! # Live preview
 //!
 //! With `preview`, the turn's streamed text is shown in one plain-text
-//! message, edited at most once per second; when the turn ends, that
+//! message, edited at most once per `edit_every` of the platform (Telegram 1 s,
+//! Discord 1.2 s); when the turn ends, that
 //! message is edited into the answer's first chunk (and confirmed in the
 //! ledger as such), the rest is sent as usual. A crash mid-turn leaves the
 //! preview as it was; the turn runs again after the restart and answers
@@ -74,18 +75,12 @@ use crate::untrusted::{display_name, neutralise};
 /// up on it (a message that crashes the daemon every time).
 pub const MAX_ATTEMPTS: u32 = 3;
 
-/// How often "typing…" is renewed (Telegram shows it for 5 s).
-const TYPING_EVERY: Duration = Duration::from_secs(4);
-
 /// Transient send errors tried before an answer is left for the next
 /// start.
 const SEND_TRIES: u32 = 6;
 
 /// The longest `retry_after` honoured in one wait.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
-
-/// The live preview is edited at most this often.
-const PREVIEW_EVERY: Duration = Duration::from_secs(1);
 
 /// The message that shows an answer while it is written.
 #[derive(Default)]
@@ -111,7 +106,7 @@ pub struct BridgeSettings {
     /// The largest attachment saved, in bytes.
     pub max_attachment_bytes: u64,
     /// Show the answer while it is written, in one message edited at most
-    /// once per second that becomes the answer's first part.
+    /// once per second (Discord: 1.2 s) that becomes the answer's first part.
     pub preview: bool,
     /// Messages one answer takes at most; the rest of a longer one goes as
     /// one Markdown file ([`crate::answer`]).
@@ -688,7 +683,9 @@ impl Bridge {
         let mut preview = Preview::default();
         // Tools this chat was told wait for the owner (once each).
         let mut told_waiting: Vec<String> = Vec::new();
-        let mut tick = tokio::time::interval(TYPING_EVERY);
+        let typing = caps.typing;
+        // Never fires when the platform has no typing indicator.
+        let mut tick = tokio::time::interval(typing.unwrap_or(Duration::from_secs(3600)));
         loop {
             tokio::select! {
                 event = events.recv() => match event {
@@ -732,7 +729,7 @@ impl Bridge {
                     // and is taken up after the restart.
                     None => return,
                 },
-                _ = tick.tick(), if caps.typing => {
+                _ = tick.tick(), if typing.is_some() => {
                     let _ = self.platform.typing(&target).await;
                 }
                 _ = self.stop.cancelled() => return,
@@ -747,12 +744,12 @@ impl Bridge {
     }
 
     /// Shows the answer so far in one message, edited at most once per
-    /// [`PREVIEW_EVERY`]; plain text (Markdown half written does not
+    /// the platform's `edit_every`; plain text (Markdown half written does not
     /// render), cut to the platform's length.
     async fn show_preview(&self, target: &Target, preview: &mut Preview) {
         if preview
             .shown_at
-            .is_some_and(|at| at.elapsed() < PREVIEW_EVERY)
+            .is_some_and(|at| at.elapsed() < self.platform.capabilities().edit_every)
         {
             return;
         }

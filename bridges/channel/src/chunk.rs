@@ -803,7 +803,8 @@ mod tests {
             max_chars: 2000,
             max_lines: Some(17),
             edits: true,
-            typing: true,
+            typing: Some(std::time::Duration::from_secs(4)),
+            edit_every: std::time::Duration::from_secs(1),
             threads: true,
             formatting: crate::Formatting::Markdown,
         };
@@ -816,7 +817,8 @@ mod tests {
             max_chars: 40,
             max_lines: None,
             edits: false,
-            typing: false,
+            typing: None,
+            edit_every: std::time::Duration::from_secs(1),
             threads: false,
             formatting: crate::Formatting::Plain,
         };
@@ -925,7 +927,8 @@ mod tests {
                 max_chars: max,
                 max_lines: None,
                 edits: true,
-                typing: true,
+                typing: Some(std::time::Duration::from_secs(4)),
+            edit_every: std::time::Duration::from_secs(1),
                 threads: true,
                 formatting: crate::message::Formatting::Html,
             };

@@ -89,8 +89,13 @@ pub struct Capabilities {
     pub max_lines: Option<usize>,
     /// A sent message can be edited (live preview).
     pub edits: bool,
-    /// A typing indicator can be shown.
-    pub typing: bool,
+    /// How often "typing…" is renewed while a turn runs (a little under
+    /// how long the platform shows it: Telegram 5 s, Discord 10 s); `None`
+    /// where there is no typing indicator.
+    pub typing: Option<std::time::Duration>,
+    /// The live preview is edited at most this often (Telegram 1 s,
+    /// Discord 1.2 s: their edit rate limits).
+    pub edit_every: std::time::Duration,
     /// Replies can go into threads.
     pub threads: bool,
     pub formatting: Formatting,

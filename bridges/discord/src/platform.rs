@@ -126,7 +126,10 @@ impl Platform for Discord {
             max_chars: MAX_CHARS,
             max_lines: Some(MAX_LINES),
             edits: true,
-            typing: true,
+            // Discord shows "typing…" for 10 s; edits share the
+            // channel's message bucket (5 per 5 s).
+            typing: Some(std::time::Duration::from_secs(8)),
+            edit_every: std::time::Duration::from_millis(1200),
             threads: true,
             formatting: Formatting::Markdown,
         }

@@ -233,7 +233,9 @@ impl Platform for Telegram {
             max_chars: MAX_CHARS,
             max_lines: None,
             edits: true,
-            typing: true,
+            // Telegram shows "typing…" for 5 s.
+            typing: Some(std::time::Duration::from_secs(4)),
+            edit_every: std::time::Duration::from_secs(1),
             threads: true,
             formatting: Formatting::Html,
         }

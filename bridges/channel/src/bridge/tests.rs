@@ -69,7 +69,8 @@ impl Platform for FakePlatform {
             max_chars: self.max_chars,
             max_lines: None,
             edits: true,
-            typing: true,
+            typing: Some(std::time::Duration::from_secs(4)),
+            edit_every: std::time::Duration::from_secs(1),
             threads: true,
             formatting: Formatting::Html,
         }
