@@ -45,9 +45,15 @@
 //!
 //! # Files
 //!
-//! [`delivery`] plans and sends answers (rendering, retries, the send
-//! gate per chat); [`approvals`] shows approvals to the owner and takes
-//! the presses on their buttons; `tests.rs` drives the whole bridge.
+//! This file holds the bridge itself: its settings, claiming what the
+//! platform hands over ([`Bridge::receive`]), taking up what a previous
+//! run left ([`Bridge::resume`]) and stopping. By job: `queue` keeps each
+//! chat in order; `intake` decides access, answers commands and starts
+//! turns; `attachments` saves what came with a message; `follower`
+//! follows a turn (typing, preview) to its answer; [`delivery`] plans and
+//! sends answers (rendering, retries, the send gate per chat);
+//! [`approvals`] shows approvals to the owner and takes the presses on
+//! their buttons; `tests.rs` drives the whole bridge.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
@@ -59,7 +65,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod approvals;
+mod attachments;
 mod delivery;
+mod follower;
+mod intake;
+mod queue;
 
 use crate::access::{AccessPolicy, Decision};
 use crate::context::{self, ContextBuffer, ContextKey};
@@ -81,17 +91,6 @@ const SEND_TRIES: u32 = 6;
 
 /// The longest `retry_after` honoured in one wait.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
-
-/// The message that shows an answer while it is written.
-#[derive(Default)]
-struct Preview {
-    id: Option<String>,
-    text: String,
-    shown_at: Option<tokio::time::Instant>,
-}
-
-/// Turn ids remembered to send a merged turn's answer once.
-const TURNS_REMEMBERED: usize = 4096;
 
 /// How one bridge behaves; the daemon builds it from the config and
 /// replaces it on reload ([`Bridge::set_settings`]).
@@ -416,387 +415,6 @@ impl Bridge {
         Ok(n)
     }
 
-    /// Queues a claimed message behind its chat's earlier ones.
-    fn enqueue(self: &Arc<Self>, msg: Inbound) {
-        let chat = chat_of(&msg);
-        let mut queues = lock(&self.queues);
-        let queue = queues.entry(chat.clone()).or_default();
-        queue.waiting.push_back(msg);
-        if !queue.worker {
-            queue.worker = true;
-            let this = self.clone();
-            self.tasks.spawn(async move { this.drain(chat).await });
-        }
-    }
-
-    async fn drain(self: Arc<Self>, chat: String) {
-        loop {
-            let next = {
-                let mut queues = lock(&self.queues);
-                let Some(queue) = queues.get_mut(&chat) else {
-                    return;
-                };
-                match queue.waiting.pop_front() {
-                    Some(msg) => msg,
-                    None => {
-                        queues.remove(&chat);
-                        return;
-                    }
-                }
-            };
-            self.accept(next).await;
-        }
-    }
-
-    /// Steps 3 to 5 of the module docs for one message.
-    async fn accept(self: &Arc<Self>, msg: Inbound) {
-        let settings = self.settings();
-        let decision = if msg.kind == ChatKind::Direct && is_owner_in(&settings, &msg.sender.id) {
-            Decision::Pass
-        } else {
-            let mut random = lock(&self.random);
-            match self
-                .pairings
-                .decide(&settings.access, &msg, crate::unix_now(), &mut *random)
-            {
-                Ok(d) => d,
-                Err(e) => {
-                    // Without a saved code a stranger would get a new one
-                    // each message: ignore instead (and say so).
-                    tracing::error!("{e}");
-                    self.health.error(&e.to_string());
-                    Decision::Ignore
-                }
-            }
-        };
-        match decision {
-            Decision::Pass => self.pass(msg, &settings).await,
-            Decision::PassAsContext => {
-                lock(&self.context).push_inbound(&msg, crate::unix_now());
-                self.settle(&msg).await;
-            }
-            Decision::SendPairingCode { code } => {
-                tracing::info!(channel = %msg.channel, sender = %msg.sender.id, "a stranger was sent a pairing code");
-                self.reply(&msg, pairing_text(&msg.channel, &code)).await;
-            }
-            Decision::Ignore | Decision::AlreadyPending | Decision::TooManyPending => {
-                if msg.kind != ChatKind::Direct
-                    && !settings.access.listens_to_group(&msg)
-                    && lock(&self.unlisted).insert(msg.chat_id.clone())
-                {
-                    // Once per group and run: how the owner learns the id.
-                    let guild = msg
-                        .guild_id
-                        .as_ref()
-                        .map(|g| {
-                            format!(
-                                ", or [channels.{}.guilds.\"{g}\"] for its whole guild",
-                                msg.channel
-                            )
-                        })
-                        .unwrap_or_default();
-                    tracing::info!(
-                        "{}: a message in group {}, which is not listed under [channels.{}.groups]; add [channels.{}.groups.\"{}\"] to answer there{guild}",
-                        msg.channel,
-                        msg.chat_id,
-                        msg.channel,
-                        msg.channel,
-                        msg.chat_id
-                    );
-                }
-                self.settle(&msg).await;
-            }
-        }
-    }
-
-    async fn pass(self: &Arc<Self>, msg: Inbound, settings: &BridgeSettings) {
-        if let Some(command) = Command::parse(&msg.text, self.platform.bot_username()) {
-            let answer = match &command {
-                Command::Help => Ok(HELP.to_string()),
-                Command::Approve(id) | Command::Deny(id) => {
-                    if is_owner_in(settings, &msg.sender.id) {
-                        let by = ChatPerson {
-                            channel: msg.channel.clone(),
-                            id: msg.sender.id.clone(),
-                            name: msg.sender.name.clone(),
-                        };
-                        self.host
-                            .decide_approval(
-                                id,
-                                if matches!(command, Command::Approve(_)) {
-                                    ApprovalAnswer::Allow
-                                } else {
-                                    ApprovalAnswer::Deny
-                                },
-                                &by,
-                            )
-                            .await
-                    } else {
-                        Ok("Only the owner can approve or deny tool calls.".to_string())
-                    }
-                }
-                _ => self.host.command(&msg, &command).await,
-            };
-            match answer {
-                Ok(text) | Err(HostError::Refused(text)) => self.reply(&msg, text).await,
-                Err(HostError::ShuttingDown) => {}
-            }
-            return;
-        }
-        // The person's text can hold lines that look like the headers the
-        // bridge (context, notes) and the daemon add: escaped before any
-        // of them is added.
-        let mut text = neutralise(&msg.text).into_owned();
-        if msg.kind != ChatKind::Direct {
-            let lines = lock(&self.context).take(&ContextKey::of(&msg));
-            if let Some(block) = context::render(&lines) {
-                text = format!("{block}\n\n{text}");
-            }
-        }
-        let (notes, images) = self.save_attachments(&msg, settings).await;
-        for note in notes {
-            text.push_str("\n\n");
-            text.push_str(&note);
-        }
-        match self.host.chat(&msg, text, images).await {
-            Ok(events) => {
-                let this = self.clone();
-                self.tasks
-                    .spawn(async move { this.follow(msg, events).await });
-            }
-            // Left unanswered in the ledger: taken up after the restart.
-            Err(HostError::ShuttingDown) => {}
-            Err(HostError::Refused(why)) => self.reply(&msg, why).await,
-        }
-    }
-
-    /// Saves the message's attachments in the chat's folder of the agent's
-    /// workspace ([`Host::inbox`], opened by the daemon): each file is
-    /// created there exclusively, never through a link nor over anything,
-    /// and handed to the platform to fill. Answers one note per
-    /// attachment for the agent, and the saved files that may be images,
-    /// relative to the workspace (for [`Host::chat`]). What could not be
-    /// saved is said in the note and logged.
-    async fn save_attachments(
-        &self,
-        msg: &Inbound,
-        settings: &BridgeSettings,
-    ) -> (Vec<String>, Vec<String>) {
-        if msg.attachments.is_empty() {
-            return (Vec::new(), Vec::new());
-        }
-        let inbox = match self.host.inbox(msg) {
-            Ok(dir) => dir,
-            Err(e) => {
-                tracing::warn!(
-                    channel = %msg.channel,
-                    chat = %msg.chat_id,
-                    "The attachments of message {} were not saved: {e}",
-                    msg.message_id
-                );
-                return (
-                    vec![format!("[the attachments could not be saved: {e}]")],
-                    Vec::new(),
-                );
-            }
-        };
-        let mut notes = Vec::new();
-        let mut images = Vec::new();
-        for (i, att) in msg.attachments.iter().enumerate() {
-            let name = safe_name(&att.name, &att.kind);
-            // The message id names the chat too (Telegram's `chat:message`);
-            // only characters that are safe in any file name.
-            let id: String = msg
-                .message_id
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-                .collect();
-            let file = format!("{}-{i}-{name}", id.trim_start_matches('-'));
-            if att.size.is_some_and(|s| s > settings.max_attachment_bytes) {
-                notes.push(format!(
-                    "[{} `{}` not saved: larger than the {} MB limit]",
-                    att.kind,
-                    display_name(&att.name),
-                    settings.max_attachment_bytes / (1024 * 1024)
-                ));
-                continue;
-            }
-            let saved = inbox.relative().join(&file).display().to_string();
-            let dest = match inbox.create_new(&file) {
-                Ok(dest) => dest,
-                Err(e) => {
-                    tracing::warn!(
-                        channel = %msg.channel,
-                        chat = %msg.chat_id,
-                        "The {} `{}` of message {} was not saved: {e}",
-                        att.kind,
-                        display_name(&att.name),
-                        msg.message_id
-                    );
-                    notes.push(format!(
-                        "[{} `{}` could not be saved: {e}]",
-                        att.kind,
-                        display_name(&att.name)
-                    ));
-                    continue;
-                }
-            };
-            match self
-                .platform
-                .download(att, dest, settings.max_attachment_bytes)
-                .await
-            {
-                Ok(bytes) => {
-                    notes.push(format!("[{} saved as {saved} ({bytes} bytes)]", att.kind));
-                    if may_be_image(att) {
-                        images.push(saved);
-                    }
-                }
-                Err(e) => {
-                    // Through the same opened folder: the half-written
-                    // file, never a name swapped in since.
-                    if let Err(removed) = inbox.remove_file(&file) {
-                        tracing::warn!("A failed download was not cleaned up: {removed}");
-                    }
-                    notes.push(format!(
-                        "[{} `{}` could not be saved: {}]",
-                        att.kind,
-                        display_name(&att.name),
-                        display_name(&e.to_string())
-                    ));
-                }
-            }
-        }
-        (notes, images)
-    }
-
-    /// Waits for the end of the turn that answers `msg`, showing typing
-    /// (and the live preview), then plans and sends the answer. Several
-    /// queued messages answered by one turn all follow it; the first to
-    /// see it start owns it (its preview, its answer), the others are
-    /// settled without a message.
-    async fn follow(self: Arc<Self>, msg: Inbound, mut events: mpsc::UnboundedReceiver<TurnEvent>) {
-        let target = Target::reply(&msg);
-        let caps = self.platform.capabilities();
-        let previewing = self.settings().preview && caps.edits;
-        let mut owner: Option<bool> = None;
-        let mut preview = Preview::default();
-        // Tools this chat was told wait for the owner (once each).
-        let mut told_waiting: Vec<String> = Vec::new();
-        let typing = caps.typing;
-        // Never fires when the platform has no typing indicator.
-        let mut tick = tokio::time::interval(typing.unwrap_or(Duration::from_secs(3600)));
-        loop {
-            tokio::select! {
-                event = events.recv() => match event {
-                    Some(TurnEvent::Started { turn_id }) => {
-                        owner = Some(self.owns(&turn_id));
-                    }
-                    Some(TurnEvent::Text(delta)) => {
-                        if previewing && owner == Some(true) {
-                            preview.text.push_str(&delta);
-                            self.show_preview(&target, &mut preview).await;
-                        }
-                    }
-                    Some(TurnEvent::WaitingForApproval { tool }) => {
-                        if owner != Some(false) && !told_waiting.contains(&tool) {
-                            let note = waiting_text(&tool);
-                            told_waiting.push(tool);
-                            if let Err(e) = self.send_text(&target, &note, &[]).await {
-                                tracing::debug!("could not say that a call waits for the owner: {e}");
-                            }
-                        }
-                    }
-                    Some(TurnEvent::Finished { turn_id, text }) => {
-                        let mine = owner.unwrap_or_else(|| self.owns(&turn_id));
-                        if mine && !text.trim().is_empty() {
-                            self.reply_with(&msg, text, preview.id).await;
-                        } else {
-                            self.settle(&msg).await;
-                        }
-                        return;
-                    }
-                    Some(TurnEvent::Failed { turn_id, message }) => {
-                        if owner.unwrap_or_else(|| self.owns(&turn_id)) {
-                            let text = format!("Sorry, something went wrong: {message}");
-                            self.reply_with(&msg, text, preview.id).await;
-                        } else {
-                            self.settle(&msg).await;
-                        }
-                        return;
-                    }
-                    // The daemon stopped mid-turn: the message stays owed
-                    // and is taken up after the restart.
-                    None => return,
-                },
-                _ = tick.tick(), if typing.is_some() => {
-                    let _ = self.platform.typing(&target).await;
-                }
-                _ = self.stop.cancelled() => return,
-            }
-        }
-    }
-
-    /// Whether this follower owns `turn_id` (an empty id: a failure before
-    /// any turn started, which only this message saw).
-    fn owns(&self, turn_id: &str) -> bool {
-        turn_id.is_empty() || self.first_answer(turn_id)
-    }
-
-    /// Shows the answer so far in one message, edited at most once per
-    /// the platform's `edit_every`; plain text (Markdown half written does not
-    /// render), cut to the platform's length.
-    async fn show_preview(&self, target: &Target, preview: &mut Preview) {
-        if preview
-            .shown_at
-            .is_some_and(|at| at.elapsed() < self.platform.capabilities().edit_every)
-        {
-            return;
-        }
-        let max = self.platform.capabilities().max_chars.saturating_sub(1);
-        let mut shown: String = preview.text.chars().take(max).collect();
-        shown.push('…');
-        preview.shown_at = Some(tokio::time::Instant::now());
-        match &preview.id {
-            None => {
-                match self
-                    .platform
-                    .send(target, &shown, Formatting::Plain, &[])
-                    .await
-                {
-                    Ok(id) => preview.id = Some(id),
-                    Err(e) => tracing::debug!("the preview could not be shown: {e}"),
-                }
-            }
-            Some(id) => {
-                if let Err(e) = self
-                    .platform
-                    .edit(target, id, &shown, Formatting::Plain)
-                    .await
-                {
-                    tracing::debug!("the preview could not be updated: {e}");
-                }
-            }
-        }
-    }
-
-    /// Whether this is the first answer of `turn_id` (a turn answering
-    /// several queued messages is sent once, under the first of them).
-    fn first_answer(&self, turn_id: &str) -> bool {
-        let mut turns = lock(&self.turns);
-        let (seen, order) = &mut *turns;
-        if !seen.insert(turn_id.to_string()) {
-            return false;
-        }
-        order.push_back(turn_id.to_string());
-        if order.len() > TURNS_REMEMBERED
-            && let Some(old) = order.pop_front()
-        {
-            seen.remove(&old);
-        }
-        true
-    }
-
     /// Stops the bridge: waits, at most `grace`, for answers being sent.
     pub async fn stop(&self, grace: Duration) {
         self.tasks.close();
@@ -808,46 +426,6 @@ impl Bridge {
             let _ = tokio::time::timeout(Duration::from_secs(1), self.tasks.wait()).await;
         }
     }
-}
-
-/// A file name made safe: no folders, no leading dots, no control
-/// characters, at most 80 characters; the kind when nothing is left.
-fn safe_name(name: &str, kind: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
-    let cleaned: String = base
-        .chars()
-        .filter(|c| !c.is_control())
-        .map(|c| {
-            if c.is_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect::<String>()
-        .trim_start_matches('.')
-        .chars()
-        .take(80)
-        .collect();
-    if cleaned.is_empty() {
-        kind.chars().filter(|c| c.is_ascii_alphanumeric()).collect()
-    } else {
-        cleaned
-    }
-}
-
-/// Whether an attachment may be an image a model can look at: a photo, or
-/// a document named like one (Telegram sends a picture as a document when
-/// the sender asks for no compression). A guess the daemon checks against
-/// the file's first bytes.
-fn may_be_image(att: &Attachment) -> bool {
-    const EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "gif", "webp"];
-    att.kind == "photo"
-        || (att.kind == "document"
-            && Path::new(&att.name)
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x))))
 }
 
 #[cfg(test)]
