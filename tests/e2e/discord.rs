@@ -576,3 +576,69 @@ async fn catch_up_answers_what_was_posted_while_down_exactly_once() {
         "a second restart answers nothing again"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_message_tool_reaches_the_owners_dm_and_attachments_go_both_ways() {
+    let r = rig("", "dm_policy = \"open\"\n").await;
+    let workspace = r.home.workspace();
+    std::fs::create_dir_all(workspace.join("out")).unwrap();
+    std::fs::write(workspace.join("out/report.csv"), "day,steps\nmon,9000\n").unwrap();
+    r.llm.script(
+        "[dc-file]",
+        vec![
+            Step::tool(
+                "message",
+                serde_json::json!({"file": "out/report.csv", "text": "This week's report"}),
+            ),
+            Step::text("Sent."),
+        ],
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        r.home.cli(&["send", "send me the report [dc-file]"]),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the turn did not end: {}", r.log()));
+    assert!(out.ok().contains("Sent."), "{}", out.ok());
+    // The owner's DM is the channel Discord opened for them, not their id.
+    let dm = r.dc.dm_channel(&owner());
+    assert_ne!(dm, OWNER_ID);
+    let sent = &r.dc.bot_messages(&dm)[0];
+    assert_eq!(sent.content(), "This week's report");
+    assert_eq!(sent.files.len(), 1, "{:?}", sent.files.len());
+    assert_eq!(sent.files[0].bytes, b"day,steps\nmon,9000\n");
+
+    // In: an attachment is saved into the sender's inbox and named.
+    r.llm.script_cycle("[dc-attach]", vec![Step::text("got it")]);
+    r.dc.user_says(
+        &r.dc.dm_channel(&ann()),
+        &ann(),
+        Say::text("here [dc-attach]").attach("notes.txt", "text/plain", b"remember the milk"),
+    );
+    r.wait_for(&r.dc.dm_channel(&ann()), 1).await;
+    let journal = serde_json::to_string(&r.llm.journal()).unwrap_or_default();
+    assert!(journal.contains("notes.txt"), "{journal}");
+    let saved = walk(&workspace)
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "notes.txt"))
+        .expect("the attachment saved in the workspace");
+    assert_eq!(std::fs::read(&saved).unwrap(), b"remember the milk");
+    assert!(
+        saved.to_string_lossy().contains("discord-dm-"),
+        "in the sender's own folder: {}",
+        saved.display()
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -70,12 +70,21 @@ impl ChannelsOutbox {
     }
 }
 
-fn target(to: &ChatAddress) -> Target {
-    Target {
+/// Where `to` is on its platform: a chat by its id, or a person's DM as
+/// the platform opens it (Telegram: the user's id; Discord: a DM channel).
+async fn target(bridge: &Bridge, to: &ChatAddress) -> Result<Target, String> {
+    if to.person {
+        return bridge
+            .platform()
+            .direct_chat(&to.chat_id)
+            .await
+            .map_err(|e| format!("cannot open the DM with {to}: {e}"));
+    }
+    Ok(Target {
         chat_id: to.chat_id.clone(),
         thread_id: to.thread_id.clone(),
         reply_to: None,
-    }
+    })
 }
 
 impl Outbox for ChannelsOutbox {
@@ -100,7 +109,7 @@ impl Outbox for ChannelsOutbox {
         Box::pin(async move {
             let bridge = self.bridge(to)?;
             let ids = bridge
-                .send_to(&target(to), text)
+                .send_to(&target(&bridge, to).await?, text)
                 .await
                 .map_err(|e| format!("{} did not take the message: {e}", to.channel))?;
             tracing::info!(to = %to, messages = ids.len(), "the message tool sent text");
@@ -117,7 +126,7 @@ impl Outbox for ChannelsOutbox {
         Box::pin(async move {
             let bridge = self.bridge(to)?;
             let id = bridge
-                .send_file_to(&target(to), file, caption)
+                .send_file_to(&target(&bridge, to).await?, file, caption)
                 .await
                 .map_err(|e| format!("{} did not take the file: {e}", to.channel))?;
             tracing::info!(to = %to, message = %id, "the message tool sent a file");

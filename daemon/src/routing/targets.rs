@@ -59,7 +59,7 @@ pub fn message_targets(config: &Config, agent: &str, origin: &ChatOrigin) -> Mes
         if let Some(owner) = &channel.owner {
             let dm = reaching(name, Chat::Direct, owner);
             if owner_at_cli || agent_of(config, &dm) == agent {
-                add(ChatAddress::new(name, owner), "the owner's DM");
+                add(ChatAddress::person(name, owner), "the owner's DM");
             }
         }
         for id in channel.groups.keys() {
@@ -87,7 +87,7 @@ pub fn message_targets(config: &Config, agent: &str, origin: &ChatOrigin) -> Mes
     for b in config.bindings.iter().filter(|b| b.agent == agent) {
         match (&b.group, &b.peer) {
             (Some(group), _) => add(ChatAddress::new(&b.channel, group), "group"),
-            (None, Some(peer)) => add(ChatAddress::new(&b.channel, peer), "DM"),
+            (None, Some(peer)) => add(ChatAddress::person(&b.channel, peer), "DM"),
             (None, None) => {}
         }
     }
@@ -138,7 +138,7 @@ fn default_target(config: &Config, origin: &ChatOrigin) -> Result<ChatAddress, S
     let owners: Vec<ChatAddress> = config
         .channels
         .iter()
-        .filter_map(|(name, c)| c.owner.as_ref().map(|o| ChatAddress::new(name, o)))
+        .filter_map(|(name, c)| c.owner.as_ref().map(|o| ChatAddress::person(name, o)))
         .collect();
     match owners.as_slice() {
         [one] => Ok(one.clone()),
@@ -217,7 +217,8 @@ mod tests {
             listed(&main),
             ["telegram:1 the owner's DM", "telegram:-200 group"]
         );
-        assert_eq!(main.default, Ok(ChatAddress::new("telegram", "1")));
+        // A person's DM: the platform opens it by the user's id.
+        assert_eq!(main.default, Ok(ChatAddress::person("telegram", "1")));
         // A group binding and a group entry; the owner's DM only because
         // the owner asks at the CLI.
         let friends = message_targets(&c, "friends", &cli);
@@ -294,12 +295,14 @@ mod tests {
         // The owner's own DM.
         let dm = from(&c, Chat::Direct, None, "1");
         let t = message_targets(&c, "main", &dm);
-        assert_eq!(t.default, Ok(ChatAddress::new("telegram", "1")));
+        assert_eq!(t.default, Ok(ChatAddress::person("telegram", "1")));
         assert_eq!(listed(&t), ["telegram:1 this chat", "telegram:-200 group"]);
+        // Named in `to`, the DM is still known as a person's.
+        assert_eq!(t.pick(Some("telegram:1")), Ok(ChatAddress::person("telegram", "1")));
         // A chat the config says nothing about still gets its answer.
         let stranger = from(&c, Chat::Direct, None, "77");
         let t = message_targets(&c, "main", &stranger);
-        assert_eq!(t.pick(None), Ok(ChatAddress::new("telegram", "77")));
+        assert_eq!(t.pick(None), Ok(ChatAddress::person("telegram", "77")));
         assert!(t.pick(Some("telegram:78")).is_err());
     }
 

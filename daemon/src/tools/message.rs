@@ -72,8 +72,12 @@ impl MessageTargets {
             });
         };
         let address = ChatAddress::parse(to)?;
-        if self.allows(&address) {
-            return Ok(address);
+        if let Some(bound) = self.bound(&address) {
+            // As routing knows it (a person's DM), with the thread asked.
+            return Ok(ChatAddress {
+                thread_id: address.thread_id,
+                ..bound.clone()
+            });
         }
         Err(format!(
             "`{address}` is not a chat this agent is bound to, so nothing was sent; {}",
@@ -81,9 +85,11 @@ impl MessageTargets {
         ))
     }
 
-    fn allows(&self, address: &ChatAddress) -> bool {
-        self.allowed.iter().any(|b| {
-            b.address == *address || (b.address.thread_id.is_none() && b.address == address.chat())
+    /// The bound chat `address` names (a group's entry admits its
+    /// threads).
+    fn bound(&self, address: &ChatAddress) -> Option<&ChatAddress> {
+        self.allowed.iter().map(|b| &b.address).find(|b| {
+            b.same_chat(address) || (b.thread_id.is_none() && b.same_chat(&address.chat()))
         })
     }
 

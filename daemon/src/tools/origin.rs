@@ -37,6 +37,7 @@ impl ChatPlace {
                 channel: channel.clone(),
                 chat_id: chat_id.clone(),
                 thread_id: None,
+                person: true,
             }),
             Self::Group {
                 channel,
@@ -46,6 +47,7 @@ impl ChatPlace {
                 channel: channel.clone(),
                 chat_id: chat_id.clone(),
                 thread_id: thread_id.clone(),
+                person: false,
             }),
         }
     }
@@ -61,15 +63,37 @@ pub struct ChatAddress {
     pub chat_id: String,
     /// A thread or forum topic inside a group.
     pub thread_id: Option<String>,
+    /// `chat_id` is a person's user id: their DM, which the platform
+    /// opens (Discord's DM channel is not the user's id). Known from
+    /// routing; an address written in `to` takes it from the bound chat
+    /// it matches ([`ChatAddress::same_chat`]).
+    pub person: bool,
 }
 
 impl ChatAddress {
+    /// A chat (group, guild channel) by its id.
     pub fn new(channel: &str, chat_id: &str) -> Self {
         Self {
             channel: channel.to_string(),
             chat_id: chat_id.to_string(),
             thread_id: None,
+            person: false,
         }
+    }
+
+    /// A person's DM, by their user id.
+    pub fn person(channel: &str, user_id: &str) -> Self {
+        Self {
+            person: true,
+            ..Self::new(channel, user_id)
+        }
+    }
+
+    /// The same channel, chat and thread, whichever way it was named.
+    pub fn same_chat(&self, other: &Self) -> bool {
+        self.channel == other.channel
+            && self.chat_id == other.chat_id
+            && self.thread_id == other.thread_id
     }
 
     /// Reads `channel:chat` or `channel:chat/thread`; the error is a
@@ -96,6 +120,7 @@ impl ChatAddress {
             return Err(bad());
         }
         Ok(Self {
+            person: false,
             channel,
             chat_id: id(chat).ok_or_else(bad)?,
             thread_id: match thread {
