@@ -8,6 +8,7 @@ mod cli_output;
 mod config_check;
 mod context;
 mod discord;
+mod discord_crabline;
 mod discord_emulator;
 mod escapes;
 mod fakellm;
