@@ -10,6 +10,7 @@ mod context;
 mod discord;
 mod discord_crabline;
 mod discord_emulator;
+mod discord_restart;
 mod escapes;
 mod fakellm;
 mod grpc;
