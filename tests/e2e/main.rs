@@ -11,6 +11,7 @@ mod discord;
 mod discord_crabline;
 mod discord_emulator;
 mod discord_restart;
+mod discord_telegram;
 mod escapes;
 mod fakellm;
 mod grpc;
