@@ -476,14 +476,18 @@ fn check_dirs(home: &Home) -> Vec<Finding> {
     out
 }
 
-/// One chat channel, asked directly (`getMe`, `getWebhookInfo`): the token,
-/// the API, a webhook that swallows the updates a poll waits for, and the
-/// group privacy mode that hides un-mentioned group messages.
+/// One chat channel, asked directly: on Telegram (`getMe`,
+/// `getWebhookInfo`) the token, the API, a webhook that swallows the
+/// updates a poll waits for, and the group privacy mode that hides
+/// un-mentioned group messages; on Discord the token, each allowlisted
+/// channel the bot must see and answer in, and mention-only mode.
 pub async fn check_channel(channel: &crate::config::ChannelSettings) -> Vec<Finding> {
     let subject = format!("channel {}", channel.name);
     match channel.name.as_str() {
         #[cfg(feature = "telegram")]
         "telegram" => check_telegram(channel, subject).await,
+        #[cfg(feature = "discord")]
+        "discord" => check_discord(channel, subject).await,
         other => {
             if let Err(why) = channel.token() {
                 return vec![finding(Level::Error, subject, why)];
@@ -560,6 +564,111 @@ async fn check_telegram(channel: &crate::config::ChannelSettings, subject: Strin
             subject,
             "the bot's group privacy mode is on, so Telegram sends it only commands, mentions and replies in groups: un-mentioned messages never arrive as context and require_mention = false has no effect; turn it off in @BotFather (/setprivacy, Disable), then remove the bot from each group and add it again",
         ));
+    }
+    out
+}
+
+/// The Discord bot, asked over REST (`pincer_discord::check`): the token,
+/// each allowlisted channel (one the bot cannot see, or cannot answer in,
+/// with what to do), each guild listened to in every channel, and what
+/// `message_content = false` means. A fatal gateway close (4004, 4014)
+/// the running bridge recorded is its health's finding (`bridge discord`).
+#[cfg(feature = "discord")]
+async fn check_discord(channel: &crate::config::ChannelSettings, subject: String) -> Vec<Finding> {
+    let token = match channel.token() {
+        Ok(t) => t,
+        Err(why) => return vec![finding(Level::Error, subject, why)],
+    };
+    let mut settings = pincer_discord::DiscordSettings::new(token);
+    settings.api_url = channel.api_url.clone();
+    (settings.channels, settings.open_guilds) = channel.listened();
+    let report = match pincer_discord::check(&settings).await {
+        Ok(r) => r,
+        Err(why) => return vec![finding(Level::Error, subject, why)],
+    };
+    let mut out = vec![finding(
+        Level::Ok,
+        subject.clone(),
+        format!("the bot @{} answers at {}", report.bot, channel.api_url),
+    )];
+    for c in &report.channels {
+        let name = c
+            .name
+            .as_ref()
+            .map_or(String::new(), |n| format!(" (#{n})"));
+        out.push(match &c.access {
+            pincer_discord::Access::Ok => finding(
+                Level::Ok,
+                subject.clone(),
+                format!("the bot can read and answer in channel {}{name}", c.id),
+            ),
+            pincer_discord::Access::Hidden => finding(
+                Level::Error,
+                subject.clone(),
+                format!(
+                    "the bot cannot see channel {}: invite it to the channel's guild (the invite link in README's Discord guide), give it View Channel and Send Messages in that channel, or check the id in [channels.discord]",
+                    c.id
+                ),
+            ),
+            pincer_discord::Access::Missing(perms) => finding(
+                Level::Error,
+                subject.clone(),
+                format!(
+                    "the bot cannot answer in channel {}{name}: it lacks {}; give its role these permissions in the channel's settings (Permissions)",
+                    c.id,
+                    perms.join(", ")
+                ),
+            ),
+            pincer_discord::Access::Unknown(why) => finding(
+                Level::Warn,
+                subject.clone(),
+                format!("could not check channel {}: {why}", c.id),
+            ),
+        });
+    }
+    for g in &report.guilds {
+        match &g.joined {
+            Ok(true) => {}
+            Ok(false) => out.push(finding(
+                Level::Error,
+                subject.clone(),
+                format!(
+                    "the bot is not in guild {}: invite it with the link in README's Discord guide, or check the id in [channels.discord.guilds]",
+                    g.id
+                ),
+            )),
+            Err(why) => out.push(finding(
+                Level::Warn,
+                subject.clone(),
+                format!("could not check guild {}: {why}", g.id),
+            )),
+        }
+    }
+    if channel.discord.as_ref().is_some_and(|d| !d.message_content) {
+        let why = "message_content = false: the bot runs mention-only, so in guild channels Discord hands it only messages that mention it or reply to it (and DMs), and un-mentioned messages never reach it as context";
+        let listens = !(channel.groups.is_empty() && channel.guilds.is_empty());
+        let unmentioned = !channel.require_mention
+            || channel
+                .groups
+                .values()
+                .any(|g| g.require_mention == Some(false))
+            || channel.guilds.values().any(|g| {
+                g.require_mention == Some(false)
+                    || g.roles
+                        .iter()
+                        .any(|(_, r)| r.require_mention == Some(false))
+            });
+        out.push(if listens && unmentioned {
+            finding(
+                Level::Warn,
+                subject,
+                format!(
+                    "{why}; require_mention = false has no effect: enable Message Content Intent in the Developer Portal (Bot → Privileged Gateway Intents) and set message_content = true"
+                ),
+            )
+        } else {
+            finding(Level::Ok, subject, why)
+        });
     }
     out
 }

@@ -422,11 +422,129 @@ async fn disallowed_intents_stop_the_bridge_with_the_fix_and_no_loop() {
     assert!(status.contains("message_content = false"), "{status}");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(dc.identifies().len(), 1, "no reconnect loop");
+    // doctor says it too, from the bridge's health.
+    let findings = doctor(&home).await;
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.starts_with("error bridge discord: not connected")
+                && f.contains("4014")
+                && f.contains("Message Content Intent")),
+        "{findings:#?}"
+    );
     // The daemon keeps serving.
     llm.script_cycle("", vec![Step::text("cli works")]);
     let out = home.cli(&["send", "hi"]).await;
     assert!(out.ok().contains("cli works"), "{}", out.ok());
     let _ = BOT_ID;
+}
+
+/// `pincer --json doctor`'s findings as `level subject: message` lines.
+async fn doctor(home: &TestHome) -> Vec<String> {
+    let findings = home.cli(&["--json", "doctor"]).await.json();
+    findings
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            format!(
+                "{} {}: {}",
+                f["level"].as_str().unwrap_or_default(),
+                f["subject"].as_str().unwrap_or_default(),
+                f["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_checks_each_channel_the_bot_must_answer_in_and_mention_only_mode() {
+    let dc = DiscordFake::start().await;
+    // #random: @everyone may not send there (the bot has no role that may).
+    dc.set_overwrites(
+        OTHER_CHANNEL_ID,
+        serde_json::json!([{"id": GUILD_ID, "type": 0, "allow": "0", "deny": "2048"}]),
+    );
+    let unknown = "100000000000000099";
+    let r = rig_on(
+        dc,
+        "",
+        &format!(
+            "message_content = false\n[channels.discord.groups.\"{OTHER_CHANNEL_ID}\"]\n[channels.discord.groups.\"{unknown}\"]\nrequire_mention = false\n"
+        ),
+    )
+    .await;
+    let findings = doctor(&r.home).await;
+    let has = |start: &str, parts: &[&str]| {
+        findings
+            .iter()
+            .any(|f| f.starts_with(start) && parts.iter().all(|p| f.contains(p)))
+    };
+    assert!(
+        has("ok channel discord: the bot @pincer_fake answers", &[]),
+        "{findings:#?}"
+    );
+    assert!(
+        has(
+            "ok channel discord:",
+            &[CHANNEL_ID, "#general", "can read and answer"]
+        ),
+        "{findings:#?}"
+    );
+    assert!(
+        has(
+            "error channel discord: the bot cannot answer in channel",
+            &[OTHER_CHANNEL_ID, "#random", "Send Messages"]
+        ),
+        "{findings:#?}"
+    );
+    assert!(
+        has(
+            &format!("error channel discord: the bot cannot see channel {unknown}"),
+            &["View Channel and Send Messages"]
+        ),
+        "{findings:#?}"
+    );
+    assert!(
+        has(
+            "warn channel discord: message_content = false: the bot runs mention-only",
+            &["require_mention = false has no effect"]
+        ),
+        "{findings:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_says_when_discord_refuses_the_token() {
+    let dc = DiscordFake::start().await;
+    let llm = ScriptedLlm::start().await.expect("llm");
+    let home = TestHome::new();
+    home.write_config(&provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        &format!(
+            "[channels.discord]\napi_url = \"{}\"\n[channels.discord.groups.\"{CHANNEL_ID}\"]\n",
+            dc.origin()
+        ),
+    ));
+    let _d = home.start_with_env(&[("DISCORD_BOT_TOKEN", "MTAw.not.the-token")]);
+    let findings = doctor(&home).await;
+    assert!(
+        findings.iter().any(|f| f
+            .starts_with("error channel discord: Discord refused the bot token (401)")
+            && f.contains("Reset Token")),
+        "{findings:#?}"
+    );
+    // Nothing is said about the channels of a bot Discord does not know.
+    assert!(
+        !findings.iter().any(|f| f.contains(CHANNEL_ID)),
+        "{findings:#?}"
+    );
+    // The token never shows.
+    assert!(
+        !findings.iter().any(|f| f.contains("not.the-token")),
+        "{findings:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

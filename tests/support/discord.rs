@@ -22,7 +22,10 @@
 //! application id are crabline's own ([`Crabline::bot_user_id`]) whatever
 //! the token; its GUILD_CREATE guild lacks fields Discord sends; ids it
 //! takes must be 17–20 digit snowflakes; a DM channel's id is derived from
-//! the two users ([`Crabline::dm_channel_id`]). It has no interactions, no
+//! the two users ([`Crabline::dm_channel_id`]); a message's
+//! `mention_everyone` comes from its content alone, whatever its
+//! `allowed_mentions` says (which it stores with the message, so a test
+//! reads that instead). It has no interactions, no
 //! rate limits and no gateway fault controls: those are the fake's.
 //!
 //! A missing Node 22 or package fails the test with the sentence that says

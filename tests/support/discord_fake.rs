@@ -28,7 +28,8 @@
 //! Its fixtures: the bot [`BOT_ID`] (its application id is the same, as
 //! for every bot made today), one guild [`GUILD_ID`] with the text
 //! channels [`CHANNEL_ID`] and [`OTHER_CHANNEL_ID`], the forum
-//! [`FORUM_ID`], the `@everyone` role and [`ROLE_ID`]. Ids it makes are
+//! [`FORUM_ID`], the `@everyone` role and [`ROLE_ID`]; more text channels
+//! on demand ([`DiscordFake::create_text_channel`]). Ids it makes are
 //! snowflakes from the current time, increasing.
 //!
 //! The test's side: people writing ([`DiscordFake::user_says`] dispatches
@@ -42,8 +43,10 @@
 //!
 //! Where it is simpler than Discord: one shard, one guild; a message's
 //! `mentions` come from `<@id>` in its content (and the replied-to author,
-//! as Discord's reply ping does); permissions are not checked; rate limits
-//! happen only when a test asks for them.
+//! as Discord's reply ping does); permissions are not checked (a channel's
+//! overwrites are only what `GET /channels/{id}` answers:
+//! [`DiscordFake::set_overwrites`]); rate limits happen only when a test
+//! asks for them.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -1030,6 +1033,33 @@ impl DiscordFake {
     pub fn set_roles(&self, user: &Author, roles: &[&str]) {
         let roles = roles.iter().map(|r| r.to_string()).collect();
         self.shared.lock().member(&user.json(), Some(roles));
+        self.changed();
+    }
+
+    /// A new text channel of the guild named `name`, dispatched as
+    /// CHANNEL_CREATE; answers its id (a snowflake made now, so create the
+    /// channels a config lists before starting pincerd).
+    pub fn create_text_channel(&self, name: &str) -> String {
+        let mut inner = self.shared.lock();
+        let id = inner.snowflake();
+        let position = inner.channels.len() as u64;
+        let channel = text_channel(&id, name, position);
+        inner.channels.insert(id.clone(), channel.clone());
+        inner.dispatch("CHANNEL_CREATE", &channel);
+        drop(inner);
+        self.changed();
+        id
+    }
+
+    /// Sets a channel's `permission_overwrites` (Discord's overwrite
+    /// objects: `{id, type (0 role, 1 member), allow, deny}`, the bit sets
+    /// as decimal strings). The fake itself enforces no permission: this
+    /// is what `GET /channels/{id}` answers, for a client that computes
+    /// the bot's permissions.
+    pub fn set_overwrites(&self, channel: &str, overwrites: Value) {
+        if let Some(c) = self.shared.lock().channels.get_mut(channel) {
+            c["permission_overwrites"] = overwrites;
+        }
         self.changed();
     }
 

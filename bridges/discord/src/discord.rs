@@ -17,6 +17,9 @@ use serde_json::Value;
 use crate::rest::{Rest, RestError};
 use crate::settings::DiscordSettings;
 
+/// What a refused token (401) gets: the fix in one sentence.
+pub(crate) const BAD_TOKEN: &str = "Discord refused the bot token (401): copy the token again from the Developer Portal (Bot → Reset Token) into DISCORD_BOT_TOKEN or token_file";
+
 /// A slash command's answer is due in its interaction for 15 minutes.
 pub(crate) const INTERACTION_TTL: Duration = Duration::from_secs(14 * 60);
 
@@ -94,9 +97,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub async fn connect(settings: DiscordSettings) -> Result<Arc<Discord>, Ended> {
     let rest = Rest::new(&settings.api_url, &settings.token).map_err(Ended::Fatal)?;
     let me = rest.get("/users/@me").await.map_err(|e| match e {
-        RestError::Unauthorized => Ended::Fatal(
-            "Discord refused the bot token (401): copy the token again from the Developer Portal (Bot → Reset Token) into DISCORD_BOT_TOKEN or token_file".into(),
-        ),
+        RestError::Unauthorized => Ended::Fatal(BAD_TOKEN.into()),
         e => Ended::Retry(format!("cannot reach Discord at {}: {e}", settings.api_url)),
     })?;
     let user_id = me["id"].as_str().unwrap_or_default().to_string();

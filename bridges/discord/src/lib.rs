@@ -9,9 +9,11 @@
 //! limits), `platform` (the outbound verbs), `inbound` (messages to the
 //! channel layer's form), `gateway` (the gateway connection), `events`
 //! (the queue to the bridge, interactions, the bot-loop guard), `catch_up` (what was posted while away), `commands` (slash
-//! commands, registered in the background).
+//! commands, registered in the background), `check` (what `pincer
+//! doctor` asks Discord: the token, each channel's permissions).
 
 mod catch_up;
+mod check;
 mod commands;
 mod discord;
 mod events;
@@ -26,6 +28,7 @@ use std::sync::Arc;
 use pincer_channel::{Bridge, Ended};
 use tokio_util::sync::CancellationToken;
 
+pub use check::{Access, ChannelCheck, GuildCheck, Report, check};
 pub use commands::COMMANDS;
 pub use discord::{Discord, connect};
 pub use events::{BOT_LOOP_EVENTS, BOT_WINDOW};

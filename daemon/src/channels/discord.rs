@@ -21,14 +21,8 @@ use crate::config::ChannelSettings;
 fn platform_settings(settings: &ChannelSettings) -> Result<pincer_discord::DiscordSettings, Ended> {
     let mut out = pincer_discord::DiscordSettings::new(settings.token().map_err(Ended::Fatal)?);
     out.api_url = settings.api_url.clone();
-    out.channels = settings.groups.keys().cloned().collect();
-    for (id, guild) in &settings.guilds {
-        out.guilds.push(id.clone());
-        match &guild.channels {
-            Some(listed) => out.channels.extend(listed.iter().cloned()),
-            None => out.open_guilds.push(id.clone()),
-        }
-    }
+    (out.channels, out.open_guilds) = settings.listened();
+    out.guilds = settings.guilds.keys().cloned().collect();
     if let Some(d) = &settings.discord {
         out.message_content = d.message_content;
         out.catch_up_age = d.catch_up;

@@ -198,6 +198,28 @@ impl ChannelSettings {
     pub fn group(&self, chat: &str) -> Option<&GroupSettings> {
         self.groups.get(chat)
     }
+
+    /// Where the bot listens besides DMs (Discord's catch-up fetches these
+    /// and `pincer doctor` checks them): the allowlisted chats, each
+    /// group's and the channels a guild lists, once each; and the guilds
+    /// listened to in every channel (those that list none).
+    pub fn listened(&self) -> (Vec<String>, Vec<String>) {
+        let mut chats: Vec<String> = self.groups.keys().cloned().collect();
+        let mut open_guilds = Vec::new();
+        for (id, guild) in &self.guilds {
+            match &guild.channels {
+                Some(listed) => {
+                    for chat in listed {
+                        if !chats.contains(chat) {
+                            chats.push(chat.clone());
+                        }
+                    }
+                }
+                None => open_guilds.push(id.clone()),
+            }
+        }
+        (chats, open_guilds)
+    }
 }
 
 /// Who may write to the agent in a direct message (`dm_policy`).

@@ -164,6 +164,22 @@ mod tests {
     const AGENTS: &str = "[agents.main]\n[agents.friends]\n";
 
     #[test]
+    fn the_bot_listens_in_the_groups_the_listed_channels_and_the_open_guilds() {
+        let c = parse(&format!(
+            "{AGENTS}[channels.discord]\n\
+             [channels.discord.guilds.\"987\"]\n\
+             channels = [\"111\", \"113\"]\n\
+             [channels.discord.guilds.\"988\"]\n\
+             [channels.discord.groups.\"111\"]\n\
+             [channels.discord.groups.\"112\"]\n"
+        ))
+        .unwrap();
+        let (chats, open) = c.channels["discord"].listened();
+        assert_eq!(chats, ["111", "112", "113"], "each once");
+        assert_eq!(open, ["988"]);
+    }
+
+    #[test]
     fn every_guild_key_is_read() {
         let c = parse(&format!(
             "{AGENTS}[channels.discord]\n\
