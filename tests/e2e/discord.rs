@@ -727,7 +727,8 @@ async fn the_message_tool_reaches_the_owners_dm_and_attachments_go_both_ways() {
     assert_eq!(sent.files[0].bytes, b"day,steps\nmon,9000\n");
 
     // In: an attachment is saved into the sender's inbox and named.
-    r.llm.script_cycle("[dc-attach]", vec![Step::text("got it")]);
+    r.llm
+        .script_cycle("[dc-attach]", vec![Step::text("got it")]);
     r.dc.user_says(
         &r.dc.dm_channel(&ann()),
         &ann(),
@@ -738,8 +739,11 @@ async fn the_message_tool_reaches_the_owners_dm_and_attachments_go_both_ways() {
     assert!(journal.contains("notes.txt"), "{journal}");
     let saved = walk(&workspace)
         .into_iter()
-        .find(|p| p.file_name().is_some_and(|n| n == "notes.txt"))
-        .expect("the attachment saved in the workspace");
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with("notes.txt"))
+        })
+        .unwrap_or_else(|| panic!("the attachment saved in the workspace: {journal}"));
     assert_eq!(std::fs::read(&saved).unwrap(), b"remember the milk");
     assert!(
         saved.to_string_lossy().contains("discord-dm-"),

@@ -298,7 +298,10 @@ mod tests {
         assert_eq!(t.default, Ok(ChatAddress::person("telegram", "1")));
         assert_eq!(listed(&t), ["telegram:1 this chat", "telegram:-200 group"]);
         // Named in `to`, the DM is still known as a person's.
-        assert_eq!(t.pick(Some("telegram:1")), Ok(ChatAddress::person("telegram", "1")));
+        assert_eq!(
+            t.pick(Some("telegram:1")),
+            Ok(ChatAddress::person("telegram", "1"))
+        );
         // A chat the config says nothing about still gets its answer.
         let stranger = from(&c, Chat::Direct, None, "77");
         let t = message_targets(&c, "main", &stranger);
