@@ -162,7 +162,8 @@ async fn connection(
     }
     // The first beat comes after a random part of the interval, as
     // Discord asks, so that reconnecting bots do not beat in step.
-    let jitter = Duration::from_millis(u64::from(jitter_byte()) * interval.as_millis() as u64 / 256);
+    let jitter =
+        Duration::from_millis(u64::from(jitter_byte()) * interval.as_millis() as u64 / 256);
     let mut next_beat = Instant::now() + jitter;
     let mut acked = true;
     loop {
