@@ -28,15 +28,17 @@
 //! Its fixtures: the bot [`BOT_ID`] (its application id is the same, as
 //! for every bot made today), one guild [`GUILD_ID`] with the text
 //! channels [`CHANNEL_ID`] and [`OTHER_CHANNEL_ID`], the forum
-//! [`FORUM_ID`], the `@everyone` role and [`ROLE_ID`]. Ids it makes are
-//! snowflakes from the current time, increasing.
+//! [`FORUM_ID`], the `@everyone` role and [`ROLE_ID`];
+//! [`DiscordFake::add_text_channel`] adds more text channels. Ids it makes
+//! are snowflakes from the current time, increasing.
 //!
 //! The test's side: people writing ([`DiscordFake::user_says`] dispatches
 //! MESSAGE_CREATE with a full message object; [`DiscordFake::put_history`]
 //! only stores one, for catch-up), pressing buttons and running slash
 //! commands ([`DiscordFake::press_button`], [`DiscordFake::slash_command`]:
 //! INTERACTION_CREATE), threads and forum posts; reading what the bot did
-//! ([`DiscordFake::bot_messages`], [`DiscordFake::callbacks`],
+//! ([`DiscordFake::bot_messages`], [`DiscordFake::watch`] for one
+//! channel's as they come, [`DiscordFake::callbacks`],
 //! [`DiscordFake::calls`], [`DiscordFake::deliveries`]); and faults
 //! ([`DiscordFake::fail_next`], the gateway controls).
 //!
@@ -418,6 +420,9 @@ struct Inner {
     /// Every message by channel, oldest first.
     messages: HashMap<String, Vec<Value>>,
     bot_messages: Vec<BotMessage>,
+    /// Per channel, who is told of each message the bot posts there
+    /// ([`DiscordFake::watch`]).
+    watchers: HashMap<String, mpsc::UnboundedSender<BotMessage>>,
     /// Files by attachment id: the channel and the file.
     attachments: HashMap<String, (String, Upload)>,
     dm_channels: HashMap<String, String>,
@@ -996,6 +1001,22 @@ impl DiscordFake {
         dm_channel_for(&mut inner, &user.json())
     }
 
+    /// A new text channel of the guild named `name`, dispatched as
+    /// CHANNEL_CREATE; answers its id. Made before the bot connects, it is
+    /// in the guild's GUILD_CREATE like the fixture channels (the load
+    /// bench makes hundreds this way).
+    pub fn add_text_channel(&self, name: &str) -> String {
+        let mut inner = self.shared.lock();
+        let id = inner.snowflake();
+        let position = inner.channels.len() as u64;
+        let channel = text_channel(&id, name, position);
+        inner.channels.insert(id.clone(), channel.clone());
+        inner.dispatch("CHANNEL_CREATE", &channel);
+        drop(inner);
+        self.changed();
+        id
+    }
+
     /// `author` writes in `channel` (a guild channel, a thread or a DM
     /// channel from [`Self::dm_channel`]): the message is stored and
     /// dispatched as MESSAGE_CREATE. Answers the message object.
@@ -1155,6 +1176,16 @@ impl DiscordFake {
             .filter(|m| m.channel_id() == channel)
             .cloned()
             .collect()
+    }
+
+    /// Each message the bot posts in `channel` from now on, as it is
+    /// posted: a cheap wait for one channel's answers under load (no scan
+    /// of every message the bot posted). A second watch of the same
+    /// channel replaces the first.
+    pub fn watch(&self, channel: &str) -> mpsc::UnboundedReceiver<BotMessage> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.shared.lock().watchers.insert(channel.to_string(), tx);
+        rx
     }
 
     /// Every message the bot posted, oldest first.
@@ -2229,13 +2260,17 @@ fn bot_post(inner: &mut Inner, channel: &str, body: Body, interaction: Option<&s
         message["interaction_metadata"] = json!({"id": interaction, "type": 2, "user": bot_user()});
     }
     inner.store_message(message.clone());
-    inner.bot_messages.push(BotMessage {
+    let posted = BotMessage {
         message: message.clone(),
         request: body.json,
         files: body.files,
         edits: Vec::new(),
         at: Instant::now(),
-    });
+    };
+    if let Some(watcher) = inner.watchers.get(channel) {
+        let _ = watcher.send(posted.clone());
+    }
+    inner.bot_messages.push(posted);
     let mut event = message.clone();
     if let Some(guild) = inner.guild_of(channel) {
         event["guild_id"] = json!(guild);
@@ -2543,6 +2578,10 @@ async fn serve_gateway(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
         }
         Ok(response)
     };
+    // Each event goes out as it happens, as from Discord: without this the
+    // kernel holds a small frame back while an earlier one is not yet
+    // acknowledged (Nagle), tens of milliseconds under load.
+    let _ = stream.set_nodelay(true);
     let Ok(ws) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
         return;
     };
