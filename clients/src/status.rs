@@ -12,11 +12,14 @@ use crate::rpc;
 pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     let s = c.daemon.status(pb::StatusRequest {}).await?.into_inner();
+    // A memory that cannot answer (an index that cannot be opened) is
+    // shown as such; the rest of the status still is.
     let memory = c
         .memory
         .status(pb::MemoryStatusRequest::default())
-        .await?
-        .into_inner();
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|e| e.message().to_string());
     let state = if s.state.is_empty() {
         "running"
     } else {
@@ -37,15 +40,20 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
             .collect();
         out::json(
             &json!({"version": s.version, "pid": s.pid, "uptime_ms": s.uptime_ms, "state": state,
-               "home": s.home, "config": s.config_path, "agents": agents, "providers": providers,
-               "running_turns": s.running_turns, "max_concurrent_turns": s.max_concurrent_turns,
-               "sessions": s.sessions, "provider_problem": s.provider_problem,
-               "sandbox": {"active": s.sandboxed, "state": s.sandbox},
-               "channels": s.channels.iter().map(|c| json!({"channel": c.channel, "enabled": c.enabled,
-                   "connected": c.connected, "mode": c.mode, "bot": c.bot, "last_error": c.last_error}))
-                   .collect::<Vec<_>>(),
-               "memory": {"enabled": memory.enabled,
-                          "indexes": memory.indexes.iter().map(crate::memory::index_json).collect::<Vec<_>>()}}),
+            "home": s.home, "config": s.config_path, "agents": agents, "providers": providers,
+            "running_turns": s.running_turns, "max_concurrent_turns": s.max_concurrent_turns,
+            "sessions": s.sessions, "provider_problem": s.provider_problem,
+            "sandbox": {"active": s.sandboxed, "state": s.sandbox},
+            "failed_parts": s.failed_parts.iter().map(|f| json!({"part": f.part, "reason": f.reason}))
+                .collect::<Vec<_>>(),
+            "channels": s.channels.iter().map(|c| json!({"channel": c.channel, "enabled": c.enabled,
+                "connected": c.connected, "mode": c.mode, "bot": c.bot, "last_error": c.last_error}))
+                .collect::<Vec<_>>(),
+            "memory": match &memory {
+                Ok(memory) => json!({"enabled": memory.enabled,
+                    "indexes": memory.indexes.iter().map(crate::memory::index_json).collect::<Vec<_>>()}),
+                Err(why) => json!({"error": why}),
+            }}),
         );
         return Ok(0);
     }
@@ -70,6 +78,9 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
     );
     outln!("sessions: {}", s.sessions);
     outln!("sandbox:  {}", s.sandbox);
+    for f in &s.failed_parts {
+        outln!("FAILED:   {} did not start: {}", f.part, f.reason);
+    }
     if !s.channels.is_empty() {
         outln!("channels:");
         for c in &s.channels {
@@ -94,13 +105,15 @@ pub async fn run(ctx: &Ctx) -> Result<u8, CliError> {
         };
         outln!("  {:<12} {:<40} {}", a.id, model, a.workspace);
     }
-    if memory.enabled {
-        outln!("memory:");
-        for index in &memory.indexes {
-            outln!("  {}", crate::memory::index_line(index));
+    match &memory {
+        Ok(memory) if memory.enabled => {
+            outln!("memory:");
+            for index in &memory.indexes {
+                outln!("  {}", crate::memory::index_line(index));
+            }
         }
-    } else {
-        outln!("memory:   off ([memory] enabled = false)");
+        Ok(_) => outln!("memory:   off ([memory] enabled = false)"),
+        Err(why) => outln!("memory:   {why}"),
     }
     if !s.provider_problem.is_empty() {
         outln!("problem:  {}", s.provider_problem);

@@ -5,7 +5,8 @@
 # API of tests/support/bot_api.rs and the scripted model, with the same
 # turns through pincerd's socket API as the baseline in the same run.
 # Prints one table; exits non-zero when a message was not answered exactly
-# once. How it works: tests/support/bin/telegram_load.rs.
+# once. How it works: tests/support/bin/telegram_load.rs
+# and tests/support/load.rs.
 # Usage: bash daemon/benches/telegram_load.sh [chats] [messages per chat] [rounds]
 #        (default 200 5 3; ~30 s a round)
 set -euo pipefail

@@ -14,7 +14,7 @@ use crate::agent::Runtime;
 use crate::agent::hub::Hub;
 use crate::config::{self, Config, ConfigError, DaemonSettings};
 use crate::home::Home;
-use crate::lifecycle::{Part, Parts, Reloaded, StopFuture};
+use crate::lifecycle::{Failures, Part, Parts, Reloaded, StartFuture, StopFuture};
 use crate::llm::client::ModelClient;
 use crate::server::daemon::{ReloadAsk, ReloadReport};
 use crate::server::{self, socket};
@@ -148,6 +148,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let channels = crate::channels::Channels::open(&home, hub.clone())?;
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
+    let failures = Failures::default();
     let server = ServerPart::new(
         listener,
         server::State {
@@ -157,11 +158,12 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             stop: stop.clone(),
             reload: reload_tx.clone(),
             grace,
+            failures: failures.clone(),
         },
     );
     let served = server.result.clone();
     let parts = Arc::new(
-        Parts::default()
+        Parts::new(failures)
             .with(hub.runtime().memory().clone())
             .with(crate::agent::mcp_part::McpPart(hub.runtime().clone()))
             // Stopped after the server (reverse order): answers of turns
@@ -169,7 +171,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             .with(crate::channels::part::ChannelsPart::new(channels))
             .with(server),
     );
-    parts.start(&config);
+    parts.start(&config).await;
     tokio::spawn(handle_signals(signals, stop.clone(), reload_tx));
     tokio::spawn(handle_reloads(
         home.clone(),
@@ -249,14 +251,16 @@ impl Part for ServerPart {
         "server"
     }
 
-    fn start(&self, _config: &Config) {
+    fn start<'a>(&'a self, _config: &'a Config) -> StartFuture<'a> {
         let taken = self
             .listener
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
         let Some((listener, state)) = taken else {
-            return;
+            return Box::pin(std::future::ready(Err(
+                "the server was started twice".into()
+            )));
         };
         let result = self.result.clone();
         tokio::spawn(async move {
@@ -266,6 +270,7 @@ impl Part for ServerPart {
             }
             result.finished.0.cancel();
         });
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn reload(&self, _old: &Config, _new: &Config) -> Reloaded {

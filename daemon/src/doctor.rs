@@ -717,6 +717,24 @@ pub async fn fix_channels(config: &Config) -> Vec<Finding> {
     done
 }
 
+/// One error per part of the running daemon that could not start (the
+/// others serve).
+pub fn part_failures(failures: &crate::lifecycle::Failures) -> Vec<Finding> {
+    failures
+        .list()
+        .into_iter()
+        .map(|(part, why)| {
+            finding(
+                Level::Error,
+                part,
+                format!(
+                    "did not start: {why}; the rest of pincerd serves; fix it and restart pincerd"
+                ),
+            )
+        })
+        .collect()
+}
+
 /// Reachability and authentication of one provider, by listing its models.
 pub async fn check_provider(p: &ProviderSettings) -> Finding {
     let subject = format!("provider {}", p.name);

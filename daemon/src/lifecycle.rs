@@ -1,13 +1,21 @@
 //! One lifecycle for the daemon's long-running parts (the memory
-//! watchers, the MCP servers, the gRPC server; the bridges and the
-//! scheduler next): started in order with the config, asked on each reload
-//! whether the change applied or needs a restart, stopped in reverse order
-//! within the shutdown grace. `daemon.rs` composes them; a trait because
-//! there are several implementations, kept to what composing needs
-//! (mini-redis and atuin's daemon wire their parts the same way).
+//! watchers, the MCP servers, the bridges, the gRPC server; the scheduler
+//! next): started in order with the config, asked on each reload whether
+//! the change applied or needs a restart, stopped in reverse order within
+//! the shutdown grace. `daemon.rs` composes them; a trait because there
+//! are several implementations, kept to what composing needs (mini-redis
+//! and atuin's daemon wire their parts the same way).
+//!
+//! A start is async and can fail with a reason: a part that cannot start
+//! is logged and listed in [`Failures`] (`pincer status`, `pincer doctor`)
+//! while the others start and the daemon serves. Starts run before the
+//! socket answers, inside the start budget, so a part never awaits the
+//! network in its start: it spawns that work and reports through its own
+//! health (the bridges do).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::config::Config;
@@ -25,12 +33,36 @@ pub enum Reloaded {
 
 pub type StopFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
+/// A start: `Err` holds why the part could not start, one sentence a user
+/// can act on.
+pub type StartFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// The parts that could not start and why, in start order: read by the
+/// status and doctor RPCs while the daemon serves.
+#[derive(Clone, Default)]
+pub struct Failures(Arc<Mutex<Vec<(&'static str, String)>>>);
+
+impl Failures {
+    /// (part, why) for each part that could not start.
+    pub fn list(&self) -> Vec<(&'static str, String)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn record(&self, part: &'static str, why: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((part, why));
+    }
+}
+
 /// A long-running part of the daemon.
 pub trait Part: Send + Sync {
     /// Its name in reload reports and logs.
     fn name(&self) -> &'static str;
-    /// Starts it with the config in force at start-up.
-    fn start(&self, config: &Config);
+    /// Starts it with the config in force at start-up; never awaits the
+    /// network (the socket does not answer until every part started).
+    fn start<'a>(&'a self, config: &'a Config) -> StartFuture<'a>;
     /// Takes in a new config, live where it can. `old` is the config in
     /// force; a part that answers `NeedsRestart` compares `new` with what
     /// it runs (what it started with), not with `old`, which a reload of a
@@ -40,26 +72,42 @@ pub trait Part: Send + Sync {
     fn stop(&self, grace: Duration) -> StopFuture<'_>;
 }
 
-/// The parts, in start order.
+/// The parts, in start order, and those that could not start.
 #[derive(Default)]
-pub struct Parts(Vec<Box<dyn Part>>);
+pub struct Parts {
+    parts: Vec<Box<dyn Part>>,
+    failures: Failures,
+}
 
 impl Parts {
+    /// Parts that record their start failures in `failures`.
+    pub fn new(failures: Failures) -> Self {
+        Self {
+            parts: Vec::new(),
+            failures,
+        }
+    }
+
     pub fn with(mut self, part: impl Part + 'static) -> Self {
-        self.0.push(Box::new(part));
+        self.parts.push(Box::new(part));
         self
     }
 
-    pub fn start(&self, config: &Config) {
-        for part in &self.0 {
-            part.start(config);
+    /// Starts each part in order; one that fails is logged and recorded,
+    /// and the next still starts.
+    pub async fn start(&self, config: &Config) {
+        for part in &self.parts {
+            if let Err(why) = part.start(config).await {
+                tracing::error!(part = part.name(), "could not start: {why}");
+                self.failures.record(part.name(), why);
+            }
         }
     }
 
     /// Every part's answer as report lines: (applied, needs restart).
     pub fn reload(&self, old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
         let (mut applied, mut restart) = (Vec::new(), Vec::new());
-        for part in &self.0 {
+        for part in &self.parts {
             match part.reload(old, new) {
                 Reloaded::Unchanged => {}
                 Reloaded::Applied(how) => applied.push(format!("{}: {how}", part.name())),
@@ -72,7 +120,7 @@ impl Parts {
     /// Stops the parts in reverse start order, each within `grace`; one
     /// that overruns is logged and left behind.
     pub async fn stop(&self, grace: Duration) {
-        for part in self.0.iter().rev() {
+        for part in self.parts.iter().rev() {
             if tokio::time::timeout(grace, part.stop(grace)).await.is_err() {
                 tracing::warn!(part = part.name(), "did not stop within {grace:?}");
             }
@@ -91,17 +139,22 @@ mod tests {
         log: Arc<Mutex<Vec<String>>>,
         answer: Reloaded,
         stop_takes: Duration,
+        fails: Option<&'static str>,
     }
 
     impl Part for Probe {
         fn name(&self) -> &'static str {
             self.name
         }
-        fn start(&self, _: &Config) {
-            self.log
-                .lock()
-                .unwrap()
-                .push(format!("start {}", self.name));
+        fn start<'a>(&'a self, _: &'a Config) -> StartFuture<'a> {
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                self.log
+                    .lock()
+                    .unwrap()
+                    .push(format!("start {}", self.name));
+                self.fails.map_or(Ok(()), |why| Err(why.to_string()))
+            })
         }
         fn reload(&self, _: &Config, _: &Config) -> Reloaded {
             self.answer.clone()
@@ -122,8 +175,10 @@ mod tests {
             log: log.clone(),
             answer,
             stop_takes,
+            fails: None,
         };
-        let parts = Parts::default()
+        let failures = Failures::default();
+        let parts = Parts::new(failures.clone())
             .with(probe(
                 "memory",
                 Reloaded::NeedsRestart("[memory] settings".into()),
@@ -134,6 +189,10 @@ mod tests {
                 Reloaded::Applied("servers restarted on next use".into()),
                 Duration::from_secs(60),
             ))
+            .with(Probe {
+                fails: Some("the schedule database is locked"),
+                ..probe("scheduler", Reloaded::Unchanged, Duration::ZERO)
+            })
             .with(probe("server", Reloaded::Unchanged, Duration::ZERO));
         let config = crate::config::load::parse(
             &crate::home::Home::at("/tmp/pincer-test-home"),
@@ -142,7 +201,12 @@ mod tests {
             &|| None,
         )
         .unwrap();
-        parts.start(&config);
+        parts.start(&config).await;
+        // The failed part is recorded and the one after it still started.
+        assert_eq!(
+            failures.list(),
+            [("scheduler", "the schedule database is locked".to_string())]
+        );
         assert_eq!(
             parts.reload(&config, &config),
             (
@@ -158,8 +222,10 @@ mod tests {
             [
                 "start memory",
                 "start mcp",
+                "start scheduler",
                 "start server",
                 "stop server",
+                "stop scheduler",
                 "stop memory"
             ]
         );

@@ -74,10 +74,13 @@ impl Memory {
     /// Opens every agent's index and starts its watcher, whose first act is
     /// the reconcile scan. Agents whose index cannot open are logged and
     /// retried on first use.
-    pub fn start(&self, config: &Config) {
+    /// Opens and watches every agent's index; `Err` names those that
+    /// could not be opened (the others work, and a failed one is tried
+    /// again on its next use).
+    pub fn start(&self, config: &Config) -> Result<(), String> {
         if !self.inner.settings.enabled {
             tracing::info!("memory is turned off ([memory] enabled = false)");
-            return;
+            return Ok(());
         }
         match &self.inner.embedder {
             Some(e) => tracing::info!(embedder = %e.id(), "memory: hybrid search"),
@@ -86,10 +89,16 @@ impl Memory {
                 self.inner.no_embedder
             ),
         }
-        for agent in config.agents.values() {
-            if let Err(e) = self.index(agent) {
-                tracing::error!("{e}");
-            }
+        let failed: Vec<String> = config
+            .agents
+            .values()
+            .filter_map(|agent| self.index(agent).err())
+            .map(|e| e.to_string())
+            .collect();
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
         }
     }
 
@@ -232,8 +241,8 @@ impl crate::lifecycle::Part for Memory {
         "memory"
     }
 
-    fn start(&self, config: &Config) {
-        Memory::start(self, config);
+    fn start<'a>(&'a self, config: &'a Config) -> crate::lifecycle::StartFuture<'a> {
+        Box::pin(std::future::ready(Memory::start(self, config)))
     }
 
     fn reload(&self, _old: &Config, new: &Config) -> crate::lifecycle::Reloaded {

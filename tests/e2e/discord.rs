@@ -390,6 +390,42 @@ async fn reconnects_and_resumes_never_answer_twice() {
     );
 }
 
+/// A session whose resume address stops answering is given up after a
+/// few tries: the bot identifies anew at `/gateway/bot`'s address, and a
+/// message posted meanwhile is answered (catch-up), once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_resume_address_is_given_up_for_a_new_session() {
+    let dc = DiscordFake::start().await;
+    // Nothing listens there once the listener is dropped.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    dc.set_resume_url(&format!("ws://{}", dead.local_addr().unwrap()));
+    drop(dead);
+    let r = rig_on(dc, "", "").await;
+    r.connected().await;
+    r.llm.script_cycle("", vec![Step::text("answered")]);
+    let identified = r.dc.identifies().len();
+    r.dc.close(4000);
+    r.dc.put_history(CHANNEL_ID, &ann(), Say::text("while away").mention_bot());
+    r.dc.wait_for(
+        "a new session at the gateway's own address",
+        Duration::from_secs(30),
+        |dc| (dc.identifies().len() > identified).then_some(()),
+    )
+    .await;
+    assert!(
+        r.dc.resumes().is_empty(),
+        "nothing reached the dead address"
+    );
+    r.wait_for(CHANNEL_ID, 1).await;
+    assert_eq!(r.settled(CHANNEL_ID).await, ["answered"]);
+    assert!(
+        r.log()
+            .contains("the resume address failed 3 times; identifying anew"),
+        "{}",
+        r.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn disallowed_intents_stop_the_bridge_with_the_fix_and_no_loop() {
     let dc = DiscordFake::start_with(Options {

@@ -54,7 +54,7 @@ impl Gateway {
 
     async fn send(&mut self, payload: Value) {
         self.ws
-            .send(Message::Text(payload.to_string()))
+            .send(Message::Text(payload.to_string().into()))
             .await
             .expect("send on the gateway");
     }
@@ -879,4 +879,74 @@ async fn fake_interactions_are_dispatched_and_callbacks_recorded() {
     )
     .await;
     assert_eq!(wrong.status, 401);
+}
+
+/// What the load bench leans on: text channels added to the guild, and one
+/// channel's bot messages handed over as they are posted.
+#[tokio::test(flavor = "multi_thread")]
+async fn fake_adds_text_channels_and_hands_over_one_channels_bot_messages() {
+    let fake = DiscordFake::start().await;
+    let origin = fake.origin();
+    let auth = format!("Bot {TOKEN}");
+    let added = fake.add_text_channel("load-0");
+    let channel = http(
+        &origin,
+        "GET",
+        &format!("/api/v10/channels/{added}"),
+        &[("Authorization", auth.as_str())],
+        Vec::new(),
+    )
+    .await
+    .json();
+    assert_eq!(
+        (&channel["type"], &channel["guild_id"], &channel["name"]),
+        (&json!(0), &json!(GUILD_ID), &json!("load-0"))
+    );
+
+    let (mut gw, _) = Gateway::connect(&fake.gateway_url()).await;
+    gw.identify(&auth, BRIDGE_INTENTS).await;
+    let guild = gw.event("GUILD_CREATE").await;
+    assert!(
+        guild["d"]["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == added.as_str() && c["type"] == 0),
+        "{guild}"
+    );
+    // One added while the bot is connected is announced.
+    let later = fake.add_text_channel("load-1");
+    let created = gw.event("CHANNEL_CREATE").await;
+    assert_eq!(created["d"]["id"], later.as_str());
+    assert_eq!(created["d"]["guild_id"], GUILD_ID);
+    // A person writes there as in any guild channel.
+    let said = fake.user_says(&later, &ann(), Say::text("hi").mention_bot());
+    let message = gw.event("MESSAGE_CREATE").await;
+    assert_eq!(message["d"]["id"], said["id"]);
+    assert_eq!(message["d"]["channel_id"], later.as_str());
+
+    // The watcher of `added` gets the bot's message there, and not one
+    // posted in another channel.
+    let mut watched = fake.watch(&added);
+    for (channel, content) in [(CHANNEL_ID, "elsewhere"), (added.as_str(), "here")] {
+        let posted = http(
+            &origin,
+            "POST",
+            &format!("/api/v10/channels/{channel}/messages"),
+            &[
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            json!({"content": content}).to_string().into_bytes(),
+        )
+        .await;
+        assert_eq!(posted.status, 200);
+    }
+    let got = tokio::time::timeout(WAIT, watched.recv())
+        .await
+        .expect("the watched channel's bot message")
+        .expect("the watcher open");
+    assert_eq!((got.channel_id(), got.content()), (added.as_str(), "here"));
+    assert!(watched.try_recv().is_err(), "only the watched channel's");
+    gw.close().await;
 }

@@ -545,3 +545,59 @@ async fn the_env_file_feeds_provider_keys_and_a_bad_line_exits_78() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{}:2:", env.display())), "{err}");
 }
+
+/// A part that cannot start (here memory: its index path is taken by a
+/// folder) is named in `pincer status` and `pincer doctor` while the rest
+/// serves; a bridge whose platform never answers holds nothing up (its
+/// connecting happens after the socket answers).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_part_that_cannot_start_is_reported_while_pincerd_serves() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    // Accepts connections and never answers: the Discord API "hangs".
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let home = TestHome::new();
+    home.write_config(&format!(
+        "{}\n[memory]\nembedder = \"none\"\n\n[channels.discord]\napi_url = \"http://{}\"\n",
+        provider_config("openai", &format!("{}/v1", llm.base_url()), ""),
+        silent.local_addr().unwrap()
+    ));
+    std::fs::create_dir_all(home.path().join("state/memory-main.db/taken")).unwrap();
+    let started = std::time::Instant::now();
+    let _d = home.start_with_env(&[("DISCORD_BOT_TOKEN", "t0k3n")]);
+    // Far below the Discord client's 30 s request timeout, which a start
+    // waiting on the network would sit out.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the socket answered only after {:?}",
+        started.elapsed()
+    );
+
+    let status = home.cli(&["status"]).await;
+    assert!(
+        status.ok().contains(
+            "FAILED:   memory did not start: cannot open the memory index of agent `main`"
+        ),
+        "{}",
+        status.stdout
+    );
+    assert!(status.stdout.contains("discord"), "{}", status.stdout);
+    let json = home.cli(&["--json", "status"]).await.json();
+    assert_eq!(json["failed_parts"][0]["part"], "memory");
+    assert_eq!(json["failed_parts"].as_array().unwrap().len(), 1, "{json}");
+
+    let doctor = home.cli(&["doctor"]).await;
+    assert_eq!(doctor.code, 1);
+    assert!(
+        doctor
+            .stdout
+            .contains("✗ memory: did not start: cannot open the memory index of agent `main`"),
+        "{}",
+        doctor.stdout
+    );
+
+    // The rest serves.
+    llm.script("[p1]", vec![Step::text("still here")]);
+    let sent = home.cli(&["send", "[p1] hello"]).await;
+    assert!(sent.ok().contains("still here"), "{}", sent.stdout);
+    drop(silent);
+}

@@ -28,16 +28,17 @@
 //! Its fixtures: the bot [`BOT_ID`] (its application id is the same, as
 //! for every bot made today), one guild [`GUILD_ID`] with the text
 //! channels [`CHANNEL_ID`] and [`OTHER_CHANNEL_ID`], the forum
-//! [`FORUM_ID`], the `@everyone` role and [`ROLE_ID`]; more text channels
-//! on demand ([`DiscordFake::create_text_channel`]). Ids it makes are
-//! snowflakes from the current time, increasing.
+//! [`FORUM_ID`], the `@everyone` role and [`ROLE_ID`];
+//! [`DiscordFake::add_text_channel`] adds more text channels. Ids it makes
+//! are snowflakes from the current time, increasing.
 //!
 //! The test's side: people writing ([`DiscordFake::user_says`] dispatches
 //! MESSAGE_CREATE with a full message object; [`DiscordFake::put_history`]
 //! only stores one, for catch-up), pressing buttons and running slash
 //! commands ([`DiscordFake::press_button`], [`DiscordFake::slash_command`]:
 //! INTERACTION_CREATE), threads and forum posts; reading what the bot did
-//! ([`DiscordFake::bot_messages`], [`DiscordFake::callbacks`],
+//! ([`DiscordFake::bot_messages`], [`DiscordFake::watch`] for one
+//! channel's as they come, [`DiscordFake::callbacks`],
 //! [`DiscordFake::calls`], [`DiscordFake::deliveries`]); and faults
 //! ([`DiscordFake::fail_next`], the gateway controls).
 //!
@@ -316,6 +317,10 @@ pub enum Fault {
     RateLimited { retry_after: f64, global: bool },
     /// This status (500, 502, 503, …) with Discord's body for it.
     Status(u16),
+    /// The request is carried out, then answered with this status, as
+    /// when Discord did the work and the answer was lost on the way (a 502
+    /// from its edge, a connection cut).
+    AnswerLost(u16),
 }
 
 /// A `press_button` or `slash_command` the fake dispatched.
@@ -421,11 +426,18 @@ struct Inner {
     /// Every message by channel, oldest first.
     messages: HashMap<String, Vec<Value>>,
     bot_messages: Vec<BotMessage>,
+    /// Per channel, who is told of each message the bot posts there
+    /// ([`DiscordFake::watch`]).
+    watchers: HashMap<String, mpsc::UnboundedSender<BotMessage>>,
     /// Files by attachment id: the channel and the file.
     attachments: HashMap<String, (String, Upload)>,
     dm_channels: HashMap<String, String>,
     calls: Vec<Call>,
     faults: Vec<FaultRule>,
+    /// The bot's message for each `nonce` it sent with `enforce_nonce`,
+    /// and when (Discord answers the same message again for a few
+    /// minutes instead of creating another).
+    nonces: HashMap<String, (String, Instant)>,
     interactions: HashMap<String, PendingInteraction>,
     callbacks: Vec<Callback>,
     /// Application commands: the global ones under "", a guild's under its id.
@@ -439,6 +451,8 @@ struct Inner {
     replay_on_resume: Option<usize>,
     origin: String,
     gateway_url: String,
+    /// READY's `resume_gateway_url` when not the gateway's own address.
+    resume_url: Option<String>,
 }
 
 struct Shared {
@@ -999,6 +1013,22 @@ impl DiscordFake {
         dm_channel_for(&mut inner, &user.json())
     }
 
+    /// A new text channel of the guild named `name`, dispatched as
+    /// CHANNEL_CREATE; answers its id. Made before the bot connects, it is
+    /// in the guild's GUILD_CREATE like the fixture channels (the load
+    /// bench makes hundreds this way).
+    pub fn add_text_channel(&self, name: &str) -> String {
+        let mut inner = self.shared.lock();
+        let id = inner.snowflake();
+        let position = inner.channels.len() as u64;
+        let channel = text_channel(&id, name, position);
+        inner.channels.insert(id.clone(), channel.clone());
+        inner.dispatch("CHANNEL_CREATE", &channel);
+        drop(inner);
+        self.changed();
+        id
+    }
+
     /// `author` writes in `channel` (a guild channel, a thread or a DM
     /// channel from [`Self::dm_channel`]): the message is stored and
     /// dispatched as MESSAGE_CREATE. Answers the message object.
@@ -1034,21 +1064,6 @@ impl DiscordFake {
         let roles = roles.iter().map(|r| r.to_string()).collect();
         self.shared.lock().member(&user.json(), Some(roles));
         self.changed();
-    }
-
-    /// A new text channel of the guild named `name`, dispatched as
-    /// CHANNEL_CREATE; answers its id (a snowflake made now, so create the
-    /// channels a config lists before starting pincerd).
-    pub fn create_text_channel(&self, name: &str) -> String {
-        let mut inner = self.shared.lock();
-        let id = inner.snowflake();
-        let position = inner.channels.len() as u64;
-        let channel = text_channel(&id, name, position);
-        inner.channels.insert(id.clone(), channel.clone());
-        inner.dispatch("CHANNEL_CREATE", &channel);
-        drop(inner);
-        self.changed();
-        id
     }
 
     /// Sets a channel's `permission_overwrites` (Discord's overwrite
@@ -1187,6 +1202,16 @@ impl DiscordFake {
             .collect()
     }
 
+    /// Each message the bot posts in `channel` from now on, as it is
+    /// posted: a cheap wait for one channel's answers under load (no scan
+    /// of every message the bot posted). A second watch of the same
+    /// channel replaces the first.
+    pub fn watch(&self, channel: &str) -> mpsc::UnboundedReceiver<BotMessage> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.shared.lock().watchers.insert(channel.to_string(), tx);
+        rx
+    }
+
     /// Every message the bot posted, oldest first.
     pub fn all_bot_messages(&self) -> Vec<BotMessage> {
         self.shared.lock().bot_messages.clone()
@@ -1306,6 +1331,12 @@ impl DiscordFake {
     }
 
     // ----- the gateway -----
+
+    /// READY names `url` as the session's resume address from now on (one
+    /// that answers nothing, to see the bot give it up).
+    pub fn set_resume_url(&self, url: &str) {
+        self.shared.lock().resume_url = Some(url.to_string());
+    }
 
     /// Sends RECONNECT (op 7) on every live connection (they stay open: the
     /// client is to close and resume).
@@ -1830,7 +1861,7 @@ fn fault_reply(fault: &Fault) -> (Reply, Vec<(&'static str, String)>) {
             let body = json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": global});
             (Reply::Json(429, body), headers)
         }
-        Fault::Status(status) => {
+        Fault::Status(status) | Fault::AnswerLost(status) => {
             let text = StatusCode::from_u16(*status)
                 .ok()
                 .and_then(|s| s.canonical_reason())
@@ -1856,8 +1887,24 @@ fn answer(
         rule.remaining -= 1;
         let fault = rule.fault.clone();
         inner.faults.retain(|r| r.remaining > 0);
+        if let Fault::AnswerLost(status) = fault {
+            let _done = carry_out(inner, method, path, query, headers, body);
+            return fault_reply(&Fault::Status(status));
+        }
         return fault_reply(&fault);
     }
+    carry_out(inner, method, path, query, headers, body)
+}
+
+/// [`answer`] past the faults: the request as Discord handles it.
+fn carry_out(
+    inner: &mut Inner,
+    method: &Method,
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+    body: Result<Body, Reply>,
+) -> (Reply, Vec<(&'static str, String)>) {
     if let Some(rest) = path.strip_prefix("/attachments/") {
         return (download(inner, rest, query), Vec::new());
     }
@@ -2245,27 +2292,63 @@ fn bot_message_object(inner: &mut Inner, channel: &str, body: &Body) -> Result<V
 }
 
 /// `POST /channels/{id}/messages` (and an interaction's response message).
+/// How long a nonce sent with `enforce_nonce` stands for its message
+/// ("a few minutes" in Discord's docs).
+const NONCE_KEPT: Duration = Duration::from_secs(300);
+
 fn bot_post(inner: &mut Inner, channel: &str, body: Body, interaction: Option<&str>) -> Reply {
     if inner.channel(channel).is_none() {
         return unknown_channel();
+    }
+    let nonce = match &body.json["nonce"] {
+        Value::String(n) => Some(n.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    if let Some(n) = &nonce {
+        if n.chars().count() > 25 {
+            return invalid_form(
+                "nonce",
+                "BASE_TYPE_MAX_LENGTH",
+                "Must be 25 or fewer in length.",
+            );
+        }
+        if body.json["enforce_nonce"] == true
+            && let Some((id, at)) = inner.nonces.get(n)
+            && at.elapsed() < NONCE_KEPT
+            && let Some(existing) = inner.find_message(channel, id)
+        {
+            return Reply::Json(200, existing.clone());
+        }
     }
     let mut message = match bot_message_object(inner, channel, &body) {
         Ok(message) => message,
         Err(reply) => return reply,
     };
+    if let Some(n) = nonce {
+        message["nonce"] = json!(n);
+        if body.json["enforce_nonce"] == true {
+            let id = message["id"].as_str().unwrap_or_default().to_string();
+            inner.nonces.insert(n, (id, Instant::now()));
+        }
+    }
     if let Some(interaction) = interaction {
         message["webhook_id"] = json!(APPLICATION_ID);
         message["application_id"] = json!(APPLICATION_ID);
         message["interaction_metadata"] = json!({"id": interaction, "type": 2, "user": bot_user()});
     }
     inner.store_message(message.clone());
-    inner.bot_messages.push(BotMessage {
+    let posted = BotMessage {
         message: message.clone(),
         request: body.json,
         files: body.files,
         edits: Vec::new(),
         at: Instant::now(),
-    });
+    };
+    if let Some(watcher) = inner.watchers.get(channel) {
+        let _ = watcher.send(posted.clone());
+    }
+    inner.bot_messages.push(posted);
     let mut event = message.clone();
     if let Some(guild) = inner.guild_of(channel) {
         event["guild_id"] = json!(guild);
@@ -2573,6 +2656,10 @@ async fn serve_gateway(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
         }
         Ok(response)
     };
+    // Each event goes out as it happens, as from Discord: without this the
+    // kernel holds a small frame back while an earlier one is not yet
+    // acknowledged (Nagle), tens of milliseconds under load.
+    let _ = stream.set_nodelay(true);
     let Ok(ws) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
         return;
     };
@@ -2607,7 +2694,7 @@ async fn serve_gateway(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
         while let Some(out) = rx.recv().await {
             match out {
                 Out::Text(text) => {
-                    if sink.send(WsMessage::Text(text)).await.is_err() {
+                    if sink.send(WsMessage::Text(text.into())).await.is_err() {
                         break;
                     }
                 }
@@ -2736,7 +2823,7 @@ fn on_payload(shared: &Shared, conn: usize, text: &str) -> bool {
                 },
                 "guilds": [{"id": GUILD_ID, "unavailable": true}],
                 "session_id": session_id, "session_type": "normal",
-                "resume_gateway_url": inner.gateway_url, "shard": [0, 1],
+                "resume_gateway_url": inner.resume_url.as_deref().unwrap_or(&inner.gateway_url), "shard": [0, 1],
                 "application": {"id": APPLICATION_ID, "flags": 8_953_856},
                 "private_channels": [], "presences": [], "relationships": [],
                 "guild_join_requests": [], "geo_ordered_rtc_regions": [], "auth": {},

@@ -4,13 +4,17 @@
 //! Telegram Bot API emulator ([`telegram`]) and the Discord server
 //! crabline ([`discord`]); our own Discord server for what crabline lacks
 //! ([`discord_fake`]); a private D-Bus with a fake systemd and logind
-//! ([`systemd`]); and the minimal Bot API the 200-chat load bench runs
-//! against instead ([`bot_api`]).
+//! ([`systemd`]); the minimal Bot API the 200-chat load bench runs
+//! against instead ([`bot_api`]); what the bridge load benches share
+//! ([`load`]); and an embeddings endpoint without a model
+//! ([`embeddings`]) for the idle-RSS bench's memory index.
 
 pub mod bot_api;
 pub mod discord;
 pub mod discord_fake;
+pub mod embeddings;
 pub mod harness;
+pub mod load;
 pub mod no_landlock;
 pub mod peers;
 pub mod requests;

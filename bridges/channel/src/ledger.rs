@@ -61,10 +61,11 @@
 //!   only those are sent.
 //! - *Between the platform accepting a chunk and `confirmed` committing*:
 //!   that one chunk is sent again (a file chunk too: the file is written
-//!   anew from the ledger's copy and uploaded again). This window is the only one the ledger
-//!   cannot close alone — Telegram's `sendMessage` has no idempotency key;
-//!   Discord's `nonce` with `enforce_nonce` can close it, keyed by
-//!   (reply key, chunk index).
+//!   anew from the ledger's copy and uploaded again). This window is the
+//!   only one the ledger cannot close alone — Telegram's `sendMessage` has
+//!   no idempotency key; on Discord the bridge sends each text chunk with
+//!   a nonce of (message id, chunk index) and `enforce_nonce`, which
+//!   closes it (`Platform::send`'s `once`).
 //! - *After the last confirmation*: the answer is complete and marked
 //!   answered in the same transaction; nothing is resent.
 //! - *A repeated update* (a server that ignores `offset`, a redelivery after

@@ -107,13 +107,19 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Sends one message of at most `capabilities().max_chars` characters,
     /// already rendered for `formatting`, with optional buttons under it.
-    /// Answers the platform's id for the message.
+    /// Answers the platform's id for the message. `once`, where given,
+    /// names this very message (a part of an answer: the message answered
+    /// and the part's index; at most 25 characters): a platform that can
+    /// promise it posts a second send with the same `once` only once
+    /// (Discord's `nonce` with `enforce_nonce`); one that cannot (Telegram)
+    /// ignores it.
     fn send<'a>(
         &'a self,
         to: &'a Target,
         text: &'a str,
         formatting: Formatting,
         buttons: &'a [Button],
+        once: Option<&'a str>,
     ) -> BoxFuture<'a, Result<String, SendError>>;
 
     /// Replaces the text of a message this bot sent (live preview; an

@@ -15,9 +15,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pincer_channel::Bridge;
-use serenity::model::channel::Message;
+use serde::Deserialize;
 
 use crate::discord::Discord;
+use crate::model::Message;
 use crate::rest::RestError;
 
 /// Discord's epoch (2015-01-01) in Unix milliseconds.
@@ -65,7 +66,7 @@ pub(crate) async fn run(discord: &Discord, bridge: &std::sync::Arc<Bridge>) {
         let after = cursor.max(oldest);
         match fetch(discord, &scope, after).await {
             Ok(mut messages) => {
-                messages.sort_by_key(|m| m.id.get());
+                messages.sort_by_key(Message::number);
                 for msg in messages {
                     let Some(incoming) = crate::inbound::incoming(discord, &msg).await else {
                         continue;
@@ -117,7 +118,15 @@ async fn fetch(discord: &Discord, channel: &str, after: u64) -> Result<Vec<Messa
     loop {
         tries += 1;
         match discord.rest.get(&path).await {
-            Ok(v) => return Ok(serde_json::from_value(v).unwrap_or_default()),
+            // One message that cannot be read is skipped, not the page.
+            Ok(v) => {
+                return Ok(v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| Message::deserialize(m).ok())
+                    .collect());
+            }
             Err(RestError::RateLimited(wait)) if tries < TRIES => tokio::time::sleep(wait).await,
             Err(RestError::Transient(_)) if tries < TRIES => {
                 tokio::time::sleep(Duration::from_secs(1)).await;

@@ -168,8 +168,26 @@ async fn access(rest: &Rest, bot_id: &str, info: &Value) -> Result<Access, Strin
     Ok(if missing.is_empty() {
         Access::Ok
     } else {
-        Access::Missing(missing.get_permission_names())
+        Access::Missing(names(missing))
     })
+}
+
+/// The names the Developer Portal and the server settings show for the
+/// permissions this check asks for.
+fn names(missing: Permissions) -> Vec<&'static str> {
+    [
+        (Permissions::VIEW_CHANNEL, "View Channel"),
+        (Permissions::SEND_MESSAGES, "Send Messages"),
+        (
+            Permissions::SEND_MESSAGES_IN_THREADS,
+            "Send Messages in Threads",
+        ),
+        (Permissions::READ_MESSAGE_HISTORY, "Read Message History"),
+    ]
+    .into_iter()
+    .filter(|(p, _)| missing.contains(*p))
+    .map(|(_, name)| name)
+    .collect()
 }
 
 /// The bot's permissions in a channel with these overwrites, from the

@@ -55,8 +55,36 @@ impl ChannelInfo {
 /// A slash command waiting for its answer (deferred when it came).
 #[derive(Debug, Clone)]
 pub(crate) struct PendingCommand {
+    /// The channel it was run in.
+    pub channel: String,
     pub token: String,
     pub at: tokio::time::Instant,
+}
+
+/// Which of the `pending` commands (by message id) a send to `channel`
+/// replying to `reply_to` answers: [`Discord::take_command`].
+fn answered_command(
+    pending: &HashMap<String, PendingCommand>,
+    channel: &str,
+    reply_to: Option<&str>,
+) -> Option<String> {
+    match reply_to {
+        Some(id) => pending
+            .get(id)
+            .filter(|p| p.channel == channel)
+            .map(|_| id.to_string()),
+        None => pending
+            .iter()
+            .filter(|(_, p)| p.channel == channel)
+            .min_by_key(|(_, p)| p.at)
+            .map(|(id, _)| id.clone()),
+    }
+}
+
+/// The message id a slash command has as an inbound message (`i` and the
+/// interaction's id): what its answer's target replies to in a guild.
+pub(crate) fn command_message_id(interaction_id: &str) -> String {
+    format!("i{interaction_id}")
 }
 
 /// One connected Discord bot.
@@ -73,7 +101,7 @@ pub struct Discord {
     pub(crate) channels: Mutex<HashMap<String, ChannelInfo>>,
     /// The DM channel opened with each user.
     pub(crate) dms: Mutex<HashMap<String, String>>,
-    /// Slash commands awaiting their answer, by the channel they came from.
+    /// Slash commands awaiting their answer, by their message id (`i…`).
     pub(crate) commands: Mutex<HashMap<String, PendingCommand>>,
     /// Members' roles by (guild, user), for messages that come without
     /// them (catch-up reads history, which has no `member`).
@@ -201,10 +229,53 @@ impl Discord {
         roles
     }
 
-    /// The pending slash command of `channel`, taken (still answerable).
-    pub(crate) fn take_command(&self, channel: &str) -> Option<PendingCommand> {
+    /// The slash command a send to `channel` answers, taken (still
+    /// answerable): in a guild the one the target replies to, so another
+    /// message's answer in the same channel never fills it; in a DM, whose
+    /// answers reply to nothing, the channel's oldest.
+    pub(crate) fn take_command(
+        &self,
+        channel: &str,
+        reply_to: Option<&str>,
+    ) -> Option<PendingCommand> {
         let mut pending = lock(&self.commands);
         pending.retain(|_, p| p.at.elapsed() < INTERACTION_TTL);
-        pending.remove(channel)
+        let key = answered_command(&pending, channel, reply_to)?;
+        pending.remove(&key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_answered_by_its_own_reply_not_by_another_in_its_channel() {
+        let t0 = tokio::time::Instant::now();
+        let command = |channel: &str, secs| PendingCommand {
+            channel: channel.into(),
+            token: "t".into(),
+            at: t0 + std::time::Duration::from_secs(secs),
+        };
+        let pending = HashMap::from([
+            ("i1".to_string(), command("c", 1)),
+            ("i2".to_string(), command("c", 0)),
+            ("i3".to_string(), command("dm", 2)),
+        ]);
+        // A guild answer to someone's message fills no command.
+        assert_eq!(answered_command(&pending, "c", Some("555")), None);
+        assert_eq!(
+            answered_command(&pending, "c", Some("i1")).as_deref(),
+            Some("i1")
+        );
+        // Not one of another channel.
+        assert_eq!(answered_command(&pending, "x", Some("i1")), None);
+        // A DM's answer replies to nothing: the channel's oldest command.
+        assert_eq!(answered_command(&pending, "c", None).as_deref(), Some("i2"));
+        assert_eq!(
+            answered_command(&pending, "dm", None).as_deref(),
+            Some("i3")
+        );
+        assert_eq!(answered_command(&pending, "x", None), None);
     }
 }

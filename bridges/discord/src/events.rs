@@ -7,14 +7,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::model::Message;
 use pincer_channel::{Bridge, ButtonPress, ChatKind, Event, Inbound, Incoming, Sender};
 use reqwest::Method;
 use serde_json::{Value, json};
-use serenity::model::channel::Message;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::discord::{Discord, PendingCommand, lock};
+use crate::discord::{Discord, PendingCommand, command_message_id, lock};
 
 /// Bot messages in one channel within [`BOT_WINDOW`] that trip the guard.
 pub const BOT_LOOP_EVENTS: usize = 20;
@@ -74,8 +74,8 @@ pub(crate) async fn feed(
     while let Some(item) = queue.recv().await {
         let incoming = match item {
             Item::Message(msg) => {
-                if msg.author.bot && msg.author.id.to_string() != discord.user_id {
-                    let channel = msg.channel_id.to_string();
+                if msg.author.bot && msg.author.id != discord.user_id {
+                    let channel = msg.channel_id.clone();
                     if !guard.allows(&channel, Instant::now()) {
                         let why = format!(
                             "bot loop in channel {channel}: more than {BOT_LOOP_EVENTS} bot messages in {} s; their messages are not answered for {} s",
@@ -180,9 +180,11 @@ fn button(id: &str, token: &str, data: &Value) -> Option<Event> {
 
 async fn command(discord: &Discord, id: &str, token: &str, data: &Value) -> Option<Event> {
     let channel = data["channel_id"].as_str()?.to_string();
+    let message_id = command_message_id(id);
     lock(&discord.commands).insert(
-        channel.clone(),
+        message_id.clone(),
         PendingCommand {
+            channel: channel.clone(),
             token: token.to_string(),
             at: Instant::now(),
         },
@@ -218,7 +220,7 @@ async fn command(discord: &Discord, id: &str, token: &str, data: &Value) -> Opti
         mentions_bot: true,
         reply_to: None,
         attachments: Vec::new(),
-        message_id: format!("i{id}"),
+        message_id,
     }))
 }
 

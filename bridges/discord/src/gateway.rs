@@ -1,7 +1,7 @@
 //! The gateway connection (API v10, JSON, no compression): HELLO,
 //! IDENTIFY or RESUME, READY / RESUMED, heartbeats with their ACKs,
 //! RECONNECT, INVALID_SESSION and the close codes — one socket at a time,
-//! read by one loop. Payloads are serenity's model types.
+//! read by one loop. Messages are read into `model.rs`'s types.
 //!
 //! Why not serenity's own gateway client: it sends `Bot <token>` in
 //! IDENTIFY where Discord documents the bare token (crabline, the Discord
@@ -65,6 +65,10 @@ struct Session {
     seq: u64,
 }
 
+/// Connections in a row to a session's resume address that open no
+/// session before the bridge identifies anew at `/gateway/bot`'s address.
+const RESUME_TRIES: u32 = 3;
+
 /// How one connection ended.
 enum Closed {
     Stopped,
@@ -73,6 +77,10 @@ enum Closed {
     Resume(String),
     /// Reconnect and identify anew (INVALID_SESSION(false), 4007, 4009).
     Reidentify(String),
+    /// No session started on this socket: it could not be opened or sent
+    /// no HELLO. Resumed like [`Closed::Resume`], but a resume address
+    /// that keeps failing is given up for `/gateway/bot`'s.
+    Unreachable(String),
     Fatal(String),
 }
 
@@ -82,15 +90,30 @@ pub async fn run(discord: Arc<Discord>, bridge: Arc<Bridge>, stop: CancellationT
     let feeder = tokio::spawn(events::feed(discord.clone(), bridge.clone(), rx));
     let mut session: Option<Session> = None;
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+    let mut unreachable = 0u32;
     let ended = loop {
         let started = Instant::now();
         let closed = connection(&discord, &bridge, &mut session, &tx, &stop).await;
+        if !matches!(closed, Closed::Unreachable(_)) {
+            unreachable = 0;
+        }
         let why = match closed {
             Closed::Stopped => break Ended::Retry("stopped".into()),
             Closed::Fatal(why) => break Ended::Fatal(why),
             Closed::Resume(why) => why,
             Closed::Reidentify(why) => {
                 session = None;
+                why
+            }
+            Closed::Unreachable(why) => {
+                unreachable += 1;
+                if unreachable >= RESUME_TRIES && session.take().is_some() {
+                    // The session's resume address is gone: identify anew
+                    // at /gateway/bot's (catch-up reads what was missed).
+                    tracing::warn!(
+                        "discord: the resume address failed {unreachable} times; identifying anew"
+                    );
+                }
                 why
             }
         };
@@ -131,7 +154,7 @@ async fn connection(
         _ = stop.cancelled() => return Closed::Stopped,
     } {
         Ok(ws) => ws,
-        Err(e) => return Closed::Resume(format!("cannot connect to the gateway {base}: {e}")),
+        Err(e) => return Closed::Unreachable(format!("cannot connect to the gateway {base}: {e}")),
     };
     let interval = match tokio::time::timeout(HELLO_TIMEOUT, ws.next()).await {
         Ok(Some(Ok(Frame::Text(text)))) => {
@@ -141,11 +164,11 @@ async fn connection(
                 hello["d"]["heartbeat_interval"].as_u64(),
             ) {
                 (Some(10), Some(ms)) if ms > 0 => Duration::from_millis(ms),
-                _ => return Closed::Resume("the gateway did not start with HELLO".into()),
+                _ => return Closed::Unreachable("the gateway did not start with HELLO".into()),
             }
         }
         Ok(Some(Ok(Frame::Close(frame)))) => return close_reason(frame.as_ref()),
-        _ => return Closed::Resume("the gateway sent no HELLO".into()),
+        _ => return Closed::Unreachable("the gateway sent no HELLO".into()),
     };
     let token = discord.settings.token.trim();
     let token = token.strip_prefix("Bot ").unwrap_or(token);
@@ -157,7 +180,7 @@ async fn connection(
             "properties": {"os": std::env::consts::OS, "browser": "pincer", "device": "pincer"},
         }}),
     };
-    if let Err(e) = ws.send(Frame::Text(opening.to_string())).await {
+    if let Err(e) = ws.send(Frame::Text(opening.to_string().into())).await {
         return Closed::Resume(format!("the gateway connection dropped: {e}"));
     }
     // The first beat comes after a random part of the interval, as
@@ -180,7 +203,7 @@ async fn connection(
                 acked = false;
                 next_beat = Instant::now() + interval;
                 let seq = session.as_ref().map(|s| s.seq);
-                if let Err(e) = ws.send(Frame::Text(json!({"op": 1, "d": seq}).to_string())).await {
+                if let Err(e) = ws.send(Frame::Text(json!({"op": 1, "d": seq}).to_string().into())).await {
                     return Closed::Resume(format!("the gateway connection dropped: {e}"));
                 }
                 continue;
@@ -339,7 +362,7 @@ fn jitter_byte() -> u8 {
 mod tests {
     use super::*;
 
-    fn frame(code: u16) -> CloseFrame<'static> {
+    fn frame(code: u16) -> CloseFrame {
         CloseFrame {
             code: CloseCode::from(code),
             reason: "x".into(),

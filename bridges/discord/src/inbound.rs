@@ -8,8 +8,8 @@
 //! `thread_id` the thread): group rules, attachments and memory are the
 //! parent's, the session the thread's own.
 
+use crate::model::Message;
 use pincer_channel::{Attachment, ChatKind, Event, Inbound, Incoming, Sender};
-use serenity::model::channel::Message;
 
 use crate::discord::Discord;
 
@@ -18,16 +18,16 @@ pub(crate) async fn incoming(discord: &Discord, msg: &Message) -> Option<Incomin
     let inbound = inbound(discord, msg).await?;
     Some(Incoming {
         event: Event::Message(inbound),
-        cursor: Some((msg.channel_id.to_string(), msg.id.to_string())),
+        cursor: Some((msg.channel_id.clone(), msg.id.clone())),
     })
 }
 
 async fn inbound(discord: &Discord, msg: &Message) -> Option<Inbound> {
-    if msg.author.id.to_string() == discord.user_id {
+    if msg.author.id == discord.user_id {
         return None;
     }
-    let channel_id = msg.channel_id.to_string();
-    let (kind, chat_id, thread_id, guild_id) = match msg.guild_id {
+    let channel_id = msg.channel_id.clone();
+    let (kind, chat_id, thread_id, guild_id) = match msg.guild_id.clone() {
         None => (ChatKind::Direct, channel_id, None, None),
         Some(guild) => {
             let info = discord.channel_info(&channel_id).await;
@@ -36,30 +36,25 @@ async fn inbound(discord: &Discord, msg: &Message) -> Option<Inbound> {
                     ChatKind::Thread,
                     info.parent_id.unwrap_or_default(),
                     Some(channel_id),
-                    Some(guild.to_string()),
+                    Some(guild),
                 ),
-                _ => (ChatKind::Group, channel_id, None, Some(guild.to_string())),
+                _ => (ChatKind::Group, channel_id, None, Some(guild)),
             }
         }
     };
     let sender_roles = match &guild_id {
         Some(guild) => {
-            let given = msg
-                .member
-                .as_ref()
-                .map(|m| m.roles.iter().map(|r| r.to_string()).collect());
-            discord
-                .member_roles(guild, &msg.author.id.to_string(), given)
-                .await
+            let given = msg.member.as_ref().map(|m| m.roles.clone());
+            discord.member_roles(guild, &msg.author.id, given).await
         }
         None => Vec::new(),
     };
     let me = &discord.user_id;
-    let mentions_bot = msg.mentions.iter().any(|u| u.id.to_string() == *me)
+    let mentions_bot = msg.mentions.iter().any(|u| u.id == *me)
         || msg
             .referenced_message
             .as_ref()
-            .is_some_and(|r| r.author.id.to_string() == *me);
+            .is_some_and(|r| r.author.id == *me);
     Some(Inbound {
         channel: "discord".into(),
         account: String::new(),
@@ -69,12 +64,8 @@ async fn inbound(discord: &Discord, msg: &Message) -> Option<Inbound> {
         guild_id,
         sender_roles,
         sender: Sender {
-            id: msg.author.id.to_string(),
-            name: msg
-                .author
-                .global_name
-                .clone()
-                .unwrap_or_else(|| msg.author.name.clone()),
+            id: msg.author.id.clone(),
+            name: msg.author.shown_name().to_string(),
             is_bot: msg.author.bot,
         },
         text: text(discord, msg),
@@ -82,8 +73,7 @@ async fn inbound(discord: &Discord, msg: &Message) -> Option<Inbound> {
         reply_to: msg
             .message_reference
             .as_ref()
-            .and_then(|r| r.message_id)
-            .map(|id| id.to_string()),
+            .and_then(|r| r.message_id.clone()),
         attachments: msg
             .attachments
             .iter()
@@ -95,10 +85,10 @@ async fn inbound(discord: &Discord, msg: &Message) -> Option<Inbound> {
                     Some(t) if t.starts_with("audio/") => "voice".into(),
                     _ => "document".into(),
                 },
-                size: Some(u64::from(a.size)),
+                size: Some(a.size),
             })
             .collect(),
-        message_id: msg.id.to_string(),
+        message_id: msg.id.clone(),
     })
 }
 
@@ -114,7 +104,7 @@ fn text(discord: &Discord, msg: &Message) -> String {
         }
     }
     for user in &msg.mentions {
-        let name = user.global_name.as_deref().unwrap_or(&user.name);
+        let name = user.shown_name();
         for form in [format!("<@{}>", user.id), format!("<@!{}>", user.id)] {
             text = text.replace(&form, &format!("@{name}"));
         }

@@ -7,8 +7,10 @@
 //! Files: `settings` (what the config says), `discord` (connecting, what
 //! the bot knows of its channels), `rest` (the HTTP API and its rate
 //! limits), `platform` (the outbound verbs), `inbound` (messages to the
-//! channel layer's form), `gateway` (the gateway connection), `events`
-//! (the queue to the bridge, interactions, the bot-loop guard), `catch_up` (what was posted while away), `commands` (slash
+//! channel layer's form), `model` (the fields of Discord's message object
+//! read), `gateway` (the gateway connection), `events` (the queue to the
+//! bridge, interactions, the bot-loop guard), `catch_up` (what was posted
+//! while away), `commands` (slash
 //! commands, registered in the background), `check` (what `pincer
 //! doctor` asks Discord: the token, each channel's permissions).
 
@@ -19,6 +21,7 @@ mod discord;
 mod events;
 mod gateway;
 mod inbound;
+mod model;
 mod platform;
 mod rest;
 mod settings;

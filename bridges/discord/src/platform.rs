@@ -77,6 +77,7 @@ impl Discord {
         to: &Target,
         text: &str,
         buttons: &[Button],
+        once: Option<&str>,
     ) -> Result<String, SendError> {
         let channel = channel_of(to);
         let mut body = json!({
@@ -84,7 +85,14 @@ impl Discord {
             "allowed_mentions": no_pings(),
             "components": components(buttons),
         });
-        if let Some(command) = self.take_command(channel) {
+        // Discord returns the message already posted with this nonce
+        // instead of posting it again: a part re-sent after its answer was
+        // lost, or after a restart, is not doubled.
+        if let Some(once) = once.filter(|n| n.chars().count() <= 25) {
+            body["nonce"] = json!(once);
+            body["enforce_nonce"] = json!(true);
+        }
+        if let Some(command) = self.take_command(channel, to.reply_to.as_deref()) {
             let path = format!(
                 "/webhooks/{}/{}/messages/@original",
                 self.application_id, command.token
@@ -92,7 +100,8 @@ impl Discord {
             let sent = self.rest.call(Method::PATCH, &path, Some(&body)).await?;
             return Ok(sent["id"].as_str().unwrap_or_default().to_string());
         }
-        if let Some(reply) = &to.reply_to {
+        // A slash command is no message to reply to (its id is `i…`).
+        if let Some(reply) = to.reply_to.as_ref().filter(|r| !r.starts_with('i')) {
             body["message_reference"] = json!({"message_id": reply, "fail_if_not_exists": false});
         }
         let sent = self
@@ -141,8 +150,9 @@ impl Platform for Discord {
         text: &'a str,
         _formatting: Formatting,
         buttons: &'a [Button],
+        once: Option<&'a str>,
     ) -> BoxFuture<'a, Result<String, SendError>> {
-        Box::pin(self.send_message(to, text, buttons))
+        Box::pin(self.send_message(to, text, buttons, once))
     }
 
     fn edit<'a>(

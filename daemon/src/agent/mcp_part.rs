@@ -14,7 +14,12 @@ impl crate::lifecycle::Part for McpPart {
         "mcp"
     }
 
-    fn start(&self, _config: &crate::config::Config) {}
+    fn start<'a>(
+        &'a self,
+        _config: &'a crate::config::Config,
+    ) -> crate::lifecycle::StartFuture<'a> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 
     fn reload(
         &self,

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::settings::bridge_settings;
 use super::{Channels, Running};
 use crate::config::{ChannelSettings, Config, TelegramMode};
-use crate::lifecycle::{Part, Reloaded, StopFuture};
+use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
 
 /// The bridges' part.
 pub struct ChannelsPart {
@@ -115,7 +115,9 @@ impl Part for ChannelsPart {
         "channels"
     }
 
-    fn start(&self, config: &Config) {
+    /// Launches each enabled bridge; each connects in the background and
+    /// reports through its health, so this start does not fail.
+    fn start<'a>(&'a self, config: &'a Config) -> StartFuture<'a> {
         self.channels
             .hub()
             .runtime()
@@ -126,6 +128,7 @@ impl Part for ChannelsPart {
                 self.channels.launch(name, settings);
             }
         }
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn reload(&self, old: &Config, new: &Config) -> Reloaded {

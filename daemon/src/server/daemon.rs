@@ -102,6 +102,16 @@ impl pb::daemon_server::Daemon for DaemonService {
                 .into_iter()
                 .map(super::channels::to_proto)
                 .collect(),
+            failed_parts: self
+                .state
+                .failures
+                .list()
+                .into_iter()
+                .map(|(part, reason)| pb::PartFailure {
+                    part: part.into(),
+                    reason,
+                })
+                .collect(),
         }))
     }
 
@@ -181,6 +191,7 @@ impl pb::daemon_server::Daemon for DaemonService {
             .await,
         );
         findings.extend(self.state.channels.findings());
+        findings.extend(crate::doctor::part_failures(&self.state.failures));
         Ok(Response::new(pb::DoctorResponse {
             findings: findings
                 .into_iter()

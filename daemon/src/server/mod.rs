@@ -46,6 +46,8 @@ pub struct State {
     /// How long running turns get when the daemon stops (fixed at start:
     /// a reload reports `shutdown_grace_s` as needing a restart).
     pub grace: std::time::Duration,
+    /// The lifecycle parts that could not start (status, doctor).
+    pub failures: crate::lifecycle::Failures,
 }
 
 /// Serves until `state.stop` is cancelled.

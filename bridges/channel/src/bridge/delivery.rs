@@ -96,6 +96,7 @@ impl Bridge {
         };
         let target = Target::reply(msg);
         for (index, chunk) in pending {
+            let once = format!("{}.{index}", msg.message_id);
             let sent = match (preview.take(), chunk) {
                 (Some(id), Chunk::Text(text)) if index == 0 => {
                     match self.edit_chunk(&target, &id, &text).await {
@@ -104,7 +105,7 @@ impl Bridge {
                             tracing::debug!(
                                 "the preview could not become the answer ({e}); sending it"
                             );
-                            self.send_chunk(&target, &text).await
+                            self.send_chunk(&target, &text, &once).await
                         }
                     }
                 }
@@ -117,7 +118,7 @@ impl Bridge {
                     self.send_document(&target, &name, content, REST_CAPTION)
                         .await
                 }
-                (_, Chunk::Text(text)) => self.send_chunk(&target, &text).await,
+                (_, Chunk::Text(text)) => self.send_chunk(&target, &text, &once).await,
             };
             match sent {
                 Ok(id) => {
@@ -185,26 +186,43 @@ impl Bridge {
         }
     }
 
-    /// One chunk with the retry rules of the module docs.
+    /// One part of an answer with the retry rules of the module docs;
+    /// `once` names the part (see [`crate::Platform::send`]).
     pub(super) async fn send_chunk(
         &self,
         target: &Target,
         markdown: &str,
+        once: &str,
     ) -> Result<String, SendError> {
-        self.send_text(target, markdown, &[]).await
+        self.send(target, markdown, &[], Some(once)).await
     }
 
+    /// A message outside an answer's parts (notes, approvals).
     pub(super) async fn send_text(
         &self,
         target: &Target,
         markdown: &str,
         buttons: &[Button],
     ) -> Result<String, SendError> {
+        self.send(target, markdown, buttons, None).await
+    }
+
+    async fn send(
+        &self,
+        target: &Target,
+        markdown: &str,
+        buttons: &[Button],
+        once: Option<&str>,
+    ) -> Result<String, SendError> {
         let mut formatting = self.platform.capabilities().formatting;
         let mut text = render(markdown, formatting);
         let mut transient = 0;
         loop {
-            match self.platform.send(target, &text, formatting, buttons).await {
+            match self
+                .platform
+                .send(target, &text, formatting, buttons, once)
+                .await
+            {
                 Ok(id) => {
                     self.health.connected();
                     return Ok(id);

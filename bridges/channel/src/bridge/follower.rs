@@ -112,7 +112,7 @@ impl Bridge {
             None => {
                 match self
                     .platform
-                    .send(target, &shown, Formatting::Plain, &[])
+                    .send(target, &shown, Formatting::Plain, &[], None)
                     .await
                 {
                     Ok(id) => preview.id = Some(id),

@@ -81,6 +81,7 @@ impl Platform for FakePlatform {
         text: &'a str,
         formatting: Formatting,
         buttons: &'a [Button],
+        _once: Option<&'a str>,
     ) -> BoxFuture<'a, Result<String, SendError>> {
         Box::pin(async move {
             let mut sent = self.sent.lock().unwrap();

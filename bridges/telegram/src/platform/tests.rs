@@ -77,7 +77,7 @@ async fn send_puts_thread_reply_html_and_buttons_on_the_wire() {
         },
     ];
     let id = tg
-        .send(&to, "<b>hi</b>", Formatting::Html, &buttons)
+        .send(&to, "<b>hi</b>", Formatting::Html, &buttons, None)
         .await
         .unwrap();
     assert!(id.parse::<i64>().is_ok(), "the message id: {id}");
@@ -98,9 +98,15 @@ async fn send_puts_thread_reply_html_and_buttons_on_the_wire() {
                 {"text": "Deny", "callback_data": "deny:AB12"}]])
     );
 
-    tg.send(&target("5550001"), "plain *text*", Formatting::Plain, &[])
-        .await
-        .unwrap();
+    tg.send(
+        &target("5550001"),
+        "plain *text*",
+        Formatting::Plain,
+        &[],
+        None,
+    )
+    .await
+    .unwrap();
     let plain = api.calls("sendMessage")[1].json();
     assert!(plain.get("parse_mode").is_none(), "{plain}");
     assert!(plain.get("reply_markup").is_none(), "{plain}");
@@ -116,11 +122,12 @@ async fn what_telegram_cannot_take_is_refused_before_sending() {
         data: "x".repeat(65),
     };
     assert!(matches!(
-        tg.send(&target("1"), "t", Formatting::Plain, &[long]).await,
+        tg.send(&target("1"), "t", Formatting::Plain, &[long], None)
+            .await,
         Err(SendError::Permanent(_))
     ));
     assert!(matches!(
-        tg.send(&target("not-a-chat"), "t", Formatting::Plain, &[])
+        tg.send(&target("not-a-chat"), "t", Formatting::Plain, &[], None)
             .await,
         Err(SendError::Permanent(_))
     ));
