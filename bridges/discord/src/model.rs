@@ -43,6 +43,8 @@ impl Message {
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct User {
     pub id: String,
+    /// Always sent by Discord; a message is not dropped for lacking it.
+    #[serde(default)]
     pub username: String,
     /// The display name, where the user set one.
     pub global_name: Option<String>,
