@@ -35,8 +35,10 @@
 //! burst (the highest round).
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::pin::Pin;
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,7 +49,7 @@ use pincer_proto::v1::chat_event::Event;
 use pincer_proto::v1::{ChatEvent, ChatRequest};
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use crate::scripted::ScriptedLlm;
+use crate::scripted::{ScriptedLlm, Step};
 
 /// What every turn answers.
 pub const REPLY: &str = "pong";
@@ -894,6 +896,66 @@ pub fn report(args: &Args, labels: &Labels<'_>, bridge: &Run, base: &Run, checks
         "",
         "",
     );
+}
+
+/// One round of a bridge through its platform's fake: the load through
+/// the bridge and what the ledger says of it.
+pub type BridgeRound<'a> = Pin<Box<dyn Future<Output = Result<(Run, Checks), String>> + 'a>>;
+
+/// A load bench's `main`: parses the flags (`bin` names the program), runs
+/// `--rounds` rounds that alternate the socket-API baseline and `bridge`,
+/// so both meet the same noise, prints the table and answers the exit
+/// code (1 when a message was not answered exactly once, 2 when the bench
+/// could not run).
+pub async fn bench(
+    bin: &str,
+    labels: &Labels<'_>,
+    bridge: impl for<'a> Fn(&'a Args, &'a ScriptedLlm, &'a Path, &'a Problems) -> BridgeRound<'a>,
+) -> ExitCode {
+    let outcome = match Args::parse(bin) {
+        Ok(args) => rounds(&args, labels, bridge).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("{bin}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn rounds(
+    args: &Args,
+    labels: &Labels<'_>,
+    bridge: impl for<'a> Fn(&'a Args, &'a ScriptedLlm, &'a Path, &'a Problems) -> BridgeRound<'a>,
+) -> Result<bool, String> {
+    let llm = ScriptedLlm::start()
+        .await
+        .map_err(|e| format!("cannot start the scripted model: {e}"))?;
+    llm.set_journal(false);
+    llm.script_cycle("", vec![Step::text(REPLY)]);
+    let work = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let problems = Problems::default();
+    let (mut base, mut through, mut checks) = (Run::default(), Run::default(), Checks::default());
+    for round in 1..=args.rounds {
+        let dir = work.path().join(format!("round-{round}"));
+        eprintln!(
+            "round {round}/{}: baseline, {} sessions × {} turns through the socket API…",
+            args.rounds, args.chats, args.messages
+        );
+        base.absorb(baseline(args, &llm, &dir).await?);
+        eprintln!(
+            "round {round}/{}: {}, {} {} × {} messages through the bridge…",
+            args.rounds, labels.bridge, args.chats, labels.chats, args.messages
+        );
+        let (run, counted) = bridge(args, &llm, &dir, &problems).await?;
+        through.absorb(run);
+        checks.absorb(counted);
+    }
+    report(args, labels, &through, &base, &checks);
+    Ok(verdict(&problems))
 }
 
 /// Prints the problems, if any; answers whether there were none.

@@ -37,7 +37,7 @@ use pincer_testkit::load::{
     self, ANSWER_LIMIT, Args, Checks, Daemon, Expect, FLAT_OUT, Labels, PACED, Pace, Problems,
     REPLY, Run, SETTLE, Sampler, Times,
 };
-use pincer_testkit::scripted::{ScriptedLlm, Step};
+use pincer_testkit::scripted::ScriptedLlm;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Discord's heartbeat interval (HELLO's `heartbeat_interval`), as the
@@ -300,48 +300,6 @@ async fn discord(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
-    let args = match Args::parse("pincer-discord-load") {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("pincer-discord-load: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("pincer-discord-load: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-async fn run(args: &Args) -> Result<bool, String> {
-    let llm = ScriptedLlm::start()
-        .await
-        .map_err(|e| format!("cannot start the scripted model: {e}"))?;
-    llm.set_journal(false);
-    llm.script_cycle("", vec![Step::text(REPLY)]);
-    let work = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let problems = Problems::default();
-    let (mut base, mut dc, mut checks) = (Run::default(), Run::default(), Checks::default());
-    // Rounds alternate the two pincerds, so both meet the same noise.
-    for round in 1..=args.rounds {
-        let dir = work.path().join(format!("round-{round}"));
-        eprintln!(
-            "round {round}/{}: baseline, {} sessions × {} turns through the socket API…",
-            args.rounds, args.chats, args.messages
-        );
-        base.absorb(load::baseline(args, &llm, &dir).await?);
-        eprintln!(
-            "round {round}/{}: discord, {} channels × {} messages through the bridge…",
-            args.rounds, args.chats, args.messages
-        );
-        let (run, counted) = discord(args, &llm, &dir, &problems).await?;
-        dc.absorb(run);
-        checks.absorb(counted);
-    }
     let labels = Labels {
         bridge: "discord",
         idle: "gateway connected",
@@ -349,6 +307,10 @@ async fn run(args: &Args) -> Result<bool, String> {
         pickup: None,
         posts: "messages the bot posted",
     };
-    load::report(args, &labels, &dc, &base, &checks);
-    Ok(load::verdict(&problems))
+    load::bench(
+        "pincer-discord-load",
+        &labels,
+        |args, llm, dir, problems| Box::pin(discord(args, llm, dir, problems)),
+    )
+    .await
 }

@@ -32,7 +32,7 @@ use pincer_testkit::load::{
     self, ANSWER_LIMIT, Args, Checks, Daemon, Expect, FLAT_OUT, Labels, PACED, Pace, Problems,
     REPLY, Run, SETTLE, Sampler, Times,
 };
-use pincer_testkit::scripted::{ScriptedLlm, Step};
+use pincer_testkit::scripted::ScriptedLlm;
 
 /// One message and its answer in a private chat: the answer's latency,
 /// and how much of it the message waited to be handed out.
@@ -207,48 +207,6 @@ async fn telegram(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
-    let args = match Args::parse("pincer-telegram-load") {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("pincer-telegram-load: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("pincer-telegram-load: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-async fn run(args: &Args) -> Result<bool, String> {
-    let llm = ScriptedLlm::start()
-        .await
-        .map_err(|e| format!("cannot start the scripted model: {e}"))?;
-    llm.set_journal(false);
-    llm.script_cycle("", vec![Step::text(REPLY)]);
-    let work = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let problems = Problems::default();
-    let (mut base, mut tg, mut checks) = (Run::default(), Run::default(), Checks::default());
-    // Rounds alternate the two pincerds, so both meet the same noise.
-    for round in 1..=args.rounds {
-        let dir = work.path().join(format!("round-{round}"));
-        eprintln!(
-            "round {round}/{}: baseline, {} sessions × {} turns through the socket API…",
-            args.rounds, args.chats, args.messages
-        );
-        base.absorb(load::baseline(args, &llm, &dir).await?);
-        eprintln!(
-            "round {round}/{}: telegram, {} chats × {} messages through the bridge…",
-            args.rounds, args.chats, args.messages
-        );
-        let (run, counted) = telegram(args, &llm, &dir, &problems).await?;
-        tg.absorb(run);
-        checks.absorb(counted);
-    }
     let labels = Labels {
         bridge: "telegram",
         idle: "bridge polling",
@@ -256,6 +214,10 @@ async fn run(args: &Args) -> Result<bool, String> {
         pickup: Some("getUpdates handed it out"),
         posts: "sendMessage calls",
     };
-    load::report(args, &labels, &tg, &base, &checks);
-    Ok(load::verdict(&problems))
+    load::bench(
+        "pincer-telegram-load",
+        &labels,
+        |args, llm, dir, problems| Box::pin(telegram(args, llm, dir, problems)),
+    )
+    .await
 }
