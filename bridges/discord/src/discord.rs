@@ -87,6 +87,12 @@ pub(crate) fn command_message_id(interaction_id: &str) -> String {
     format!("i{interaction_id}")
 }
 
+/// Whether `id` is a slash command's [`command_message_id`] rather than a
+/// Discord message's (a snowflake, all digits).
+pub(crate) fn is_command_message_id(id: &str) -> bool {
+    id.starts_with('i')
+}
+
 /// One connected Discord bot.
 pub struct Discord {
     pub(crate) settings: DiscordSettings,

@@ -100,8 +100,12 @@ impl Discord {
             let sent = self.rest.call(Method::PATCH, &path, Some(&body)).await?;
             return Ok(sent["id"].as_str().unwrap_or_default().to_string());
         }
-        // A slash command is no message to reply to (its id is `i…`).
-        if let Some(reply) = to.reply_to.as_ref().filter(|r| !r.starts_with('i')) {
+        // A slash command is no message to reply to.
+        if let Some(reply) = to
+            .reply_to
+            .as_ref()
+            .filter(|r| !crate::discord::is_command_message_id(r))
+        {
             body["message_reference"] = json!({"message_id": reply, "fail_if_not_exists": false});
         }
         let sent = self
