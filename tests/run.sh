@@ -8,8 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# No incremental compilation caches: the suite (and the model fetch in tests/setup.sh) builds each crate once, and
-# the caches were more than half of target/debug (3.8 of 6.8 GB measured).
+# No incremental compilation caches: the suite (and the model fetch in
+# tests/setup.sh) builds each crate once, and the caches were more than
+# half of target/debug (3.8 of 6.8 GB measured).
 export CARGO_INCREMENTAL=0
 
 bash tests/setup.sh
