@@ -12,6 +12,7 @@ const PROTOS: &[&str] = &[
     "pincer/v1/memory.proto",
     "pincer/v1/skills.proto",
     "pincer/v1/channels.proto",
+    "pincer/v1/workflows.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -88,6 +88,11 @@ pub enum Command {
         #[command(subcommand)]
         command: SkillsCommand,
     },
+    /// An agent's deterministic workflows (workflows/<name>.toml): list, check, show, graph.
+    Workflows {
+        #[command(subcommand)]
+        command: WorkflowsCommand,
+    },
     /// Search an agent's long-term memory, see its index, or rebuild it.
     Memory {
         #[command(subcommand)]
@@ -222,6 +227,34 @@ pub enum SkillsCommand {
     List {
         #[command(flatten)]
         agent: AgentArg,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum WorkflowsCommand {
+    /// Every workflow with its description and inputs (and whether it has problems).
+    List {
+        #[command(flatten)]
+        agent: AgentArg,
+    },
+    /// Check one workflow, or all: every problem with its file and line (exit 78 if any).
+    Check {
+        #[command(flatten)]
+        agent: AgentArg,
+        /// The workflow (the file's name without .toml); all when left out.
+        name: Option<String>,
+    },
+    /// A workflow's inputs and steps.
+    Show {
+        #[command(flatten)]
+        agent: AgentArg,
+        name: String,
+    },
+    /// A workflow as a Mermaid flowchart.
+    Graph {
+        #[command(flatten)]
+        agent: AgentArg,
+        name: String,
     },
 }
 

@@ -35,6 +35,7 @@ mod status;
 mod stop;
 mod tools;
 mod transcript;
+mod workflows;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -147,6 +148,7 @@ async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
         Command::Skills {
             command: SkillsCommand::List { agent },
         } => skills::list(ctx, agent.agent).await,
+        Command::Workflows { command } => workflows::run(ctx, command).await,
         Command::Doctor { fix } => doctor::run(ctx, fix).await,
         Command::Completions { shell } => completions::completions(shell),
         Command::Man { dir } => completions::man(dir.as_deref()),

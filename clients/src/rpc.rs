@@ -18,6 +18,7 @@ use pincer_proto::v1::memory_client::MemoryClient;
 use pincer_proto::v1::sessions_client::SessionsClient;
 use pincer_proto::v1::skills_client::SkillsClient;
 use pincer_proto::v1::tools_client::ToolsClient;
+use pincer_proto::v1::workflows_client::WorkflowsClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 pub use crate::error::{CliError, NOT_RUNNING};
@@ -31,6 +32,7 @@ pub struct Clients {
     pub memory: MemoryClient<Channel>,
     pub skills: SkillsClient<Channel>,
     pub channels: ChannelsClient<Channel>,
+    pub workflows: WorkflowsClient<Channel>,
 }
 
 pub fn socket_path(home: &Path) -> PathBuf {
@@ -192,7 +194,8 @@ pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliErr
         tools: ToolsClient::new(channel.clone()),
         memory: MemoryClient::new(channel.clone()),
         skills: SkillsClient::new(channel.clone()),
-        channels: ChannelsClient::new(channel),
+        channels: ChannelsClient::new(channel.clone()),
+        workflows: WorkflowsClient::new(channel),
     })
 }
 

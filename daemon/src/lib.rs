@@ -24,6 +24,8 @@ pub mod routing;
 pub mod sandbox;
 pub mod server;
 pub mod session;
+pub mod sqlite;
 pub mod tools;
 pub mod util;
+pub mod workflow;
 pub mod workspace;

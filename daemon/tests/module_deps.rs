@@ -39,11 +39,12 @@ const LAYERS: &[&[&str]] = &[
     &["daemon"],
     &["server"],
     &["channels"],
+    &["workflow"],
     &["agent", "doctor", "routing"],
     &["context", "tools", "memory", "model_fetch"],
     &["llm", "session", "lifecycle", "sandbox", "workspace"],
     &["config"],
-    &["home", "util", "logging", "children", "launch"],
+    &["home", "util", "logging", "children", "launch", "sqlite"],
 ];
 
 /// Cycles known today, each with the work that removes it. The test fails

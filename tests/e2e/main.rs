@@ -38,3 +38,4 @@ mod telegram_emulator;
 mod telegram_pairing;
 mod telegram_recovery;
 mod textformat;
+mod workflows;

@@ -50,12 +50,7 @@ impl ConfigError {
     }
 }
 
-pub(super) fn problem_from_toml(
-    path: &Path,
-    text: &str,
-    span: Range<usize>,
-    message: &str,
-) -> Problem {
+pub fn problem_from_toml(path: &Path, text: &str, span: Range<usize>, message: &str) -> Problem {
     let (line, column) = line_col(text, span.start);
     let mut key = key_path_at(text, span.start);
     let mut reason = in_words(message.trim());
@@ -213,7 +208,7 @@ fn replace_last_segment(path: Option<String>, field: &str) -> String {
 }
 
 /// 1-based line and column of a byte offset.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;

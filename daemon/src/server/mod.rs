@@ -1,6 +1,6 @@
 //! The gRPC server (SPEC §3): the socket ([`socket`]), one module per
 //! service ([`agent`], [`sessions`], [`daemon`], [`tools`], [`memory`],
-//! [`skills`], [`channels`]), plus gRPC health and
+//! [`skills`], [`channels`], [`workflows`]), plus gRPC health and
 //! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
 //! request passes the peer-uid check first.
 
@@ -14,6 +14,7 @@ pub mod skills;
 pub mod socket;
 mod status;
 pub mod tools;
+pub mod workflows;
 
 use std::time::Instant;
 
@@ -24,6 +25,7 @@ use pincer_proto::v1::memory_server::MemoryServer;
 use pincer_proto::v1::sessions_server::SessionsServer;
 use pincer_proto::v1::skills_server::SkillsServer;
 use pincer_proto::v1::tools_server::ToolsServer;
+use pincer_proto::v1::workflows_server::WorkflowsServer;
 use tokio_util::sync::CancellationToken;
 use tonic::service::InterceptorLayer;
 
@@ -77,6 +79,9 @@ pub async fn serve(
     health
         .set_serving::<ChannelsServer<channels::ChannelsService>>()
         .await;
+    health
+        .set_serving::<WorkflowsServer<workflows::WorkflowsService>>()
+        .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
@@ -116,6 +121,9 @@ pub async fn serve(
         .add_service(MemoryServer::new(memory::MemoryService::new(state.clone())))
         .add_service(SkillsServer::new(skills::SkillsService::new(state.clone())))
         .add_service(ChannelsServer::new(channels::ChannelsService::new(
+            state.clone(),
+        )))
+        .add_service(WorkflowsServer::new(workflows::WorkflowsService::new(
             state.clone(),
         )));
     match (reflection_v1, reflection_v1alpha) {

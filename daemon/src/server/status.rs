@@ -6,6 +6,20 @@
 use tonic::Status;
 
 use crate::agent::hub::HubError;
+use crate::workflow::library::LibraryError;
+
+impl From<LibraryError> for Status {
+    fn from(e: LibraryError) -> Self {
+        let message = e.to_string();
+        match e {
+            LibraryError::NotFound { .. } => Status::not_found(message),
+            // The file is there but cannot run as it is: the caller's
+            // precondition, with every problem in the message.
+            LibraryError::Invalid(_) => Status::failed_precondition(message),
+            LibraryError::Read { .. } => Status::internal(message),
+        }
+    }
+}
 
 impl From<HubError> for Status {
     fn from(e: HubError) -> Self {

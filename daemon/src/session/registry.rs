@@ -5,13 +5,12 @@
 //! send a closure and await its answer.
 
 use std::path::Path;
-use std::thread;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use tokio::sync::{mpsc, oneshot};
 
 use super::principal::Principal;
 use crate::config::ToolLayer;
+use crate::sqlite::{Db, DbError};
 use crate::util::now_rfc3339;
 
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +19,15 @@ pub enum RegistryError {
     Sqlite(#[from] rusqlite::Error),
     #[error("session registry: the database thread has stopped")]
     Closed,
+}
+
+impl From<DbError> for RegistryError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::Sqlite(e) => Self::Sqlite(e),
+            DbError::Closed => Self::Closed,
+        }
+    }
 }
 
 /// One row of the `sessions` table.
@@ -65,34 +73,18 @@ impl NewSession {
     }
 }
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
-
-/// A cloneable handle to the registry thread.
+/// A cloneable handle to the registry's database thread.
 #[derive(Clone)]
 pub struct Registry {
-    jobs: mpsc::UnboundedSender<Job>,
+    db: Db,
 }
 
 impl Registry {
     /// Opens (creating and migrating) the database and starts its thread.
     pub fn open(path: &Path) -> Result<Self, RegistryError> {
-        let mut conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        migrate(&mut conn)?;
-        let (jobs, mut rx) = mpsc::unbounded_channel::<Job>();
-        thread::Builder::new()
-            .name("pincer-registry".into())
-            .spawn(move || {
-                while let Some(job) = rx.blocking_recv() {
-                    job(&mut conn);
-                }
-            })
-            .map_err(|e| {
-                RegistryError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-            })?;
-        Ok(Self { jobs })
+        Ok(Self {
+            db: Db::open(path, "pincer-registry", MIGRATIONS)?,
+        })
     }
 
     /// Runs `f` on the registry thread and returns its result.
@@ -101,13 +93,7 @@ impl Registry {
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        self.jobs
-            .send(Box::new(move |conn| {
-                let _ = tx.send(f(conn));
-            }))
-            .map_err(|_| RegistryError::Closed)?;
-        Ok(rx.await.map_err(|_| RegistryError::Closed)??)
+        Ok(self.db.call(f).await?)
     }
 
     /// The session for `key`, created with a fresh id if new (recording
@@ -264,14 +250,14 @@ impl Registry {
     /// comes after it.
     pub fn start_turn(&self, id: &str) {
         let id = id.to_string();
-        let queued = self.jobs.send(Box::new(move |conn| {
+        let queued = self.db.queue(move |conn| {
             if let Err(e) = conn.execute(
                 "UPDATE sessions SET turn_running = ?2 WHERE id = ?1",
                 params![id, now_rfc3339()],
             ) {
                 tracing::warn!(error = %e, "cannot mark the turn as running");
             }
-        }));
+        });
         if queued.is_err() {
             tracing::warn!("the session registry is closed; the turn is not marked as running");
         }
@@ -470,21 +456,6 @@ const MIGRATIONS: &[&str] = &[
     // (`tools::arguments::for_audit`); empty for calls from before.
     "ALTER TABLE tool_audit ADD COLUMN arguments TEXT NOT NULL DEFAULT '';",
 ];
-
-fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    for (step, sql) in MIGRATIONS.iter().enumerate() {
-        let target = step as i64 + 1;
-        if version >= target {
-            continue;
-        }
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", target)?;
-        tx.commit()?;
-    }
-    Ok(())
-}
 
 /// One row of the audit table.
 #[derive(Debug, Clone, PartialEq)]

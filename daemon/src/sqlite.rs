@@ -1,0 +1,88 @@
+//! A SQLite database owned by one thread (WAL, `synchronous = NORMAL`):
+//! it holds the only connection and runs every job in order, so there is
+//! exactly one writer and async tasks never block on SQLite — they send a
+//! closure and await its answer. Schemas grow by numbered migrations kept
+//! in `user_version`. The session registry and the workflow runs each own
+//! one.
+
+use std::path::Path;
+use std::thread;
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the database thread has stopped")]
+    Closed,
+}
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// A cloneable handle to the database thread.
+#[derive(Clone)]
+pub struct Db {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Db {
+    /// Opens (creating and migrating) the database at `path` and starts
+    /// its thread, named `thread`.
+    pub fn open(path: &Path, thread: &str, migrations: &[&str]) -> Result<Self, DbError> {
+        let mut conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut conn, migrations)?;
+        let (jobs, mut rx) = mpsc::unbounded_channel::<Job>();
+        thread::Builder::new()
+            .name(thread.into())
+            .spawn(move || {
+                while let Some(job) = rx.blocking_recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+        Ok(Self { jobs })
+    }
+
+    /// Runs `f` on the database thread and returns its result.
+    pub async fn call<R, F>(&self, f: F) -> Result<R, DbError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.jobs
+            .send(Box::new(move |conn| {
+                let _ = tx.send(f(conn));
+            }))
+            .map_err(|_| DbError::Closed)?;
+        Ok(rx.await.map_err(|_| DbError::Closed)??)
+    }
+
+    /// Queues `f` without waiting for it; jobs still run in order. `Err`
+    /// when the thread has stopped.
+    pub fn queue(&self, f: impl FnOnce(&mut Connection) + Send + 'static) -> Result<(), DbError> {
+        self.jobs.send(Box::new(f)).map_err(|_| DbError::Closed)
+    }
+}
+
+/// Runs the migrations after the database's `user_version`, each in its
+/// own transaction that also moves the version.
+pub fn migrate(conn: &mut Connection, migrations: &[&str]) -> rusqlite::Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (step, sql) in migrations.iter().enumerate() {
+        let target = step as i64 + 1;
+        if version >= target {
+            continue;
+        }
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", target)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
