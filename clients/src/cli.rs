@@ -256,6 +256,27 @@ pub enum WorkflowsCommand {
         agent: AgentArg,
         name: String,
     },
+    /// Run a workflow as the owner and follow it to its end (exit 1 if it fails).
+    Run {
+        #[command(flatten)]
+        agent: AgentArg,
+        name: String,
+        /// An input: `name=value` (the value as the input's type, or JSON); repeat for more.
+        #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
+        inputs: Vec<String>,
+    },
+    /// The newest runs: id, workflow, status, when.
+    Runs {
+        #[command(flatten)]
+        agent: AgentArg,
+        /// How many.
+        #[arg(short = 'n', default_value_t = 20)]
+        limit: u32,
+    },
+    /// One run: its inputs, result, and every step attempt.
+    Status { run: String },
+    /// Cancel a run going on.
+    Cancel { run: String },
 }
 
 #[derive(Subcommand)]

@@ -22,7 +22,214 @@ pub async fn run(ctx: &Ctx, command: WorkflowsCommand) -> Result<u8, CliError> {
         WorkflowsCommand::Check { agent, name } => list(ctx, agent.agent, Some(name)).await,
         WorkflowsCommand::Show { agent, name } => show(ctx, agent.agent, &name, false).await,
         WorkflowsCommand::Graph { agent, name } => show(ctx, agent.agent, &name, true).await,
+        WorkflowsCommand::Run {
+            agent,
+            name,
+            inputs,
+        } => start(ctx, agent.agent, name, inputs).await,
+        WorkflowsCommand::Runs { agent, limit } => runs(ctx, agent.agent, limit).await,
+        WorkflowsCommand::Status { run } => status(ctx, run).await,
+        WorkflowsCommand::Cancel { run } => cancel(ctx, run).await,
     }
+}
+
+/// `run`: starts a run and prints its steps as they end.
+async fn start(
+    ctx: &Ctx,
+    agent: Option<String>,
+    name: String,
+    inputs: Vec<String>,
+) -> Result<u8, CliError> {
+    let mut inputs_json = std::collections::HashMap::new();
+    for pair in inputs {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(CliError::new(
+                crate::error::USAGE,
+                format!("--input takes NAME=VALUE, not `{pair}`"),
+            ));
+        };
+        inputs_json.insert(k.trim().to_string(), v.to_string());
+    }
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let mut stream = c
+        .workflows
+        .run(pb::RunWorkflowRequest {
+            agent: agent.unwrap_or_default(),
+            name,
+            inputs_json,
+        })
+        .await?
+        .into_inner();
+    use pb::run_event::Event;
+    let mut code = 0;
+    while let Some(event) = stream.message().await? {
+        let Some(event) = event.event else { continue };
+        if ctx.json {
+            out::json(&event_json(&event));
+        }
+        match event {
+            Event::Started(s) if !ctx.json => outln!("run {} of {}", s.run, s.workflow),
+            Event::StepStarted(s) if !ctx.json && s.attempt > 1 => {
+                outln!("  {} again (attempt {})", s.path, s.attempt)
+            }
+            Event::StepFinished(s) if !ctx.json => match s.state.as_str() {
+                "failed" => outln!("  {:<20} failed: {}", s.path, one_line(&s.error, 100)),
+                state => outln!("  {:<20} {state}", s.path),
+            },
+            Event::Finished(f) => {
+                if f.status != "succeeded" {
+                    code = 1;
+                }
+                if !ctx.json {
+                    match f.status.as_str() {
+                        "succeeded" => outln!("{}", output_text(&f.output_json)),
+                        status => errln!("the run {status}: {}", f.error),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(code)
+}
+
+/// A run's output for people: text as it is, other JSON as JSON.
+fn output_text(json_text: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(json_text) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(v) => v.to_string(),
+        Err(_) => json_text.to_string(),
+    }
+}
+
+fn event_json(e: &pb::run_event::Event) -> serde_json::Value {
+    use pb::run_event::Event;
+    let value =
+        |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap_or(serde_json::Value::Null);
+    match e {
+        Event::Started(s) => json!({"event": "started", "run": s.run, "workflow": s.workflow}),
+        Event::StepStarted(s) => {
+            json!({"event": "step_started", "path": s.path, "kind": s.kind, "attempt": s.attempt})
+        }
+        Event::StepFinished(s) => json!({
+            "event": "step_finished", "path": s.path, "state": s.state,
+            "output": value(&s.output_json), "error": s.error,
+        }),
+        Event::Finished(f) => json!({
+            "event": "finished", "status": f.status,
+            "output": value(&f.output_json), "error": f.error,
+        }),
+    }
+}
+
+async fn runs(ctx: &Ctx, agent: Option<String>, limit: u32) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let r = c
+        .workflows
+        .runs(pb::ListRunsRequest {
+            agent: agent.unwrap_or_default(),
+            limit,
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        out::json(&json!({"runs": r.runs.iter().map(run_json).collect::<Vec<_>>()}));
+        return Ok(0);
+    }
+    if r.runs.is_empty() {
+        outln!("no workflow runs yet (pincer workflows run NAME starts one)");
+    }
+    for run in &r.runs {
+        outln!(
+            "{}  {:<20} {:<10} {}",
+            run.id,
+            run.workflow,
+            run.status,
+            run.created_at
+        );
+    }
+    Ok(0)
+}
+
+async fn status(ctx: &Ctx, run: String) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let r = c
+        .workflows
+        .status(pb::RunStatusRequest { run })
+        .await?
+        .into_inner();
+    let info = r.run.unwrap_or_default();
+    if ctx.json {
+        let steps: Vec<serde_json::Value> = r
+            .steps
+            .iter()
+            .map(|s| {
+                json!({
+                    "seq": s.seq, "path": s.path, "attempt": s.attempt, "state": s.state,
+                    "output": serde_json::from_str::<serde_json::Value>(&s.output_json).ok(),
+                    "error": s.error, "started_at": s.started_at, "finished_at": s.finished_at,
+                })
+            })
+            .collect();
+        out::json(&json!({"run": run_json(&info), "steps": steps}));
+        return Ok(0);
+    }
+    outln!(
+        "run {} of {} ({}): {}",
+        info.id,
+        info.workflow,
+        info.agent,
+        info.status
+    );
+    outln!("inputs:   {}", info.inputs_json);
+    outln!("file:     sha256 {}", info.hash);
+    outln!("session:  {}", info.session_key);
+    if !info.error.is_empty() {
+        outln!("error:    {}", info.error);
+    }
+    if !info.output_json.is_empty() {
+        outln!(
+            "output:   {}",
+            one_line(&output_text(&info.output_json), 200)
+        );
+    }
+    for s in &r.steps {
+        let what = if s.state == "failed" {
+            format!("failed: {}", one_line(&s.error, 100))
+        } else {
+            s.state.clone()
+        };
+        outln!("  {:>3} {:<20} #{} {}", s.seq, s.path, s.attempt, what);
+    }
+    Ok(0)
+}
+
+async fn cancel(ctx: &Ctx, run: String) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let r = c
+        .workflows
+        .cancel(pb::CancelRunRequest { run: run.clone() })
+        .await?
+        .into_inner();
+    if ctx.json {
+        out::json(&json!({"run": run, "cancelled": r.cancelled}));
+    } else if r.cancelled {
+        outln!("cancelling run {run}");
+    } else {
+        outln!("run {run} is not going on");
+    }
+    Ok(if r.cancelled { 0 } else { 1 })
+}
+
+fn run_json(r: &pb::RunInfo) -> serde_json::Value {
+    let value = |t: &str| serde_json::from_str::<serde_json::Value>(t).ok();
+    json!({
+        "id": r.id, "workflow": r.workflow, "agent": r.agent, "status": r.status,
+        "cursor": r.cursor, "output": value(&r.output_json), "error": r.error,
+        "tokens": r.tokens, "created_at": r.created_at, "updated_at": r.updated_at,
+        "hash": r.hash, "inputs": value(&r.inputs_json), "principal": r.principal,
+        "session_key": r.session_key,
+    })
 }
 
 /// `list`, and `check` (`Some(name)`: one, `Some(None)`: all), which

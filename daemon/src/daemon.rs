@@ -38,6 +38,8 @@ pub enum StartError {
     Llm(#[from] crate::llm::LlmError),
     #[error(transparent)]
     Channels(#[from] crate::channels::ChannelsError),
+    #[error(transparent)]
+    Workflows(#[from] crate::workflow::store::StoreError),
     #[error("the gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -146,6 +148,8 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let listener = socket::bind(&home.socket_path())?;
 
     let channels = crate::channels::Channels::open(&home, hub.clone())?;
+    let workflows =
+        crate::workflow::engine::Workflows::open(hub.runtime().clone(), &home.workflows_db())?;
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let failures = Failures::default();
@@ -154,6 +158,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         server::State {
             hub: hub.clone(),
             channels: channels.clone(),
+            workflows,
             started,
             stop: stop.clone(),
             reload: reload_tx.clone(),

@@ -68,6 +68,10 @@ impl Home {
     pub fn registry_db(&self) -> PathBuf {
         self.state_dir().join("pincer.db")
     }
+    /// Workflow runs and their step ledger (SPEC §13).
+    pub fn workflows_db(&self) -> PathBuf {
+        self.state_dir().join("workflows.db")
+    }
     /// One agent's memory index (SPEC §2).
     pub fn memory_db(&self, agent: &str) -> PathBuf {
         self.state_dir().join(format!("memory-{agent}.db"))

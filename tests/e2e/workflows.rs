@@ -3,7 +3,7 @@
 //! real `pincer` and `pincerd`.
 
 use pincer_testkit::harness::{TestHome, provider_config};
-use pincer_testkit::scripted::ScriptedLlm;
+use pincer_testkit::scripted::{ScriptedLlm, Step};
 
 /// README's example workflow.
 const SUMMARISE: &str = r#"
@@ -159,4 +159,175 @@ async fn workflows_are_listed_checked_shown_and_drawn() {
     );
     assert!(text.contains("s_remember --> s_send"), "{text}");
     assert!(text.contains("s_send --> finish"), "{text}");
+}
+
+const FRUITS: &str = r#"
+description = "The fruits in a note, each written to a file"
+output = "{{ steps.facts.output.fruits | join(', ') }}"
+
+[inputs.note]
+type = "string"
+default = "notes.md"
+
+[[steps]]
+id = "read"
+kind = "tool"
+tool = "read"
+arguments = { path = "{{ inputs.note }}" }
+
+[[steps]]
+id = "facts"
+kind = "llm"
+prompt = "[wf-fruits] List the fruits in this note as JSON: {{ steps.read.output }}"
+schema = { type = "object", required = ["fruits"], properties = { fruits = { type = "array", items = { type = "string" } } } }
+
+[[steps]]
+id = "many"
+kind = "condition"
+if = "steps.facts.output.fruits | length > 1"
+then = "each"
+else = "end"
+
+[[steps]]
+id = "each"
+kind = "for_each"
+items = "steps.facts.output.fruits"
+as = "fruit"
+concurrency = 2
+do = { id = "save", kind = "tool", tool = "write", arguments = { path = "fruits/{{ index }}.txt", content = "{{ fruit }}" } }
+
+[[steps]]
+id = "optional"
+kind = "tool"
+tool = "read"
+arguments = { path = "missing.txt" }
+retry = { attempts = 2, delay_ms = 10 }
+on_error = "continue"
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_calls_tools_and_the_model_checks_its_answer_and_keeps_a_ledger() {
+    let (home, llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
+    std::fs::write(ws.join("notes.md"), "We bought apples and a pear.\n").unwrap();
+    // The first answer is not JSON: it is sent back once with the error.
+    llm.script(
+        "[wf-fruits]",
+        vec![
+            Step::text("Apples and a pear."),
+            Step::text("{\"fruits\": [\"apple\", \"pear\"]}"),
+        ],
+    );
+    let _d = home.start();
+
+    let out = home.cli(&["--json", "workflows", "run", "fruits"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let events = out.json_lines();
+    let run = events[0]["run"].as_str().unwrap().to_string();
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "finished");
+    assert_eq!(last["status"], "succeeded", "{last}");
+    assert_eq!(last["output"], "apple, pear");
+    let finished: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["event"] == "step_finished")
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_string(),
+                e["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let finished: Vec<(&str, &str)> = finished
+        .iter()
+        .map(|(p, s)| (p.as_str(), s.as_str()))
+        .collect();
+    for want in [
+        ("read", "finished"),
+        ("facts", "finished"),
+        ("many", "finished"),
+        ("each[0]", "finished"),
+        ("each[1]", "finished"),
+        ("each", "finished"),
+        ("optional", "failed"),
+    ] {
+        assert!(finished.contains(&want), "{want:?} in {finished:?}");
+    }
+    assert_eq!(
+        finished.iter().filter(|(p, _)| *p == "optional").count(),
+        2,
+        "two attempts: {finished:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("fruits/0.txt")).unwrap(),
+        "apple"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("fruits/1.txt")).unwrap(),
+        "pear"
+    );
+
+    // The repair: the second request carries the first answer and the error.
+    let journal = llm.journal();
+    assert_eq!(journal.len(), 2);
+    let repair = journal[1].to_string();
+    assert!(repair.contains("the answer is not JSON"), "{repair}");
+    assert!(journal[0].to_string().contains("We bought apples"));
+
+    // The ledger, and the run's transcript in its own session.
+    let out = home.cli(&["--json", "workflows", "status", &run]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let status = out.json();
+    assert_eq!(status["run"]["status"], "succeeded");
+    assert_eq!(status["run"]["principal"], "owner");
+    assert_eq!(status["run"]["hash"].as_str().unwrap().len(), 64);
+    assert_eq!(status["run"]["inputs"]["note"], "notes.md");
+    let key = status["run"]["session_key"].as_str().unwrap().to_string();
+    assert_eq!(key, format!("agent:main:workflow:{run}"));
+    assert!(
+        status["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["state"] != "started"),
+        "every attempt ended: {status}"
+    );
+    let out = home.cli(&["--json", "sessions", "show", &key]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let shown = out.stdout;
+    assert!(shown.contains("\"tool_call\""), "{shown}");
+    assert!(shown.contains("We bought apples"), "{shown}");
+
+    let out = home.cli(&["workflows", "runs"]).await;
+    assert!(out.ok().contains(&run));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_run() {
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
+    std::fs::write(ws.join("workflows/summarise.toml"), SUMMARISE).unwrap();
+    let _d = home.start();
+    let out = home
+        .cli(&["workflows", "run", "fruits", "--input", "nte=x.md"])
+        .await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("workflow `fruits` has no input `nte` (did you mean `note`?)"),
+        "{}",
+        out.stderr
+    );
+    let out = home.cli(&["workflows", "run", "summarise"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("has approval step `approve`, which this pincerd cannot run yet"),
+        "{}",
+        out.stderr
+    );
+    let out = home.cli(&["--json", "workflows", "runs"]).await;
+    assert_eq!(out.json()["runs"].as_array().unwrap().len(), 0);
 }

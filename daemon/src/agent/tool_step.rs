@@ -4,7 +4,8 @@
 //! detection, hooks, approval, execution, redaction, cap, audit), and its
 //! result is appended and reported (`ToolFinished`). The model turn calls
 //! it for each call the model makes; a workflow's `tool` step calls it the
-//! same way, without a model turn around it.
+//! same way, without a model turn around it, recording the call and its
+//! result apart when calls run side by side (`for_each`, `parallel`).
 
 use std::time::Instant;
 
@@ -36,9 +37,25 @@ pub async fn run_recorded(
     deadline: Instant,
     emit: &Emit,
 ) -> Result<CallResult, String> {
-    // A call over the argument cap is refused by the pipeline; it is kept
-    // (and shown) shortened, so it cannot bloat the transcript and every
-    // later prompt.
+    record_call(env, log, turn_id, &call, emit)?;
+    let started = Instant::now();
+    let result = env
+        .run(&mut log.loops, call.id, call.name, call.arguments, deadline)
+        .await;
+    record_result(log, turn_id, &call, &result, started, emit)?;
+    Ok(result)
+}
+
+/// Appends and reports a call about to run. A call over the argument cap
+/// is refused by the pipeline; it is kept (and shown) shortened, so it
+/// cannot bloat the transcript and every later prompt.
+pub fn record_call(
+    env: &CallEnv<'_>,
+    log: &mut SessionLog,
+    turn_id: &str,
+    call: &ToolCall<'_>,
+    emit: &Emit,
+) -> Result<(), String> {
     let kept = shorten(call.arguments, env.settings.max_argument_chars);
     log.append(
         turn_id,
@@ -53,10 +70,18 @@ pub async fn run_recorded(
         name: call.name.to_string(),
         arguments: kept.into_owned(),
     });
-    let started = Instant::now();
-    let result = env
-        .run(&mut log.loops, call.id, call.name, call.arguments, deadline)
-        .await;
+    Ok(())
+}
+
+/// Appends and reports a call's result; `started` is when it started.
+pub fn record_result(
+    log: &mut SessionLog,
+    turn_id: &str,
+    call: &ToolCall<'_>,
+    result: &CallResult,
+    started: Instant,
+    emit: &Emit,
+) -> Result<(), String> {
     let duration_ms = started.elapsed().as_millis() as u64;
     log.append(
         turn_id,
@@ -75,5 +100,5 @@ pub async fn run_recorded(
         result: preview(&result.output.content, RESULT_PREVIEW),
         duration_ms,
     });
-    Ok(result)
+    Ok(())
 }

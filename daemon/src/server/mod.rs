@@ -40,6 +40,8 @@ pub struct State {
     pub hub: Hub,
     /// The chat bridges (status, pairing).
     pub channels: crate::channels::Channels,
+    /// The workflow engine (runs).
+    pub workflows: crate::workflow::engine::Workflows,
     pub started: Instant,
     /// Cancelled to stop the daemon (Daemon.Shutdown, signals).
     pub stop: CancellationToken,

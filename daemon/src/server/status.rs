@@ -6,7 +6,27 @@
 use tonic::Status;
 
 use crate::agent::hub::HubError;
+use crate::workflow::engine::StartError;
 use crate::workflow::library::LibraryError;
+use crate::workflow::store::StoreError;
+
+impl From<StartError> for Status {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Library(e) => e.into(),
+            StartError::Inputs(m) => Status::invalid_argument(m),
+            e @ StartError::NotYet { .. } => Status::failed_precondition(e.to_string()),
+            StartError::Store(e) => e.into(),
+            e @ StartError::Transcript(_) => Status::internal(e.to_string()),
+        }
+    }
+}
+
+impl From<StoreError> for Status {
+    fn from(e: StoreError) -> Self {
+        Status::internal(e.to_string())
+    }
+}
 
 impl From<LibraryError> for Status {
     fn from(e: LibraryError) -> Self {

@@ -3,13 +3,23 @@
 //! are `workflow`'s; this converts.
 
 use pincer_proto::v1 as pb;
+use serde_json::Value;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::State;
 use crate::config::locate::Problem;
 use crate::workflow::def::{Action, Step, Workflow};
 use crate::workflow::library::{self, Library, LibraryError};
+use crate::workflow::runner::RunEvent;
+use crate::workflow::store::{RunRow, StepRow};
 use crate::workflow::{catalog, graph};
+
+type RunStream =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::RunEvent, Status>> + Send>>;
+
+/// Runs listed when the request names no limit.
+const DEFAULT_RUNS: u32 = 20;
 
 pub struct WorkflowsService {
     state: State,
@@ -37,6 +47,93 @@ impl WorkflowsService {
 
 #[tonic::async_trait]
 impl pb::workflows_server::Workflows for WorkflowsService {
+    type RunStream = RunStream;
+
+    async fn run(
+        &self,
+        request: Request<pb::RunWorkflowRequest>,
+    ) -> Result<Response<RunStream>, Status> {
+        let req = request.into_inner();
+        let hub = &self.state.hub;
+        let id = hub.agent_id(&req.agent)?;
+        let config = hub.runtime().config();
+        let Some(agent) = config.agent(&id) else {
+            return Err(Status::not_found(format!("no agent `{id}`")));
+        };
+        let origin = crate::routing::owner(&hub.resolve_key(&id, "")?);
+        let inputs = req
+            .inputs_json
+            .into_iter()
+            .map(|(k, v)| {
+                // JSON when it reads as JSON, else the text itself.
+                let value = serde_json::from_str(&v).unwrap_or(Value::String(v));
+                (k, value)
+            })
+            .collect();
+        let name = req.name.trim().to_string();
+        let (run, rx) = self
+            .state
+            .workflows
+            .start(agent, &origin, &name, inputs)
+            .await?;
+        let started = pb::RunEvent {
+            event: Some(pb::run_event::Event::Started(pb::RunStarted {
+                run,
+                workflow: name,
+            })),
+        };
+        let events =
+            tokio_stream::StreamExt::map(UnboundedReceiverStream::new(rx), |e| Ok(run_event(e)));
+        let stream = tokio_stream::StreamExt::chain(tokio_stream::once(Ok(started)), events);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn runs(
+        &self,
+        request: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        let req = request.into_inner();
+        let agent = match req.agent.trim() {
+            "" => None,
+            a => Some(self.state.hub.agent_id(a)?),
+        };
+        let limit = if req.limit == 0 {
+            DEFAULT_RUNS
+        } else {
+            req.limit
+        };
+        let runs = self.state.workflows.runs(agent, limit).await?;
+        Ok(Response::new(pb::ListRunsResponse {
+            runs: runs.iter().map(run_info).collect(),
+        }))
+    }
+
+    async fn status(
+        &self,
+        request: Request<pb::RunStatusRequest>,
+    ) -> Result<Response<pb::RunStatusResponse>, Status> {
+        let id = request.into_inner().run.trim().to_string();
+        let Some((run, steps)) = self.state.workflows.run(&id).await? else {
+            return Err(Status::not_found(format!(
+                "no workflow run `{id}` (pincer workflows runs lists them)"
+            )));
+        };
+        Ok(Response::new(pb::RunStatusResponse {
+            run: Some(run_info(&run)),
+            steps: steps.iter().map(step_attempt).collect(),
+        }))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelRunRequest>,
+    ) -> Result<Response<pb::CancelRunResponse>, Status> {
+        let id = request.into_inner().run.trim().to_string();
+        Ok(Response::new(pb::CancelRunResponse {
+            cancelled: self.state.workflows.cancel(&id),
+        }))
+    }
+
     async fn list(
         &self,
         request: Request<pb::ListWorkflowsRequest>,
@@ -186,5 +283,77 @@ fn step(s: &Step) -> pb::WorkflowStep {
         line: s.line as u32,
         summary,
         inner,
+    }
+}
+
+fn json_text(v: &Option<Value>) -> String {
+    v.as_ref().map(Value::to_string).unwrap_or_default()
+}
+
+fn run_event(e: RunEvent) -> pb::RunEvent {
+    use pb::run_event::Event;
+    let event = match e {
+        RunEvent::StepStarted {
+            path,
+            kind,
+            attempt,
+        } => Event::StepStarted(pb::StepStarted {
+            path,
+            kind: kind.to_string(),
+            attempt,
+        }),
+        RunEvent::StepFinished {
+            path,
+            state,
+            output,
+            error,
+        } => Event::StepFinished(pb::StepFinished {
+            path,
+            state: state.as_str().to_string(),
+            output_json: output.to_string(),
+            error: error.unwrap_or_default(),
+        }),
+        RunEvent::Finished {
+            status,
+            output,
+            error,
+        } => Event::Finished(pb::RunFinished {
+            status: status.as_str().to_string(),
+            output_json: json_text(&output),
+            error: error.unwrap_or_default(),
+        }),
+    };
+    pb::RunEvent { event: Some(event) }
+}
+
+fn run_info(r: &RunRow) -> pb::RunInfo {
+    pb::RunInfo {
+        id: r.id.clone(),
+        workflow: r.workflow.clone(),
+        agent: r.agent.clone(),
+        status: r.status.as_str().to_string(),
+        cursor: r.cursor.clone().unwrap_or_default(),
+        output_json: json_text(&r.output),
+        error: r.error.clone().unwrap_or_default(),
+        tokens: r.tokens,
+        created_at: r.created_at.clone(),
+        updated_at: r.updated_at.clone(),
+        hash: r.hash.clone(),
+        inputs_json: r.inputs.to_string(),
+        principal: r.principal.clone(),
+        session_key: r.session_key.clone(),
+    }
+}
+
+fn step_attempt(s: &StepRow) -> pb::StepAttempt {
+    pb::StepAttempt {
+        seq: s.seq,
+        path: s.path.clone(),
+        attempt: s.attempt,
+        state: s.state.as_str().to_string(),
+        output_json: json_text(&s.output),
+        error: s.error.clone().unwrap_or_default(),
+        started_at: s.started_at.clone(),
+        finished_at: s.finished_at.clone().unwrap_or_default(),
     }
 }

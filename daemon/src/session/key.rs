@@ -58,6 +58,11 @@ impl SessionKey {
         Self::parse(&format!("agent:{agent}:sub:{id}"))
     }
 
+    /// A workflow run's session (its transcript), `agent:<agent>:workflow:<run>`.
+    pub fn workflow(agent: &str, run: &str) -> Result<Self, KeyError> {
+        Self::parse(&format!("agent:{agent}:workflow:{run}"))
+    }
+
     /// This key with a thread suffix.
     pub fn thread(&self, id: &str) -> Result<Self, KeyError> {
         Self::parse(&format!("{self}:thread:{id}"))
@@ -92,9 +97,9 @@ impl SessionKey {
         };
         for (i, part) in rest.iter().enumerate() {
             match *part {
-                "thread" | "dm" | "group" | "sub" if i + 1 >= rest.len() => {
+                "thread" | "dm" | "group" | "sub" | "workflow" if i + 1 >= rest.len() => {
                     return Err(shape_error(
-                        "a `dm`, `group`, `sub` or `thread` part needs an id after it",
+                        "a `dm`, `group`, `sub`, `workflow` or `thread` part needs an id after it",
                     ));
                 }
                 _ => {}
@@ -163,6 +168,7 @@ impl SessionKey {
         match self.rest.as_slice() {
             [first, kind, ..] if kind == "dm" || kind == "group" => first,
             [first, ..] if first == "sub" => "sub",
+            [first, ..] if first == "workflow" => "workflow",
             _ => "cli",
         }
     }
@@ -190,6 +196,7 @@ mod tests {
             "agent:friends:discord:group:987",
             "agent:friends:discord:group:987:thread:42",
             "agent:main:sub:0193b6f2-7b1c-7000-8000-000000000000",
+            "agent:main:workflow:3f2a9c1d4e5b",
         ] {
             assert_eq!(SessionKey::parse(key).unwrap().to_string(), key);
         }

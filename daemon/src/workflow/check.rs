@@ -166,6 +166,7 @@ impl Checker<'_> {
             name: self.cx.name.to_string(),
             path: self.cx.path.to_path_buf(),
             hash: hex(&Sha256::digest(text.as_bytes())),
+            source: text.to_string(),
             description: file.description.map(|d| d.into_inner()).unwrap_or_default(),
             inputs,
             steps,

@@ -15,6 +15,8 @@ pub struct Workflow {
     pub path: PathBuf,
     /// SHA-256 of the file's bytes: what each run records it ran.
     pub hash: String,
+    /// The file's text, as each run records it.
+    pub source: String,
     pub description: String,
     pub inputs: Vec<Input>,
     pub steps: Vec<Step>,

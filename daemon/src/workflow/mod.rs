@@ -13,9 +13,12 @@
 pub mod catalog;
 pub mod check;
 pub mod def;
+pub mod engine;
 pub mod file;
 pub mod graph;
 pub mod library;
+pub mod runner;
+pub mod store;
 pub mod template;
 
 #[cfg(test)]

@@ -1,0 +1,748 @@
+//! One run of a workflow, from its cursor to its end.
+//!
+//! The loop takes the step at the cursor, records the attempt as started
+//! (durably, before anything runs), runs it with its `when`, `retry`,
+//! `timeout` and `on_error`, records how it ended together with the next
+//! cursor, and moves on. What the steps see is the run's values:
+//! `inputs`, `steps.<id>.output` and `.status`, `run`. Tool and command
+//! steps go through the agent's whole tool pipeline for the principal
+//! that started the run (`agent::call_env`), and their calls and results
+//! land in the run's own transcript (session `agent:<agent>:workflow:<run>`)
+//! like a turn's; an `llm` step's prompt and answer too.
+//!
+//! `for_each` and `parallel` run their inner steps side by side; their
+//! outputs are gathered in a canonical order (the items', the branches'),
+//! so the same inputs and results always give the same values. A retry's
+//! jitter comes from the run's seed.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::def::{Action, Next, OnError, Step, Wait, Workflow};
+use super::store::{RunRow, RunStatus, RunStore, StepEnd, StepState};
+use super::template::Templates;
+use crate::agent::call_env::{self, CallScope};
+use crate::agent::session_log::{Emit, SessionLog};
+use crate::agent::tool_step::{self, ToolCall};
+use crate::agent::{Event, Runtime};
+use crate::config::{AgentSettings, Config};
+use crate::llm::{Message, Request};
+use crate::session::SessionKey;
+use crate::session::transcript::Body;
+use crate::tools::ToolRegistry;
+use crate::tools::loops::LoopDetector;
+use crate::tools::origin::ChatOrigin;
+
+/// What a run reports as it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEvent {
+    StepStarted {
+        path: String,
+        kind: &'static str,
+        attempt: u32,
+    },
+    StepFinished {
+        path: String,
+        state: StepState,
+        output: Value,
+        error: Option<String>,
+    },
+    Finished {
+        status: RunStatus,
+        output: Option<Value>,
+        error: Option<String>,
+    },
+}
+
+/// How long one tool or command step may run when it sets no timeout.
+const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Everything one run needs.
+pub struct Runner {
+    pub rt: Runtime,
+    pub store: RunStore,
+    pub templates: Arc<Templates>,
+    pub workflow: Workflow,
+    pub run: RunRow,
+    pub agent: AgentSettings,
+    pub origin: ChatOrigin,
+    pub config: Arc<Config>,
+    pub registry: Arc<ToolRegistry>,
+    pub log: tokio::sync::Mutex<SessionLog>,
+    pub cancel: CancellationToken,
+    pub events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
+    /// `steps.<id>` of the steps finished so far.
+    values: Mutex<BTreeMap<String, Value>>,
+    /// Backward jumps taken, per step.
+    iterations: BTreeMap<String, u32>,
+    tokens: Mutex<u64>,
+    /// The top-level steps' loop window (their calls run one at a time).
+    loops: tokio::sync::Mutex<LoopDetector>,
+}
+
+/// A step's failure.
+#[derive(Debug, Clone)]
+struct Failure(String);
+
+impl Runner {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        rt: Runtime,
+        store: RunStore,
+        templates: Arc<Templates>,
+        workflow: Workflow,
+        run: RunRow,
+        agent: AgentSettings,
+        origin: ChatOrigin,
+        registry: Arc<ToolRegistry>,
+        log: SessionLog,
+        cancel: CancellationToken,
+        events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
+    ) -> Self {
+        let config = rt.config();
+        Self {
+            rt,
+            store,
+            templates,
+            workflow,
+            run,
+            agent,
+            origin,
+            config,
+            registry,
+            log: tokio::sync::Mutex::new(log),
+            cancel,
+            events,
+            values: Mutex::default(),
+            iterations: BTreeMap::new(),
+            tokens: Mutex::new(0),
+            loops: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// Runs from the cursor to the end; the run's final status, output
+    /// and error (also stored).
+    pub async fn run(mut self) -> (RunStatus, Option<Value>, Option<String>) {
+        let (status, output, error) = self.steps().await;
+        let output = output.or_else(|| self.default_output());
+        if let Err(e) = self
+            .store
+            .set_status(&self.run.id, status, output.clone(), error.clone())
+            .await
+        {
+            tracing::error!(run = %self.run.id, error = %e, "cannot record the end of a workflow run");
+        }
+        let _ = self.events.send(RunEvent::Finished {
+            status,
+            output: output.clone(),
+            error: error.clone(),
+        });
+        (status, output, error)
+    }
+
+    async fn steps(&mut self) -> (RunStatus, Option<Value>, Option<String>) {
+        let mut at = match &self.run.cursor {
+            Some(id) => self.workflow.index_of(id),
+            None => None,
+        };
+        while let Some(i) = at {
+            if self.cancel.is_cancelled() {
+                return (
+                    RunStatus::Cancelled,
+                    None,
+                    Some("the run was cancelled".into()),
+                );
+            }
+            let step = self.workflow.steps[i].clone();
+            let outcome = self.top_step(&step, i).await;
+            match outcome {
+                Ok(next) => at = next,
+                Err(Stop::Fail(e)) => return (RunStatus::Failed, None, Some(e)),
+                Err(Stop::Cancelled) => {
+                    return (
+                        RunStatus::Cancelled,
+                        None,
+                        Some("the run was cancelled".into()),
+                    );
+                }
+                Err(Stop::Done) => break,
+            }
+        }
+        match &self.workflow.output {
+            None => (RunStatus::Succeeded, None, None),
+            Some(t) => match self.templates.render(t, &self.context(None)) {
+                Ok(text) => (RunStatus::Succeeded, Some(Value::String(text)), None),
+                Err(e) => (
+                    RunStatus::Failed,
+                    None,
+                    Some(format!("the workflow's output: {e}")),
+                ),
+            },
+        }
+    }
+
+    /// The last finished step's output.
+    fn default_output(&self) -> Option<Value> {
+        let values = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        self.workflow
+            .steps
+            .iter()
+            .rev()
+            .find_map(|s| values.get(&s.id).map(|v| v["output"].clone()))
+    }
+
+    /// The values templates see; `item` is a for_each's item and index.
+    fn context(&self, item: Option<(&str, &Value, usize)>) -> Value {
+        let steps = self
+            .values
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut ctx = json!({
+            "inputs": self.run.inputs,
+            "steps": steps,
+            "run": {"id": self.run.id, "workflow": self.workflow.name},
+        });
+        if let Some((var, value, index)) = item {
+            ctx[var] = value.clone();
+            ctx["index"] = json!(index);
+        }
+        ctx
+    }
+
+    /// One top-level step; where the run goes next.
+    async fn top_step(&mut self, step: &Step, i: usize) -> Result<Option<usize>, Stop> {
+        let following = |n: &Next| -> Option<usize> {
+            match n {
+                Next::Following => (i + 1 < self.workflow.steps.len()).then_some(i + 1),
+                Next::Step(id) => self.workflow.index_of(id),
+                Next::End => None,
+            }
+        };
+        let ctx = self.context(None);
+        let result = self.attempts(step, &step.id, &ctx, true).await?;
+        let output = result.clone().unwrap_or(Value::Null);
+        let status = if result.is_some() { "ok" } else { "skipped" };
+        let mut next = match (&step.action, &result) {
+            (
+                Action::Condition {
+                    then, otherwise, ..
+                },
+                Some(v),
+            ) => {
+                if v.as_bool() == Some(true) {
+                    following(then)
+                } else {
+                    following(otherwise)
+                }
+            }
+            _ => following(&step.next),
+        };
+        // A backward jump is a loop: past its bound the run goes on after
+        // the step instead.
+        if let Some(j) = next
+            && j <= i
+        {
+            let taken = self.iterations.entry(step.id.clone()).or_default();
+            if *taken >= step.max_iterations.unwrap_or(0) {
+                next = (i + 1 < self.workflow.steps.len()).then_some(i + 1);
+            } else {
+                *taken += 1;
+            }
+        }
+        self.values
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(step.id.clone(), json!({"output": output, "status": status}));
+        let cursor = next.map(|j| self.workflow.steps[j].id.clone());
+        if let Err(e) = self.store_cursor(cursor).await {
+            return Err(Stop::Fail(e));
+        }
+        Ok(next)
+    }
+
+    async fn store_cursor(&self, cursor: Option<String>) -> Result<(), String> {
+        self.store
+            .set_cursor(&self.run.id, cursor)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// A step with its `when`, retries, timeout and `on_error`: `None`
+    /// when `when` skipped it.
+    fn attempts<'a>(
+        &'a self,
+        step: &'a Step,
+        path: &'a str,
+        ctx: &'a Value,
+        top: bool,
+    ) -> BoxFuture<'a, Result<Option<Value>, Stop>> {
+        async move {
+            if let Some(when) = &step.when {
+                match self.templates.is_true(when, ctx) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.record(path, 1, StepState::Skipped, None, None, 0).await?;
+                        return Ok(None);
+                    }
+                    Err(e) => return self.failed(step, path, format!("`when`: {e}"), top).await,
+                }
+            }
+            let mut attempt = 1;
+            loop {
+                let _ = self.events.send(RunEvent::StepStarted {
+                    path: path.to_string(),
+                    kind: step.kind(),
+                    attempt,
+                });
+                let seq = self
+                    .store
+                    .start_step(&self.run.id, path, attempt)
+                    .await
+                    .map_err(|e| Stop::Fail(e.to_string()))?;
+                let timeout = step.timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+                let acted = tokio::select! {
+                    r = self.act(step, path, ctx) => r,
+                    () = tokio::time::sleep(timeout) => Err(Failure(format!("timed out after {} s", timeout.as_secs()))),
+                    () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+                };
+                match acted {
+                    Ok((output, tokens)) => {
+                        self.end(seq, path, StepState::Finished, Some(output.clone()), None, tokens)
+                            .await?;
+                        self.check_limits()?;
+                        return Ok(Some(output));
+                    }
+                    Err(Failure(e)) => {
+                        self.end(seq, path, StepState::Failed, None, Some(e.clone()), 0)
+                            .await?;
+                        if attempt >= step.retry.attempts {
+                            return self.failed(step, path, e, top).await;
+                        }
+                        attempt += 1;
+                        let wait = step.retry.delay_before(attempt, self.unit(path, attempt));
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+                        }
+                    }
+                }
+            }
+        }
+        .boxed()
+    }
+
+    /// A step that failed for good: its `on_error` decides.
+    async fn failed(
+        &self,
+        step: &Step,
+        path: &str,
+        error: String,
+        _top: bool,
+    ) -> Result<Option<Value>, Stop> {
+        match step.on_error {
+            OnError::Stop => Err(Stop::Fail(format!("step `{path}` failed: {error}"))),
+            OnError::Continue => Ok(Some(json!({"failed": true, "error": error}))),
+            OnError::SkipRest => Err(Stop::Done),
+        }
+    }
+
+    /// A number in [0, 1) from the run's seed, the step and the attempt.
+    fn unit(&self, path: &str, attempt: u32) -> f64 {
+        let mut h: u64 = self.run.seed ^ 0x9e37_79b9_7f4a_7c15;
+        for b in path.bytes().chain(attempt.to_le_bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        (h >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn check_limits(&self) -> Result<(), Stop> {
+        let spent = *self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        match self.workflow.max_tokens {
+            Some(max) if spent > max => Err(Stop::Fail(format!(
+                "the run spent {spent} tokens, over its limit of {max} (max_tokens)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    async fn record(
+        &self,
+        path: &str,
+        attempt: u32,
+        state: StepState,
+        output: Option<Value>,
+        error: Option<String>,
+        tokens: u64,
+    ) -> Result<(), Stop> {
+        let seq = self
+            .store
+            .start_step(&self.run.id, path, attempt)
+            .await
+            .map_err(|e| Stop::Fail(e.to_string()))?;
+        self.end(seq, path, state, output, error, tokens).await
+    }
+
+    async fn end(
+        &self,
+        seq: u64,
+        path: &str,
+        state: StepState,
+        output: Option<Value>,
+        error: Option<String>,
+        tokens: u64,
+    ) -> Result<(), Stop> {
+        *self.tokens.lock().unwrap_or_else(|e| e.into_inner()) += tokens;
+        self.store
+            .end_step(
+                &self.run.id,
+                seq,
+                StepEnd {
+                    state,
+                    output: output.clone(),
+                    error: error.clone(),
+                    tokens,
+                },
+                None,
+            )
+            .await
+            .map_err(|e| Stop::Fail(e.to_string()))?;
+        let _ = self.events.send(RunEvent::StepFinished {
+            path: path.to_string(),
+            state,
+            output: output.unwrap_or(Value::Null),
+            error,
+        });
+        Ok(())
+    }
+
+    /// What the step does; its output and the model tokens it spent.
+    fn act<'a>(
+        &'a self,
+        step: &'a Step,
+        path: &'a str,
+        ctx: &'a Value,
+    ) -> BoxFuture<'a, Result<(Value, u64), Failure>> {
+        async move {
+            let t = &self.templates;
+            let bad = |e: super::template::TemplateError| Failure(e.to_string());
+            match &step.action {
+                Action::Tool { tool, arguments } => {
+                    let args = t.render_value(arguments, ctx).map_err(bad)?;
+                    self.call_tool(path, tool, &args, step.timeout).await
+                }
+                Action::Command { command } => {
+                    let command = t.render(command, ctx).map_err(bad)?;
+                    self.call_tool(path, "exec", &json!({ "command": command }), step.timeout)
+                        .await
+                }
+                Action::Llm {
+                    prompt,
+                    system,
+                    schema,
+                    repairs,
+                } => {
+                    let prompt = t.render(prompt, ctx).map_err(bad)?;
+                    let system = match system {
+                        Some(s) => t.render(s, ctx).map_err(bad)?,
+                        None => String::new(),
+                    };
+                    self.ask_model(path, system, prompt, schema.as_ref(), *repairs)
+                        .await
+                }
+                Action::Condition { test, .. } => {
+                    let v = t.is_true(test, ctx).map_err(bad)?;
+                    Ok((Value::Bool(v), 0))
+                }
+                Action::ForEach {
+                    items,
+                    var,
+                    concurrency,
+                    body,
+                } => {
+                    let list = t.eval(items, ctx).map_err(bad)?;
+                    let Value::Array(list) = list else {
+                        return Err(Failure(format!("`items` is not a list but {list}")));
+                    };
+                    let mut items: Vec<BoxFuture<'_, Result<Option<Value>, Stop>>> = Vec::new();
+                    for (i, item) in list.iter().enumerate() {
+                        let ctx = self.context(Some((var, item, i)));
+                        let path = format!("{path}[{i}]");
+                        items.push(
+                            async move { self.attempts(body, &path, &ctx, false).await }.boxed(),
+                        );
+                    }
+                    // `buffered` keeps the items' order whatever finishes first.
+                    let outputs: Vec<Result<Option<Value>, Stop>> =
+                        futures_util::stream::iter(items)
+                            .buffered(*concurrency as usize)
+                            .collect()
+                            .await;
+                    let mut out = Vec::new();
+                    for (i, r) in outputs.into_iter().enumerate() {
+                        match r {
+                            Ok(v) => out.push(v.unwrap_or(Value::Null)),
+                            Err(Stop::Fail(e)) => {
+                                return Err(Failure(format!("item {i}: {e}")));
+                            }
+                            Err(Stop::Cancelled) => return Err(Failure("cancelled".into())),
+                            Err(Stop::Done) => out.push(Value::Null),
+                        }
+                    }
+                    Ok((Value::Array(out), 0))
+                }
+                Action::Parallel { branches, wait } => {
+                    self.parallel(path, branches, *wait, ctx).await
+                }
+                other => Err(Failure(format!(
+                    "{} steps cannot run in this pincerd yet",
+                    other.kind()
+                ))),
+            }
+        }
+        .boxed()
+    }
+
+    async fn parallel(
+        &self,
+        path: &str,
+        branches: &[Step],
+        wait: Wait,
+        ctx: &Value,
+    ) -> Result<(Value, u64), Failure> {
+        type Branch<'b> = BoxFuture<'b, (&'b Step, Result<Option<Value>, Stop>)>;
+        let mut runs: Vec<Branch<'_>> = Vec::new();
+        for b in branches {
+            let path = format!("{path}.{}", b.id);
+            runs.push(async move { (b, self.attempts(b, &path, ctx, false).await) }.boxed());
+        }
+        match wait {
+            Wait::All => {
+                let results = futures_util::future::join_all(runs).await;
+                let mut out = serde_json::Map::new();
+                for (b, r) in results {
+                    match r {
+                        Ok(v) => {
+                            out.insert(b.id.clone(), v.unwrap_or(Value::Null));
+                        }
+                        Err(Stop::Fail(e)) if b.optional => {
+                            out.insert(b.id.clone(), json!({"failed": true, "error": e}));
+                        }
+                        Err(Stop::Fail(e)) => {
+                            return Err(Failure(format!("branch `{}`: {e}", b.id)));
+                        }
+                        Err(_) => out.insert(b.id.clone(), Value::Null).map_or((), |_| ()),
+                    }
+                }
+                Ok((Value::Object(out), 0))
+            }
+            Wait::Any => {
+                let mut pending: futures_util::stream::FuturesUnordered<_> =
+                    runs.into_iter().collect();
+                let mut errors = Vec::new();
+                while let Some((b, r)) = pending.next().await {
+                    match r {
+                        Ok(v) => {
+                            return Ok((
+                                json!({"winner": b.id, "output": v.unwrap_or(Value::Null)}),
+                                0,
+                            ));
+                        }
+                        Err(Stop::Fail(e)) => errors.push(format!("branch `{}`: {e}", b.id)),
+                        Err(_) => {}
+                    }
+                }
+                Err(Failure(format!(
+                    "no branch finished: {}",
+                    errors.join("; ")
+                )))
+            }
+        }
+    }
+
+    /// One call through the agent's tool pipeline, recorded in the run's
+    /// transcript.
+    async fn call_tool(
+        &self,
+        path: &str,
+        tool: &str,
+        args: &Value,
+        timeout: Option<Duration>,
+    ) -> Result<(Value, u64), Failure> {
+        let key = SessionKey::parse(&self.run.session_key).map_err(|e| Failure(e.to_string()))?;
+        let session_id = self.log.lock().await.session_id.clone();
+        let emit: Emit = Arc::new(|_: Event| {});
+        let scope = CallScope {
+            rt: &self.rt,
+            config: &self.config,
+            agent: &self.agent,
+            key: &key,
+            session_id: &session_id,
+            origin: &self.origin,
+            spawn_layer: None,
+            cancel: &self.cancel,
+            emit: &emit,
+            sessions: None,
+        };
+        let env = call_env::build(&scope, &self.registry);
+        let arguments = args.to_string();
+        let call_id = format!("{}:{path}", self.run.id);
+        let call = ToolCall {
+            id: &call_id,
+            name: tool,
+            arguments: &arguments,
+        };
+        let deadline = Instant::now() + timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+        tool_step::record_call(
+            &env,
+            &mut *self.log.lock().await,
+            &self.run.id,
+            &call,
+            &emit,
+        )
+        .map_err(Failure)?;
+        let started = Instant::now();
+        // A for_each item or parallel branch (`each[2]`, `both.a`) runs
+        // beside others: it gets a window of its own.
+        let result = if path.contains(['[', '.']) {
+            let mut loops = LoopDetector::default();
+            env.run(&mut loops, &call_id, tool, &arguments, deadline)
+                .await
+        } else {
+            let mut loops = self.loops.lock().await;
+            env.run(&mut loops, &call_id, tool, &arguments, deadline)
+                .await
+        };
+        tool_step::record_result(
+            &mut *self.log.lock().await,
+            &self.run.id,
+            &call,
+            &result,
+            started,
+            &emit,
+        )
+        .map_err(Failure)?;
+        if result.output.is_error || result.status != "ok" {
+            return Err(Failure(format!(
+                "{tool} ({}): {}",
+                result.status,
+                crate::util::preview(&result.output.content, 500)
+            )));
+        }
+        // A result that is JSON is kept as data.
+        let content = result.output.content;
+        let value = serde_json::from_str(&content).unwrap_or(Value::String(content));
+        Ok((value, 0))
+    }
+
+    /// One model call (and its repairs), recorded in the transcript.
+    async fn ask_model(
+        &self,
+        path: &str,
+        system: String,
+        prompt: String,
+        schema: Option<&Value>,
+        repairs: u32,
+    ) -> Result<(Value, u64), Failure> {
+        let validator = match schema {
+            Some(s) => Some(
+                jsonschema::validator_for(s).map_err(|e| Failure(format!("the schema: {e}")))?,
+            ),
+            None => None,
+        };
+        let mut messages = vec![Message::user(prompt.clone())];
+        self.append(Body::User {
+            text: prompt,
+            images: Vec::new(),
+        })
+        .await?;
+        let models = self.rt.models();
+        let mut tokens = 0;
+        let mut tries = 0;
+        loop {
+            let request = Request {
+                system: system.clone(),
+                messages: messages.clone(),
+                tools: Vec::new(),
+            };
+            let (reply, target) = models
+                .complete(&self.agent.models, &request, &mut |_| {}, &self.cancel)
+                .await
+                .map_err(|e| Failure(format!("the model: {e}")))?;
+            tokens += reply.usage.input + reply.usage.output;
+            self.append(Body::Assistant {
+                text: reply.text.clone(),
+                model: target.label(),
+                usage: Some(crate::session::transcript::Usage {
+                    input: reply.usage.input,
+                    output: reply.usage.output,
+                }),
+                stop: "stop".into(),
+            })
+            .await?;
+            let Some(validator) = &validator else {
+                return Ok((Value::String(reply.text), tokens));
+            };
+            let problem = match parse_json(&reply.text) {
+                Err(e) => format!("the answer is not JSON: {e}"),
+                Ok(v) => match validator.validate(&v) {
+                    Ok(()) => return Ok((v, tokens)),
+                    Err(e) => format!("the answer does not fit the schema: {e}"),
+                },
+            };
+            if tries >= repairs {
+                return Err(Failure(format!("step `{path}`: {problem}")));
+            }
+            tries += 1;
+            let again = format!(
+                "{problem}. Answer again with JSON only that satisfies this JSON Schema:\n{}",
+                schema.map(Value::to_string).unwrap_or_default()
+            );
+            messages.push(Message {
+                role: crate::llm::Role::Assistant,
+                parts: vec![crate::llm::Part::Text(reply.text)],
+            });
+            messages.push(Message::user(again.clone()));
+            self.append(Body::User {
+                text: again,
+                images: Vec::new(),
+            })
+            .await?;
+        }
+    }
+
+    async fn append(&self, body: Body) -> Result<(), Failure> {
+        self.log
+            .lock()
+            .await
+            .append(&self.run.id, body)
+            .map_err(Failure)
+    }
+}
+
+/// Why the loop stops early.
+#[derive(Debug)]
+enum Stop {
+    Fail(String),
+    Cancelled,
+    /// `on_error = "skip_rest"`: the run ends here, successfully.
+    Done,
+}
+
+/// JSON from a model's answer, with a Markdown code fence around it
+/// allowed.
+fn parse_json(text: &str) -> Result<Value, serde_json::Error> {
+    let t = text.trim();
+    let t = t
+        .strip_prefix("```json")
+        .or_else(|| t.strip_prefix("```"))
+        .and_then(|rest| rest.trim_end().strip_suffix("```"))
+        .unwrap_or(t);
+    serde_json::from_str(t.trim())
+}
