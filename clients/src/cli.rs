@@ -277,6 +277,12 @@ pub enum WorkflowsCommand {
     Status { run: String },
     /// Cancel a run going on.
     Cancel { run: String },
+    /// Settle a step whose outcome is unknown (it was running when pincerd stopped): rerun, skip or fail.
+    Resolve {
+        run: String,
+        #[arg(value_parser = ["rerun", "skip", "fail"])]
+        action: String,
+    },
 }
 
 #[derive(Subcommand)]

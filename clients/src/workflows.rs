@@ -30,7 +30,26 @@ pub async fn run(ctx: &Ctx, command: WorkflowsCommand) -> Result<u8, CliError> {
         WorkflowsCommand::Runs { agent, limit } => runs(ctx, agent.agent, limit).await,
         WorkflowsCommand::Status { run } => status(ctx, run).await,
         WorkflowsCommand::Cancel { run } => cancel(ctx, run).await,
+        WorkflowsCommand::Resolve { run, action } => resolve(ctx, run, action).await,
     }
+}
+
+async fn resolve(ctx: &Ctx, run: String, action: String) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let r = c
+        .workflows
+        .resolve(pb::ResolveRunRequest {
+            run: run.clone(),
+            action: action.clone(),
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        out::json(&json!({"run": run, "action": action, "status": r.status}));
+    } else {
+        outln!("run {run}: {action}; it is {} now", r.status);
+    }
+    Ok(0)
 }
 
 /// `run`: starts a run and prints its steps as they end.

@@ -158,7 +158,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         server::State {
             hub: hub.clone(),
             channels: channels.clone(),
-            workflows,
+            workflows: workflows.clone(),
             started,
             stop: stop.clone(),
             reload: reload_tx.clone(),
@@ -171,6 +171,9 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         Parts::new(failures)
             .with(hub.runtime().memory().clone())
             .with(crate::agent::mcp_part::McpPart(hub.runtime().clone()))
+            // After MCP (their tools), before the channels and the server:
+            // stopped after them, so a run's last step can still send.
+            .with(workflows)
             // Stopped after the server (reverse order): answers of turns
             // that finish within the grace still go out.
             .with(crate::channels::part::ChannelsPart::new(channels))

@@ -331,3 +331,174 @@ async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_r
     let out = home.cli(&["--json", "workflows", "runs"]).await;
     assert_eq!(out.json()["runs"].as_array().unwrap().len(), 0);
 }
+
+/// `steps` with a command step in the middle that `kill -9` interrupts.
+fn interrupted(idempotent: bool) -> String {
+    format!(
+        r#"
+[[steps]]
+id = "first"
+kind = "command"
+command = "echo first >> log.txt"
+
+[[steps]]
+id = "slow"
+kind = "command"
+command = "echo slow >> log.txt; test -f go || sleep 30"
+idempotent = {idempotent}
+
+[[steps]]
+id = "last"
+kind = "command"
+command = "echo last >> log.txt"
+"#
+    )
+}
+
+/// Polls `pincer workflows status RUN --json` until `done` holds.
+async fn status_until(
+    home: &TestHome,
+    run: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let out = home.cli(&["--json", "workflows", "status", run]).await;
+        if out.code == 0 && done(&out.json()) {
+            return out.json();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited a minute for {what}: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts workflow `name` in the background; its run id, once the step
+/// `slow` has started.
+async fn start_until_slow(home: &TestHome, name: &str) -> String {
+    let _cli = home.cli_spawn(&["workflows", "run", name]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let run = loop {
+        let out = home.cli(&["--json", "workflows", "runs"]).await;
+        if let Some(id) = out.json()["runs"][0]["id"].as_str() {
+            break id.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no run started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    status_until(home, &run, "step `slow` to start", |s| {
+        s["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["path"] == "slow" && r["state"] == "started")
+    })
+    .await;
+    run
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_killed_in_a_step_that_is_not_idempotent_waits_for_the_owner_and_runs_nothing_twice()
+{
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/slow.toml"), interrupted(false)).unwrap();
+    let d = home.start();
+    let run = start_until_slow(&home, "slow").await;
+    d.kill9();
+
+    std::fs::write(ws.join("go"), "").unwrap();
+    let _d = home.start();
+    let status = status_until(&home, &run, "the run to wait", |s| {
+        s["run"]["status"] == "waiting"
+    })
+    .await;
+    let error = status["run"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("step `slow` was running when pincerd stopped and is not marked idempotent"),
+        "{error}"
+    );
+    assert!(
+        error.contains(&format!("pincer workflows resolve {run} rerun|skip|fail")),
+        "{error}"
+    );
+    assert!(
+        status["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["path"] == "slow" && r["state"] == "unknown"),
+        "{status}"
+    );
+    // Nothing ran while it waited.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("log.txt")).unwrap(),
+        "first\nslow\n"
+    );
+
+    let out = home.cli(&["workflows", "resolve", &run, "skip"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    status_until(&home, &run, "the run to succeed", |s| {
+        s["run"]["status"] == "succeeded"
+    })
+    .await;
+    // `first` ran once, `slow` was skipped, `last` ran once.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("log.txt")).unwrap(),
+        "first\nslow\nlast\n"
+    );
+    let out = home.cli(&["workflows", "resolve", &run, "rerun"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("there is nothing to settle"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_killed_in_an_idempotent_step_runs_that_step_again_and_goes_on() {
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/slow.toml"), interrupted(true)).unwrap();
+    let d = home.start();
+    let run = start_until_slow(&home, "slow").await;
+    d.kill9();
+
+    std::fs::write(ws.join("go"), "").unwrap();
+    let _d = home.start();
+    let status = status_until(&home, &run, "the run to succeed", |s| {
+        s["run"]["status"] == "succeeded"
+    })
+    .await;
+    // The finished step did not run again; the interrupted one did.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("log.txt")).unwrap(),
+        "first\nslow\nslow\nlast\n"
+    );
+    let states: Vec<(String, String)> = status["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap().to_string(),
+                r["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("first".to_string(), "finished".to_string()),
+            ("slow".to_string(), "unknown".to_string()),
+            ("slow".to_string(), "finished".to_string()),
+            ("last".to_string(), "finished".to_string()),
+        ]
+    );
+}

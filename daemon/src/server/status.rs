@@ -18,6 +18,8 @@ impl From<StartError> for Status {
             e @ StartError::NotYet { .. } => Status::failed_precondition(e.to_string()),
             StartError::Store(e) => e.into(),
             e @ StartError::Transcript(_) => Status::internal(e.to_string()),
+            e @ StartError::NoRun(_) => Status::not_found(e.to_string()),
+            e @ StartError::NothingToSettle { .. } => Status::failed_precondition(e.to_string()),
         }
     }
 }

@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 use super::State;
 use crate::config::locate::Problem;
 use crate::workflow::def::{Action, Step, Workflow};
+use crate::workflow::engine::Settle;
 use crate::workflow::library::{self, Library, LibraryError};
 use crate::workflow::runner::RunEvent;
 use crate::workflow::store::{RunRow, StepRow};
@@ -122,6 +123,30 @@ impl pb::workflows_server::Workflows for WorkflowsService {
             run: Some(run_info(&run)),
             steps: steps.iter().map(step_attempt).collect(),
         }))
+    }
+
+    async fn resolve(
+        &self,
+        request: Request<pb::ResolveRunRequest>,
+    ) -> Result<Response<pb::ResolveRunResponse>, Status> {
+        let req = request.into_inner();
+        let settle = match req.action.trim() {
+            "rerun" => Settle::Rerun,
+            "skip" => Settle::Skip,
+            "fail" => Settle::Fail,
+            other => {
+                return Err(Status::invalid_argument(format!(
+                    "`{other}` is not a way to settle a step: rerun, skip or fail"
+                )));
+            }
+        };
+        let id = req.run.trim().to_string();
+        self.state.workflows.resolve(&id, settle).await?;
+        let status = match self.state.workflows.run(&id).await? {
+            Some((run, _)) => run.status.as_str().to_string(),
+            None => String::new(),
+        };
+        Ok(Response::new(pb::ResolveRunResponse { status }))
     }
 
     async fn cancel(

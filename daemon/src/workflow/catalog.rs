@@ -4,8 +4,9 @@
 //! refused with the layer that removes it. The gRPC service and (later)
 //! the chat command and the schedules open it the same way.
 
-use super::check::ToolStatus;
-use super::library::Library;
+use super::check::{Context, ToolStatus, check};
+use super::def::Workflow;
+use super::library::{self, Library, LibraryError};
 use crate::agent::Runtime;
 use crate::config::AgentSettings;
 use crate::config::locate::nearest;
@@ -19,6 +20,33 @@ pub async fn open(rt: &Runtime, agent: &AgentSettings, origin: &ChatOrigin) -> L
     let input = PolicyInput::for_origin(agent, origin, None);
     let resolution = policy::resolve(&registry, &config.policy, &input);
     Library::open(&agent.workspace, &|name| tool_status(&resolution, name))
+}
+
+/// `source`, the text of workflow `name` as a run recorded it, checked
+/// again for `origin` (a resumed run runs what it started with, under
+/// today's policy).
+pub async fn check_source(
+    rt: &Runtime,
+    agent: &AgentSettings,
+    origin: &ChatOrigin,
+    name: &str,
+    source: &str,
+) -> Result<Workflow, LibraryError> {
+    let registry = rt.tool_registry().await;
+    let config = rt.config();
+    let input = PolicyInput::for_origin(agent, origin, None);
+    let resolution = policy::resolve(&registry, &config.policy, &input);
+    let dir = agent.workspace.join(library::DIR);
+    let workflows = library::names(&dir);
+    let path = dir.join(format!("{name}.toml"));
+    let status = |tool: &str| tool_status(&resolution, tool);
+    let cx = Context {
+        name,
+        path: &path,
+        workflows: &workflows,
+        tools: &status,
+    };
+    check(&cx, source).map_err(LibraryError::Invalid)
 }
 
 /// What the policy says of one tool name.

@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::catalog;
 use super::def::{Action, Workflow};
 use super::library::LibraryError;
-use super::runner::{RunEvent, Runner};
-use super::store::{NewRun, RunRow, RunStore, StepRow, StoreError};
+use super::resume;
+use super::runner::{Resume, RunEvent, Runner};
+use super::store::{NewRun, RunRow, RunStatus, RunStore, StepRow, StepState, StoreError};
 use super::template::Templates;
 use crate::agent::Runtime;
 use crate::agent::session_log::SessionLog;
@@ -43,6 +44,23 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("the run's transcript: {0}")]
     Transcript(String),
+    #[error("no workflow run `{0}` (pincer workflows runs lists them)")]
+    NoRun(String),
+    #[error(
+        "run `{run}` is {status}, not waiting on a step whose outcome is unknown: there is nothing to settle"
+    )]
+    NothingToSettle { run: String, status: &'static str },
+}
+
+/// How the owner settles a step whose outcome is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Run it again.
+    Rerun,
+    /// Count it as done, with no output.
+    Skip,
+    /// Fail the run.
+    Fail,
 }
 
 /// The engine.
@@ -57,6 +75,8 @@ struct Inner {
     templates: Arc<Templates>,
     /// Runs going on in this process, by id.
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// Cancelled when the daemon stops: runs halt at a step boundary.
+    stop: CancellationToken,
 }
 
 impl Workflows {
@@ -68,6 +88,7 @@ impl Workflows {
                 store: RunStore::open(path)?,
                 templates: Arc::new(Templates::new()),
                 running: Mutex::default(),
+                stop: CancellationToken::new(),
             }),
         })
     }
@@ -121,12 +142,33 @@ impl Workflows {
             })
             .await?;
         let (events, rx) = mpsc::unbounded_channel();
+        let log = SessionLog::new(row.id, transcript, entries);
+        self.spawn(workflow, run, agent, origin, log, events, Resume::default())
+            .await;
+        Ok((id, rx))
+    }
+
+    /// Spawns the runner of `run`.
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn(
+        &self,
+        workflow: Workflow,
+        run: RunRow,
+        agent: &AgentSettings,
+        origin: &ChatOrigin,
+        log: SessionLog,
+        events: mpsc::UnboundedSender<RunEvent>,
+        mut resume: Resume,
+    ) {
+        let rt = &self.inner.rt;
         let cancel = CancellationToken::new();
+        let id = run.id.clone();
         self.inner
             .running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.clone(), cancel.clone());
+        resume.stop = self.inner.stop.clone();
         let runner = Runner::new(
             rt.clone(),
             self.inner.store.clone(),
@@ -136,21 +178,189 @@ impl Workflows {
             agent.clone(),
             origin.clone(),
             rt.tool_registry().await,
-            SessionLog::new(row.id, transcript, entries),
+            log,
             cancel,
             events,
+            resume,
         );
         let inner = self.inner.clone();
-        let run_id = id.clone();
         tokio::spawn(async move {
             runner.run().await;
             inner
                 .running
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(&run_id);
+                .remove(&id);
         });
-        Ok((id, rx))
+    }
+
+    /// Picks up every run a stop or crash left `running`: the steps
+    /// finished before are not run again; a step left running whose
+    /// outcome is unknown runs again if it is idempotent, else the run
+    /// waits for the owner.
+    pub async fn resume_all(&self) {
+        let runs = match self.inner.store.open_runs().await {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the workflow runs to resume");
+                return;
+            }
+        };
+        for run in runs.into_iter().filter(|r| r.status == RunStatus::Running) {
+            let id = run.id.clone();
+            if let Err(e) = self.resume(run, None).await {
+                tracing::error!(run = %id, error = %e, "cannot resume the workflow run");
+                let _ = self
+                    .inner
+                    .store
+                    .set_status(
+                        &id,
+                        RunStatus::Failed,
+                        None,
+                        Some(format!("cannot resume: {e}")),
+                    )
+                    .await;
+            }
+        }
+    }
+
+    /// Resumes `run`; `settled` says how the owner settled its unknown
+    /// step, if they did.
+    async fn resume(&self, run: RunRow, settled: Option<Settle>) -> Result<(), StartError> {
+        let store = &self.inner.store;
+        let rt = &self.inner.rt;
+        let config = rt.config();
+        let Some(agent) = config.agent(&run.agent).cloned() else {
+            return Err(StartError::Inputs(format!(
+                "agent `{}` is gone from the config",
+                run.agent
+            )));
+        };
+        if run.principal != "owner" {
+            return Err(StartError::Inputs(format!(
+                "the run was started by {}, and only the owner's runs resume",
+                run.principal
+            )));
+        }
+        let key = SessionKey::parse(&run.session_key)
+            .map_err(|e| StartError::Transcript(e.to_string()))?;
+        let origin = crate::routing::owner(
+            &SessionKey::main(&run.agent).map_err(|e| StartError::Transcript(e.to_string()))?,
+        );
+        // The file as it ran, checked again against today's policy.
+        let workflow = catalog::check_source(rt, &agent, &origin, &run.workflow, &run.source)
+            .await
+            .map_err(StartError::Library)?;
+        let rows = store.steps(&run.id).await?;
+        let mut reading = resume::read(&workflow, &run, &rows);
+        let unknown_seqs: Vec<u64> = reading.unknown.iter().map(|(seq, _, _)| *seq).collect();
+        if !unknown_seqs.is_empty() {
+            store.mark_unknown(&run.id, unknown_seqs).await?;
+        }
+        match (reading.blocking().map(str::to_string), settled) {
+            (Some(path), None) => {
+                let why = format!(
+                    "step `{path}` was running when pincerd stopped and is not marked idempotent, so whether it ran is unknown: settle it with `pincer workflows resolve {} rerun|skip|fail`",
+                    run.id
+                );
+                tracing::warn!(run = %run.id, "{why}");
+                store
+                    .set_status(&run.id, RunStatus::Waiting, None, Some(why))
+                    .await?;
+                return Ok(());
+            }
+            (_, Some(Settle::Fail)) => {
+                store
+                    .set_status(
+                        &run.id,
+                        RunStatus::Failed,
+                        None,
+                        Some("the owner settled a step whose outcome was unknown as failed".into()),
+                    )
+                    .await?;
+                return Ok(());
+            }
+            (_, Some(Settle::Skip)) => {
+                // The unknown steps count as finished with no output.
+                for (_, path, _) in &reading.unknown {
+                    reading
+                        .resume
+                        .recorded
+                        .entry(path.clone())
+                        .or_insert(Value::Null);
+                }
+            }
+            _ => {}
+        }
+        store
+            .set_status(&run.id, RunStatus::Running, None, None)
+            .await?;
+        let row = rt
+            .registry()
+            .get_or_create(
+                &key.to_string(),
+                &agent.id,
+                key.channel(),
+                NewSession::of(origin.principal.clone()),
+            )
+            .await
+            .map_err(|e| StartError::Transcript(e.to_string()))?;
+        let path = rt.home().transcript(&agent.id, &row.id);
+        let (transcript, entries, _) = tokio::task::spawn_blocking(move || Transcript::open(&path))
+            .await
+            .map_err(|e| StartError::Transcript(e.to_string()))?
+            .map_err(|e| StartError::Transcript(e.to_string()))?;
+        tracing::info!(run = %run.id, workflow = %run.workflow, "resuming the workflow run");
+        let (events, _) = mpsc::unbounded_channel();
+        let log = SessionLog::new(row.id, transcript, entries);
+        self.spawn(workflow, run, &agent, &origin, log, events, reading.resume)
+            .await;
+        Ok(())
+    }
+
+    /// Settles the step of a waiting run whose outcome is unknown, and
+    /// resumes it (or fails it).
+    pub async fn resolve(&self, id: &str, settle: Settle) -> Result<(), StartError> {
+        let Some(run) = self.inner.store.get(id).await? else {
+            return Err(StartError::NoRun(id.to_string()));
+        };
+        let rows = self.inner.store.steps(id).await?;
+        let waits_on_unknown = run.status == RunStatus::Waiting
+            && rows
+                .iter()
+                .any(|r| r.seq > run.cursor_seq && r.state == StepState::Unknown);
+        if !waits_on_unknown {
+            return Err(StartError::NothingToSettle {
+                run: id.to_string(),
+                status: run.status.as_str(),
+            });
+        }
+        // The unknown rows stay unknown in the ledger; the rerun and the
+        // skip read them as not run and as done.
+        let run = RunRow {
+            status: RunStatus::Running,
+            ..run
+        };
+        self.resume(run, Some(settle)).await
+    }
+
+    /// Asks every run to halt at its next step boundary; waits up to
+    /// `grace` for them.
+    pub async fn stop(&self, grace: std::time::Duration) {
+        self.inner.stop.cancel();
+        let deadline = tokio::time::Instant::now() + grace;
+        while tokio::time::Instant::now() < deadline {
+            if self
+                .inner
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// The newest runs, of one agent or all.

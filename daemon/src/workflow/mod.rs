@@ -17,6 +17,8 @@ pub mod engine;
 pub mod file;
 pub mod graph;
 pub mod library;
+pub mod part;
+pub mod resume;
 pub mod runner;
 pub mod store;
 pub mod template;

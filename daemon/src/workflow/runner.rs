@@ -79,11 +79,26 @@ pub struct Runner {
     pub events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
     /// `steps.<id>` of the steps finished so far.
     values: Mutex<BTreeMap<String, Value>>,
+    /// Outputs of attempts that finished before a restart, by path: not
+    /// run again.
+    recorded: BTreeMap<String, Value>,
+    /// The daemon is stopping: the run halts at the next step boundary
+    /// and resumes at the next start.
+    stop: CancellationToken,
     /// Backward jumps taken, per step.
     iterations: BTreeMap<String, u32>,
     tokens: Mutex<u64>,
     /// The top-level steps' loop window (their calls run one at a time).
     loops: tokio::sync::Mutex<LoopDetector>,
+}
+
+/// Where a run picks up: the values of the steps finished before, the
+/// attempts of the cursor step that finished, and the daemon's stop.
+#[derive(Default)]
+pub struct Resume {
+    pub values: BTreeMap<String, Value>,
+    pub recorded: BTreeMap<String, Value>,
+    pub stop: CancellationToken,
 }
 
 /// A step's failure.
@@ -104,6 +119,7 @@ impl Runner {
         log: SessionLog,
         cancel: CancellationToken,
         events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
+        resume: Resume,
     ) -> Self {
         let config = rt.config();
         Self {
@@ -119,7 +135,9 @@ impl Runner {
             log: tokio::sync::Mutex::new(log),
             cancel,
             events,
-            values: Mutex::default(),
+            values: Mutex::new(resume.values),
+            recorded: resume.recorded,
+            stop: resume.stop,
             iterations: BTreeMap::new(),
             tokens: Mutex::new(0),
             loops: tokio::sync::Mutex::default(),
@@ -127,9 +145,10 @@ impl Runner {
     }
 
     /// Runs from the cursor to the end; the run's final status, output
-    /// and error (also stored).
-    pub async fn run(mut self) -> (RunStatus, Option<Value>, Option<String>) {
-        let (status, output, error) = self.steps().await;
+    /// and error (also stored). `None` when the daemon stopped first: the
+    /// run stays `running` and resumes at the next start.
+    pub async fn run(mut self) -> Option<(RunStatus, Option<Value>, Option<String>)> {
+        let (status, output, error) = self.steps().await?;
         let output = output.or_else(|| self.default_output());
         if let Err(e) = self
             .store
@@ -143,38 +162,38 @@ impl Runner {
             output: output.clone(),
             error: error.clone(),
         });
-        (status, output, error)
+        Some((status, output, error))
     }
 
-    async fn steps(&mut self) -> (RunStatus, Option<Value>, Option<String>) {
+    async fn steps(&mut self) -> Option<(RunStatus, Option<Value>, Option<String>)> {
+        let cancelled = || {
+            Some((
+                RunStatus::Cancelled,
+                None,
+                Some("the run was cancelled".to_string()),
+            ))
+        };
         let mut at = match &self.run.cursor {
             Some(id) => self.workflow.index_of(id),
             None => None,
         };
         while let Some(i) = at {
+            if self.stop.is_cancelled() {
+                return None;
+            }
             if self.cancel.is_cancelled() {
-                return (
-                    RunStatus::Cancelled,
-                    None,
-                    Some("the run was cancelled".into()),
-                );
+                return cancelled();
             }
             let step = self.workflow.steps[i].clone();
-            let outcome = self.top_step(&step, i).await;
-            match outcome {
+            match self.top_step(&step, i).await {
                 Ok(next) => at = next,
-                Err(Stop::Fail(e)) => return (RunStatus::Failed, None, Some(e)),
-                Err(Stop::Cancelled) => {
-                    return (
-                        RunStatus::Cancelled,
-                        None,
-                        Some("the run was cancelled".into()),
-                    );
-                }
+                Err(Stop::Fail(e)) => return Some((RunStatus::Failed, None, Some(e))),
+                Err(Stop::Cancelled) if self.stop.is_cancelled() => return None,
+                Err(Stop::Cancelled) => return cancelled(),
                 Err(Stop::Done) => break,
             }
         }
-        match &self.workflow.output {
+        Some(match &self.workflow.output {
             None => (RunStatus::Succeeded, None, None),
             Some(t) => match self.templates.render(t, &self.context(None)) {
                 Ok(text) => (RunStatus::Succeeded, Some(Value::String(text)), None),
@@ -184,7 +203,7 @@ impl Runner {
                     Some(format!("the workflow's output: {e}")),
                 ),
             },
-        }
+        })
     }
 
     /// The last finished step's output.
@@ -284,6 +303,9 @@ impl Runner {
         top: bool,
     ) -> BoxFuture<'a, Result<Option<Value>, Stop>> {
         async move {
+            if let Some(output) = self.recorded.get(path) {
+                return Ok(Some(output.clone()));
+            }
             if let Some(when) = &step.when {
                 match self.templates.is_true(when, ctx) {
                     Ok(true) => {}
@@ -439,8 +461,11 @@ impl Runner {
                 }
                 Action::Command { command } => {
                     let command = t.render(command, ctx).map_err(bad)?;
-                    self.call_tool(path, "exec", &json!({ "command": command }), step.timeout)
-                        .await
+                    let mut args = json!({ "command": command });
+                    if let Some(t) = step.timeout {
+                        args["timeout_s"] = json!(t.as_secs().max(1));
+                    }
+                    self.call_tool(path, "exec", &args, step.timeout).await
                 }
                 Action::Llm {
                     prompt,

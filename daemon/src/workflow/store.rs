@@ -68,6 +68,8 @@ pub enum StepState {
     Finished,
     Failed,
     Skipped,
+    /// Found `started` after a restart: it may or may not have run.
+    Unknown,
 }
 
 impl StepState {
@@ -77,6 +79,7 @@ impl StepState {
             Self::Finished => "finished",
             Self::Failed => "failed",
             Self::Skipped => "skipped",
+            Self::Unknown => "unknown",
         }
     }
 
@@ -85,6 +88,7 @@ impl StepState {
             "finished" => Self::Finished,
             "failed" => Self::Failed,
             "skipped" => Self::Skipped,
+            "unknown" => Self::Unknown,
             _ => Self::Started,
         }
     }
@@ -114,6 +118,8 @@ pub struct RunRow {
     pub tokens: u64,
     pub created_at: String,
     pub updated_at: String,
+    /// The ledger's last seq when the cursor last moved.
+    pub cursor_seq: u64,
 }
 
 /// A new run.
@@ -153,7 +159,8 @@ pub struct StepEnd {
     pub tokens: u64,
 }
 
-const MIGRATIONS: &[&str] = &["CREATE TABLE runs (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE runs (
         id TEXT PRIMARY KEY,
         workflow TEXT NOT NULL,
         agent TEXT NOT NULL,
@@ -185,7 +192,11 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE runs (
         started_at TEXT NOT NULL,
         finished_at TEXT,
         PRIMARY KEY (run, seq)
-    );"];
+    );",
+    // The ledger's last seq when the cursor moved: the rows after it are
+    // the cursor step's, which a restart reads.
+    "ALTER TABLE runs ADD COLUMN cursor_seq INTEGER NOT NULL DEFAULT 0;",
+];
 
 /// The handle to the runs database.
 #[derive(Clone)]
@@ -371,10 +382,30 @@ impl RunStore {
             .db
             .call(move |conn| {
                 conn.execute(
-                    "UPDATE runs SET cursor = ?2, updated_at = ?3 WHERE id = ?1",
+                    "UPDATE runs SET cursor = ?2, updated_at = ?3,
+                         cursor_seq = (SELECT COALESCE(MAX(seq), 0) FROM steps WHERE run = ?1)
+                     WHERE id = ?1",
                     params![run, cursor, now_rfc3339()],
                 )
                 .map(|_| ())
+            })
+            .await?)
+    }
+
+    /// Marks attempts a restart found `started` as unknown.
+    pub async fn mark_unknown(&self, run: &str, seqs: Vec<u64>) -> Result<(), StoreError> {
+        let run = run.to_string();
+        Ok(self
+            .db
+            .call(move |conn| {
+                let tx = conn.transaction()?;
+                for seq in seqs {
+                    tx.execute(
+                        "UPDATE steps SET state = 'unknown' WHERE run = ?1 AND seq = ?2 AND state = 'started'",
+                        params![run, seq as i64],
+                    )?;
+                }
+                tx.commit()
             })
             .await?)
     }
@@ -407,7 +438,7 @@ impl RunStore {
     }
 }
 
-const RUN_COLUMNS: &str = "id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, output, error, tokens, created_at, updated_at";
+const RUN_COLUMNS: &str = "id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, output, error, tokens, created_at, updated_at, cursor_seq";
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -428,6 +459,7 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         tokens: r.get::<_, i64>(14)? as u64,
         created_at: r.get(15)?,
         updated_at: r.get(16)?,
+        cursor_seq: r.get::<_, i64>(17)? as u64,
     })
 }
 

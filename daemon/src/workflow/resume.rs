@@ -1,0 +1,99 @@
+//! What a start after a stop or a crash makes of a run's ledger: the
+//! values of the steps finished before its cursor, the attempts of the
+//! cursor step that finished (not run again), and the attempts left
+//! `started` — steps whose outcome is unknown. Those run again by
+//! themselves only when marked `idempotent`; otherwise the run waits for
+//! the owner (`pincer workflows resolve RUN rerun|skip|fail`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::def::{Action, Step, Workflow};
+use super::runner::Resume;
+use super::store::{RunRow, StepRow, StepState};
+
+/// A run's ledger read for a restart.
+pub struct Reading {
+    pub resume: Resume,
+    /// Attempts found `started`: their seq, path, and whether their step
+    /// may run again.
+    pub unknown: Vec<(u64, String, bool)>,
+}
+
+impl Reading {
+    /// The first unknown attempt that may not simply run again.
+    pub fn blocking(&self) -> Option<&str> {
+        self.unknown
+            .iter()
+            .find(|(_, _, idempotent)| !idempotent)
+            .map(|(_, path, _)| path.as_str())
+    }
+}
+
+/// Reads `rows`, the ledger of `run` of `w`.
+pub fn read(w: &Workflow, run: &RunRow, rows: &[StepRow]) -> Reading {
+    let mut values = BTreeMap::new();
+    let mut recorded = BTreeMap::new();
+    let mut unknown = Vec::new();
+    for row in rows {
+        let top = !row.path.contains(['[', '.']);
+        let done = matches!(row.state, StepState::Finished | StepState::Skipped);
+        if row.seq <= run.cursor_seq {
+            // Before the cursor moved: finished steps' values.
+            if top && done {
+                let status = if row.state == StepState::Skipped {
+                    "skipped"
+                } else {
+                    "ok"
+                };
+                values.insert(
+                    row.path.clone(),
+                    json!({"output": row.output.clone().unwrap_or(Value::Null), "status": status}),
+                );
+            }
+            continue;
+        }
+        match row.state {
+            StepState::Finished | StepState::Skipped => {
+                recorded.insert(row.path.clone(), row.output.clone().unwrap_or(Value::Null));
+            }
+            // Unknown: found started by an earlier start, and still
+            // unsettled.
+            StepState::Started | StepState::Unknown => {
+                let idempotent = step_at(w, &row.path).is_some_and(|s| s.idempotent);
+                unknown.push((row.seq, row.path.clone(), idempotent));
+            }
+            StepState::Failed => {}
+        }
+    }
+    // An attempt that ran again and finished is known.
+    unknown.retain(|(_, path, _)| !recorded.contains_key(path));
+    Reading {
+        resume: Resume {
+            values,
+            recorded,
+            ..Resume::default()
+        },
+        unknown,
+    }
+}
+
+/// The step a ledger path names: `notes`, `each[2]` (the body of
+/// `each`), `both.a` (branch `a` of `both`).
+pub fn step_at<'w>(w: &'w Workflow, path: &str) -> Option<&'w Step> {
+    let end = path.find(['[', '.']).unwrap_or(path.len());
+    let top = w.steps.iter().find(|s| s.id == path[..end])?;
+    let rest = &path[end..];
+    if rest.is_empty() {
+        return Some(top);
+    }
+    match &top.action {
+        Action::ForEach { body, .. } if rest.starts_with('[') => Some(body),
+        Action::Parallel { branches, .. } => {
+            let id = rest.strip_prefix('.')?;
+            branches.iter().find(|b| b.id == id)
+        }
+        _ => None,
+    }
+}
