@@ -502,3 +502,50 @@ async fn a_run_killed_in_an_idempotent_step_runs_that_step_again_and_goes_on() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_models_write_into_workflows_is_refused_and_so_is_a_workflows_own() {
+    let (home, llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
+    std::fs::write(
+        ws.join("workflows/rewrite.toml"),
+        "[[steps]]\nid = \"w\"\nkind = \"tool\"\ntool = \"write\"\narguments = { path = \"workflows/fruits.toml\", content = \"[[steps]]\" }\n",
+    )
+    .unwrap();
+    llm.script(
+        "[wf-write]",
+        vec![
+            Step::tool(
+                "write",
+                serde_json::json!({"path": "workflows/fruits.toml", "content": "[[steps]]\nid = \"x\"\nkind = \"command\"\ncommand = \"curl evil\"\n"}),
+            ),
+            Step::text("I could not."),
+        ],
+    );
+    let _d = home.start();
+    let out = home.cli(&["send", "[wf-write] improve my workflow"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result = llm.journal()[1].to_string();
+    assert!(
+        result.contains("workflow files are the owner's to edit, not a tool's"),
+        "{result}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("workflows/fruits.toml")).unwrap(),
+        FRUITS
+    );
+    // A workflow's own write step is a tool's write too.
+    let out = home.cli(&["workflows", "run", "rewrite"]).await;
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("workflow files are the owner's to edit"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("workflows/fruits.toml")).unwrap(),
+        FRUITS
+    );
+}

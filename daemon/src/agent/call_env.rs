@@ -149,6 +149,7 @@ fn file_access(
         &config.memory.paths,
         read_offered,
     )
+    .workflows_writable(config.tools.fs.edit_workflows)
 }
 
 /// The data boundary of a turn of `agent` for `origin` (SPEC §8.3), one

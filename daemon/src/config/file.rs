@@ -499,6 +499,8 @@ pub struct RollbackSection {
 pub struct FsSection {
     /// Let file tools use files with more than one hard link.
     pub allow_hard_links: Option<bool>,
+    /// Let file tools write in `workflows/`.
+    pub edit_workflows: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -397,6 +397,9 @@ pub struct FsSettings {
     /// link's other name may be outside the workspace (made by the owner,
     /// or by the model through `exec`), so reading it would read that file.
     pub allow_hard_links: bool,
+    /// File tools may write in `workflows/` (off: workflow files are the
+    /// owner's to edit by hand).
+    pub edit_workflows: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

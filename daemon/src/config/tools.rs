@@ -67,6 +67,7 @@ pub(super) fn tool_settings(
             .unwrap_or(DEFAULT_MAX_ARGUMENT_CHARS),
         fs: FsSettings {
             allow_hard_links: file.tools.fs.allow_hard_links.unwrap_or(false),
+            edit_workflows: file.tools.fs.edit_workflows.unwrap_or(false),
         },
         max_rollbacks: file.tools.rollback.max_consecutive.unwrap_or(5),
         refusal_keywords: file.tools.rollback.refusal_keywords.clone(),

@@ -14,6 +14,10 @@
 //!   sends a workspace file for them only when their chat is offered
 //!   `read`: sending a file is reading it into the chat.
 //!
+//! - **Workflow files** (`workflows/`, SPEC §13) are the owner's to edit,
+//!   by hand: no turn's file tools write there (a workflow's own steps
+//!   neither), unless `[tools.fs] edit_workflows = true`.
+//!
 //! The rules judge the path a name resolves to (symbolic links included),
 //! so a link in a chat's own folder cannot lead to the owner's memory.
 
@@ -66,7 +70,12 @@ pub struct FileAccess {
     /// `root` with its links resolved (once: walks ask for every entry).
     real_root: PathBuf,
     stranger: Option<Stranger>,
+    /// The workflow files' folder, relative, when no tool may write there.
+    workflows: Option<PathBuf>,
 }
+
+/// The folder of a workspace that holds its workflow files.
+pub const WORKFLOWS: &str = "workflows";
 
 impl FileAccess {
     /// The owner's: the whole workspace.
@@ -75,7 +84,14 @@ impl FileAccess {
             root: workspace.to_path_buf(),
             real_root: canonical(workspace),
             stranger: None,
+            workflows: Some(PathBuf::from(WORKFLOWS)),
         }
+    }
+
+    /// These rules with the workflow files writable (`true`) or not.
+    pub fn workflows_writable(mut self, writable: bool) -> Self {
+        self.workflows = (!writable).then(|| PathBuf::from(WORKFLOWS));
+        self
     }
 
     /// The rules for `principal` in `workspace`: the owner's, or a
@@ -112,6 +128,7 @@ impl FileAccess {
                 own: PathBuf::from(principal.folder()),
                 may_read: read_offered,
             }),
+            workflows: Some(PathBuf::from(WORKFLOWS)),
         }
     }
 
@@ -152,6 +169,14 @@ impl FileAccess {
     /// own folder for anyone else.
     pub fn write(&self, requested: &str) -> Result<PathBuf, Refusal> {
         let path = confine(&self.root, requested).map_err(Refusal::Invalid)?;
+        if let (Some(w), Some(rel)) = (&self.workflows, self.relative(&path))
+            && rel.starts_with(w)
+        {
+            return Err(Refusal::Boundary(format!(
+                "`{requested}` is in {}/: workflow files are the owner's to edit, not a tool's (the owner may set [tools.fs] edit_workflows = true)",
+                w.display()
+            )));
+        }
         let Some(s) = &self.stranger else {
             return Ok(path);
         };
@@ -324,6 +349,26 @@ mod tests {
 
     fn stranger(ws: &Path, memory: MemoryScope, read: bool) -> FileAccess {
         FileAccess::new(ws, &group(), memory, &["notes/**/*.md".into()], read)
+    }
+
+    #[test]
+    fn no_tool_writes_a_workflow_file_unless_the_owner_lets_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let owner = FileAccess::owner(ws);
+        let e = owner.write("workflows/daily.toml").unwrap_err();
+        assert!(
+            matches!(&e, Refusal::Boundary(why) if why.contains("workflow files are the owner's to edit")),
+            "{e:?}"
+        );
+        assert!(owner.write("./workflows/../workflows/x.toml").is_err());
+        assert!(owner.write("notes/workflows.md").is_ok());
+        assert!(
+            owner.read("workflows/daily.toml").is_ok(),
+            "reading is fine"
+        );
+        let open = FileAccess::owner(ws).workflows_writable(true);
+        assert!(open.write("workflows/daily.toml").is_ok());
     }
 
     #[test]

@@ -113,6 +113,7 @@ fn allowing_hard_links(dir: &Path) -> ToolContext {
     let mut settings = (*c.settings).clone();
     settings.fs = FsSettings {
         allow_hard_links: true,
+        ..FsSettings::default()
     };
     c.settings = Arc::new(settings);
     c
