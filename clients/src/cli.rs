@@ -264,6 +264,9 @@ pub enum WorkflowsCommand {
         /// An input: `name=value` (the value as the input's type, or JSON); repeat for more.
         #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
         inputs: Vec<String>,
+        /// Print the plan (each step, what it does as far as the inputs render, the policy's verdict on each tool) and run nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// The newest runs: id, workflow, status, when.
     Runs {

@@ -2,6 +2,8 @@
 //! (`workflows/NAME.toml`), checked by pincerd against the tools the
 //! owner's policy offers the agent.
 
+use std::collections::HashMap;
+
 use pincer_proto::v1 as pb;
 use serde_json::json;
 
@@ -26,6 +28,13 @@ pub async fn run(ctx: &Ctx, command: WorkflowsCommand) -> Result<u8, CliError> {
             agent,
             name,
             inputs,
+            dry_run: true,
+        } => plan(ctx, agent.agent, name, inputs).await,
+        WorkflowsCommand::Run {
+            agent,
+            name,
+            inputs,
+            dry_run: false,
         } => start(ctx, agent.agent, name, inputs).await,
         WorkflowsCommand::Runs { agent, limit } => runs(ctx, agent.agent, limit).await,
         WorkflowsCommand::Status { run } => status(ctx, run).await,
@@ -52,14 +61,9 @@ async fn resolve(ctx: &Ctx, run: String, action: String) -> Result<u8, CliError>
     Ok(0)
 }
 
-/// `run`: starts a run and prints its steps as they end.
-async fn start(
-    ctx: &Ctx,
-    agent: Option<String>,
-    name: String,
-    inputs: Vec<String>,
-) -> Result<u8, CliError> {
-    let mut inputs_json = std::collections::HashMap::new();
+/// `--input NAME=VALUE` pairs as the request's map.
+fn inputs_map(inputs: Vec<String>) -> Result<HashMap<String, String>, CliError> {
+    let mut map = HashMap::new();
     for pair in inputs {
         let Some((k, v)) = pair.split_once('=') else {
             return Err(CliError::new(
@@ -67,8 +71,60 @@ async fn start(
                 format!("--input takes NAME=VALUE, not `{pair}`"),
             ));
         };
-        inputs_json.insert(k.trim().to_string(), v.to_string());
+        map.insert(k.trim().to_string(), v.to_string());
     }
+    Ok(map)
+}
+
+/// `run --dry-run`: the plan, nothing run.
+async fn plan(
+    ctx: &Ctx,
+    agent: Option<String>,
+    name: String,
+    inputs: Vec<String>,
+) -> Result<u8, CliError> {
+    let inputs_json = inputs_map(inputs)?;
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let r = c
+        .workflows
+        .plan(pb::RunWorkflowRequest {
+            agent: agent.unwrap_or_default(),
+            name,
+            inputs_json,
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        let steps: Vec<serde_json::Value> = r
+            .steps
+            .iter()
+            .map(|s| {
+                json!({"path": s.path, "kind": s.kind, "line": s.line, "what": s.what,
+                       "tool": s.tool, "verdict": s.verdict, "next": s.next})
+            })
+            .collect();
+        out::json(&json!({"steps": steps}));
+        return Ok(0);
+    }
+    for s in &r.steps {
+        outln!("{:<20} {:<10} {}", s.path, s.kind, one_line(&s.what, 100));
+        if !s.tool.is_empty() {
+            outln!("{:<20} {:<10} tool {}: {}", "", "", s.tool, s.verdict);
+        }
+        outln!("{:<20} {:<10} then {}", "", "", s.next);
+    }
+    outln!("(dry run: nothing ran)");
+    Ok(0)
+}
+
+/// `run`: starts a run and prints its steps as they end.
+async fn start(
+    ctx: &Ctx,
+    agent: Option<String>,
+    name: String,
+    inputs: Vec<String>,
+) -> Result<u8, CliError> {
+    let inputs_json = inputs_map(inputs)?;
     let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
     let mut stream = c
         .workflows

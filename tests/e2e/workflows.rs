@@ -332,6 +332,54 @@ async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_r
     assert_eq!(out.json()["runs"].as_array().unwrap().len(), 0);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dry_run_renders_what_it_can_says_the_policy_and_runs_nothing() {
+    let (home, llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
+    std::fs::write(ws.join("notes.md"), "apples\n").unwrap();
+    let _d = home.start();
+    let out = home
+        .cli(&[
+            "--json",
+            "workflows",
+            "run",
+            "fruits",
+            "--dry-run",
+            "--input",
+            "note=other.md",
+        ])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let steps = out.json()["steps"].as_array().unwrap().clone();
+    let at = |path: &str| {
+        steps
+            .iter()
+            .find(|s| s["path"] == path)
+            .unwrap_or_else(|| panic!("no {path} in {steps:?}"))
+            .clone()
+    };
+    // The input renders; a step's output cannot yet.
+    assert_eq!(at("read")["what"], "read {\"path\":\"other.md\"}");
+    assert_eq!(at("read")["verdict"], "offered");
+    assert!(
+        at("facts")["what"]
+            .as_str()
+            .unwrap()
+            .contains("{{ steps.read.output }}")
+    );
+    assert_eq!(
+        at("many")["next"],
+        "if steps.facts.output.fruits | length > 1: each, else the end"
+    );
+    assert_eq!(at("each[…]")["tool"], "write");
+    assert_eq!(at("optional")["next"], "the end");
+    assert!(llm.journal().is_empty(), "no model call");
+    let out = home.cli(&["--json", "workflows", "runs"]).await;
+    assert_eq!(out.json()["runs"].as_array().unwrap().len(), 0, "no run");
+    assert!(!ws.join("fruits").exists());
+}
+
 /// `steps` with a command step in the middle that `kill -9` interrupts.
 fn interrupted(idempotent: bool) -> String {
     format!(

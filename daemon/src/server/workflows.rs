@@ -31,6 +31,26 @@ impl WorkflowsService {
         Self { state }
     }
 
+    /// The agent's settings and the owner's origin.
+    fn owner(
+        &self,
+        agent: &str,
+    ) -> Result<
+        (
+            crate::config::AgentSettings,
+            crate::tools::origin::ChatOrigin,
+        ),
+        Status,
+    > {
+        let hub = &self.state.hub;
+        let id = hub.agent_id(agent)?;
+        let config = hub.runtime().config();
+        let Some(settings) = config.agent(&id).cloned() else {
+            return Err(Status::not_found(format!("no agent `{id}`")));
+        };
+        Ok((settings, crate::routing::owner(&hub.resolve_key(&id, "")?)))
+    }
+
     /// The agent's id and its library as the owner may run it.
     async fn library(&self, agent: &str) -> Result<(String, String, Library), Status> {
         let hub = &self.state.hub;
@@ -55,27 +75,13 @@ impl pb::workflows_server::Workflows for WorkflowsService {
         request: Request<pb::RunWorkflowRequest>,
     ) -> Result<Response<RunStream>, Status> {
         let req = request.into_inner();
-        let hub = &self.state.hub;
-        let id = hub.agent_id(&req.agent)?;
-        let config = hub.runtime().config();
-        let Some(agent) = config.agent(&id) else {
-            return Err(Status::not_found(format!("no agent `{id}`")));
-        };
-        let origin = crate::routing::owner(&hub.resolve_key(&id, "")?);
-        let inputs = req
-            .inputs_json
-            .into_iter()
-            .map(|(k, v)| {
-                // JSON when it reads as JSON, else the text itself.
-                let value = serde_json::from_str(&v).unwrap_or(Value::String(v));
-                (k, value)
-            })
-            .collect();
+        let (agent, origin) = self.owner(&req.agent)?;
+        let inputs = inputs_of(req.inputs_json);
         let name = req.name.trim().to_string();
         let (run, rx) = self
             .state
             .workflows
-            .start(agent, &origin, &name, inputs)
+            .start(&agent, &origin, &name, inputs)
             .await?;
         let started = pb::RunEvent {
             event: Some(pb::run_event::Event::Started(pb::RunStarted {
@@ -87,6 +93,36 @@ impl pb::workflows_server::Workflows for WorkflowsService {
             tokio_stream::StreamExt::map(UnboundedReceiverStream::new(rx), |e| Ok(run_event(e)));
         let stream = tokio_stream::StreamExt::chain(tokio_stream::once(Ok(started)), events);
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn plan(
+        &self,
+        request: Request<pb::RunWorkflowRequest>,
+    ) -> Result<Response<pb::PlanResponse>, Status> {
+        let req = request.into_inner();
+        let (agent, origin) = self.owner(&req.agent)?;
+        let steps = self
+            .state
+            .workflows
+            .plan(&agent, &origin, req.name.trim(), inputs_of(req.inputs_json))
+            .await?;
+        Ok(Response::new(pb::PlanResponse {
+            steps: steps
+                .into_iter()
+                .map(|s| {
+                    let (tool, verdict) = s.tool.unwrap_or_default();
+                    pb::PlannedStep {
+                        path: s.path,
+                        kind: s.kind.to_string(),
+                        line: s.line as u32,
+                        what: s.what,
+                        tool,
+                        verdict,
+                        next: s.next,
+                    }
+                })
+                .collect(),
+        }))
     }
 
     async fn runs(
@@ -309,6 +345,16 @@ fn step(s: &Step) -> pb::WorkflowStep {
         summary,
         inner,
     }
+}
+
+/// Inputs from the wire: JSON when a value reads as JSON, else the text.
+fn inputs_of(raw: std::collections::HashMap<String, String>) -> serde_json::Map<String, Value> {
+    raw.into_iter()
+        .map(|(k, v)| {
+            let value = serde_json::from_str(&v).unwrap_or(Value::String(v));
+            (k, value)
+        })
+        .collect()
 }
 
 fn json_text(v: &Option<Value>) -> String {

@@ -14,10 +14,10 @@ use tokio_util::sync::CancellationToken;
 use super::catalog;
 use super::def::{Action, Workflow};
 use super::library::LibraryError;
-use super::resume;
 use super::runner::{Resume, RunEvent, Runner};
 use super::store::{NewRun, RunRow, RunStatus, RunStore, StepRow, StepState, StoreError};
 use super::template::Templates;
+use super::{plan, resume};
 use crate::agent::Runtime;
 use crate::agent::session_log::SessionLog;
 use crate::config::AgentSettings;
@@ -146,6 +146,25 @@ impl Workflows {
         self.spawn(workflow, run, agent, origin, log, events, Resume::default())
             .await;
         Ok((id, rx))
+    }
+
+    /// What a run of `name` with `given` would do, nothing run (a dry
+    /// run): the inputs are checked as for a run.
+    pub async fn plan(
+        &self,
+        agent: &AgentSettings,
+        origin: &ChatOrigin,
+        name: &str,
+        given: Map<String, Value>,
+    ) -> Result<Vec<plan::PlannedStep>, StartError> {
+        let rt = &self.inner.rt;
+        let workflow = catalog::open(rt, agent, origin).await.take(name)?;
+        let inputs = inputs(&workflow, given)?;
+        let registry = rt.tool_registry().await;
+        let config = rt.config();
+        let input = crate::tools::policy::PolicyInput::for_origin(agent, origin, None);
+        let resolution = crate::tools::policy::resolve(&registry, &config.policy, &input);
+        Ok(plan::plan(&workflow, &Value::Object(inputs), &resolution))
     }
 
     /// Spawns the runner of `run`.

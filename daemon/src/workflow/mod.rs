@@ -18,6 +18,7 @@ pub mod file;
 pub mod graph;
 pub mod library;
 pub mod part;
+pub mod plan;
 pub mod resume;
 pub mod runner;
 pub mod store;
