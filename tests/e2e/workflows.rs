@@ -597,3 +597,54 @@ async fn the_models_write_into_workflows_is_refused_and_so_is_a_workflows_own() 
         FRUITS
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loop_stops_at_its_bound_and_a_condition_routes_both_ways() {
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(
+        ws.join("workflows/loop.toml"),
+        r#"
+[inputs.more]
+type = "boolean"
+default = true
+
+[[steps]]
+id = "tick"
+kind = "command"
+command = "echo tick >> ticks.txt"
+
+[[steps]]
+id = "again"
+kind = "condition"
+if = "inputs.more"
+then = "tick"
+else = "done"
+max_iterations = 2
+
+[[steps]]
+id = "done"
+kind = "command"
+command = "echo done >> ticks.txt"
+"#,
+    )
+    .unwrap();
+    let _d = home.start();
+    // `more`: the jump back is taken twice, then the run goes on.
+    let out = home.cli(&["workflows", "run", "loop"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("ticks.txt")).unwrap(),
+        "tick\ntick\ntick\ndone\n"
+    );
+    // Not `more`: the condition's else.
+    std::fs::remove_file(ws.join("ticks.txt")).unwrap();
+    let out = home
+        .cli(&["workflows", "run", "loop", "--input", "more=false"])
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("ticks.txt")).unwrap(),
+        "tick\ndone\n"
+    );
+}

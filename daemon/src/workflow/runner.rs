@@ -80,8 +80,9 @@ pub struct Runner {
     /// `steps.<id>` of the steps finished so far.
     values: Mutex<BTreeMap<String, Value>>,
     /// Outputs of attempts that finished before a restart, by path: not
-    /// run again.
-    recorded: BTreeMap<String, Value>,
+    /// run again. Each is taken once: a loop that comes back to the step
+    /// runs it.
+    recorded: Mutex<BTreeMap<String, Value>>,
     /// The daemon is stopping: the run halts at the next step boundary
     /// and resumes at the next start.
     stop: CancellationToken,
@@ -122,6 +123,7 @@ impl Runner {
         resume: Resume,
     ) -> Self {
         let config = rt.config();
+        let iterations = run.iterations.clone();
         Self {
             rt,
             store,
@@ -136,9 +138,9 @@ impl Runner {
             cancel,
             events,
             values: Mutex::new(resume.values),
-            recorded: resume.recorded,
+            recorded: Mutex::new(resume.recorded),
             stop: resume.stop,
-            iterations: BTreeMap::new(),
+            iterations,
             tokens: Mutex::new(0),
             loops: tokio::sync::Mutex::default(),
         }
@@ -245,7 +247,7 @@ impl Runner {
             }
         };
         let ctx = self.context(None);
-        let result = self.attempts(step, &step.id, &ctx, true).await?;
+        let result = self.attempts(step, &step.id, &ctx).await?;
         let output = result.clone().unwrap_or(Value::Null);
         let status = if result.is_some() { "ok" } else { "skipped" };
         let mut next = match (&step.action, &result) {
@@ -288,7 +290,7 @@ impl Runner {
 
     async fn store_cursor(&self, cursor: Option<String>) -> Result<(), String> {
         self.store
-            .set_cursor(&self.run.id, cursor)
+            .set_cursor(&self.run.id, cursor, &self.iterations)
             .await
             .map_err(|e| e.to_string())
     }
@@ -300,11 +302,15 @@ impl Runner {
         step: &'a Step,
         path: &'a str,
         ctx: &'a Value,
-        top: bool,
     ) -> BoxFuture<'a, Result<Option<Value>, Stop>> {
         async move {
-            if let Some(output) = self.recorded.get(path) {
-                return Ok(Some(output.clone()));
+            let recorded = self
+                .recorded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(path);
+            if let Some(output) = recorded {
+                return Ok(Some(output));
             }
             if let Some(when) = &step.when {
                 match self.templates.is_true(when, ctx) {
@@ -313,7 +319,7 @@ impl Runner {
                         self.record(path, 1, StepState::Skipped, None, None, 0).await?;
                         return Ok(None);
                     }
-                    Err(e) => return self.failed(step, path, format!("`when`: {e}"), top).await,
+                    Err(e) => return self.failed(step, path, format!("`when`: {e}")),
                 }
             }
             let mut attempt = 1;
@@ -345,7 +351,7 @@ impl Runner {
                         self.end(seq, path, StepState::Failed, None, Some(e.clone()), 0)
                             .await?;
                         if attempt >= step.retry.attempts {
-                            return self.failed(step, path, e, top).await;
+                            return self.failed(step, path, e);
                         }
                         attempt += 1;
                         let wait = step.retry.delay_before(attempt, self.unit(path, attempt));
@@ -361,13 +367,7 @@ impl Runner {
     }
 
     /// A step that failed for good: its `on_error` decides.
-    async fn failed(
-        &self,
-        step: &Step,
-        path: &str,
-        error: String,
-        _top: bool,
-    ) -> Result<Option<Value>, Stop> {
+    fn failed(&self, step: &Step, path: &str, error: String) -> Result<Option<Value>, Stop> {
         match step.on_error {
             OnError::Stop => Err(Stop::Fail(format!("step `{path}` failed: {error}"))),
             OnError::Continue => Ok(Some(json!({"failed": true, "error": error}))),
@@ -499,9 +499,7 @@ impl Runner {
                     for (i, item) in list.iter().enumerate() {
                         let ctx = self.context(Some((var, item, i)));
                         let path = format!("{path}[{i}]");
-                        items.push(
-                            async move { self.attempts(body, &path, &ctx, false).await }.boxed(),
-                        );
+                        items.push(async move { self.attempts(body, &path, &ctx).await }.boxed());
                     }
                     // `buffered` keeps the items' order whatever finishes first.
                     let outputs: Vec<Result<Option<Value>, Stop>> =
@@ -545,7 +543,7 @@ impl Runner {
         let mut runs: Vec<Branch<'_>> = Vec::new();
         for b in branches {
             let path = format!("{path}.{}", b.id);
-            runs.push(async move { (b, self.attempts(b, &path, ctx, false).await) }.boxed());
+            runs.push(async move { (b, self.attempts(b, &path, ctx).await) }.boxed());
         }
         match wait {
             Wait::All => {

@@ -5,6 +5,7 @@
 //! after it, in the same transaction as the run's next step. A row left
 //! `started` by a crash is a step whose outcome is unknown.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use rusqlite::{OptionalExtension, params};
@@ -120,6 +121,8 @@ pub struct RunRow {
     pub updated_at: String,
     /// The ledger's last seq when the cursor last moved.
     pub cursor_seq: u64,
+    /// Backward jumps taken, per step.
+    pub iterations: BTreeMap<String, u32>,
 }
 
 /// A new run.
@@ -159,8 +162,7 @@ pub struct StepEnd {
     pub tokens: u64,
 }
 
-const MIGRATIONS: &[&str] = &[
-    "CREATE TABLE runs (
+const MIGRATIONS: &[&str] = &["CREATE TABLE runs (
         id TEXT PRIMARY KEY,
         workflow TEXT NOT NULL,
         agent TEXT NOT NULL,
@@ -177,7 +179,13 @@ const MIGRATIONS: &[&str] = &[
         error TEXT,
         tokens INTEGER NOT NULL DEFAULT 0,
         created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
+        updated_at TEXT NOT NULL,
+        -- The ledger's last seq when the cursor moved: the rows after it
+        -- are the cursor step's, which a restart reads.
+        cursor_seq INTEGER NOT NULL DEFAULT 0,
+        -- Backward jumps taken per step (JSON), so a loop's bound holds
+        -- across a restart.
+        iterations TEXT NOT NULL DEFAULT '{}'
     );
     CREATE INDEX runs_agent ON runs(agent, created_at);
     CREATE INDEX runs_open ON runs(status) WHERE status IN ('running', 'waiting');
@@ -192,11 +200,7 @@ const MIGRATIONS: &[&str] = &[
         started_at TEXT NOT NULL,
         finished_at TEXT,
         PRIMARY KEY (run, seq)
-    );",
-    // The ledger's last seq when the cursor moved: the rows after it are
-    // the cursor step's, which a restart reads.
-    "ALTER TABLE runs ADD COLUMN cursor_seq INTEGER NOT NULL DEFAULT 0;",
-];
+    );"];
 
 /// The handle to the runs database.
 #[derive(Clone)]
@@ -375,17 +379,24 @@ impl RunStore {
             .await?)
     }
 
-    /// Moves the run to its next top-level step (`None`: past the last).
-    pub async fn set_cursor(&self, run: &str, cursor: Option<String>) -> Result<(), StoreError> {
+    /// Moves the run to its next top-level step (`None`: past the last),
+    /// with the backward jumps taken so far.
+    pub async fn set_cursor(
+        &self,
+        run: &str,
+        cursor: Option<String>,
+        iterations: &BTreeMap<String, u32>,
+    ) -> Result<(), StoreError> {
         let run = run.to_string();
+        let iterations = serde_json::to_string(iterations).unwrap_or_else(|_| "{}".into());
         Ok(self
             .db
             .call(move |conn| {
                 conn.execute(
-                    "UPDATE runs SET cursor = ?2, updated_at = ?3,
+                    "UPDATE runs SET cursor = ?2, updated_at = ?3, iterations = ?4,
                          cursor_seq = (SELECT COALESCE(MAX(seq), 0) FROM steps WHERE run = ?1)
                      WHERE id = ?1",
-                    params![run, cursor, now_rfc3339()],
+                    params![run, cursor, now_rfc3339(), iterations],
                 )
                 .map(|_| ())
             })
@@ -438,7 +449,7 @@ impl RunStore {
     }
 }
 
-const RUN_COLUMNS: &str = "id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, output, error, tokens, created_at, updated_at, cursor_seq";
+const RUN_COLUMNS: &str = "id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, output, error, tokens, created_at, updated_at, cursor_seq, iterations";
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -460,6 +471,7 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         created_at: r.get(15)?,
         updated_at: r.get(16)?,
         cursor_seq: r.get::<_, i64>(17)? as u64,
+        iterations: serde_json::from_str(&r.get::<_, String>(18)?).unwrap_or_default(),
     })
 }
 
@@ -486,6 +498,31 @@ mod tests {
             seed: 7,
             first: Some("a".into()),
         }
+    }
+
+    #[tokio::test]
+    async fn a_loops_count_is_kept_with_the_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        {
+            let store = RunStore::open(&path).unwrap();
+            store.create(new_run("r1")).await.unwrap();
+            let seq = store.start_step("r1", "a", 1).await.unwrap();
+            let taken = BTreeMap::from([("check".to_string(), 2u32)]);
+            store
+                .set_cursor("r1", Some("a".into()), &taken)
+                .await
+                .unwrap();
+            assert_eq!(seq, 1);
+        }
+        let run = RunStore::open(&path)
+            .unwrap()
+            .get("r1")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(run.iterations.get("check"), Some(&2));
+        assert_eq!(run.cursor_seq, 1, "the ledger's last row when it moved");
     }
 
     #[tokio::test]
