@@ -40,6 +40,7 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
         "pincer.v1.Daemon",
         "pincer.v1.Skills",
         "pincer.v1.Channels",
+        "pincer.v1.Workflows",
         "grpc.health.v1.Health",
     ] {
         assert!(
@@ -47,6 +48,28 @@ async fn grpcurl_lists_services_by_reflection_and_calls_status() {
             "{s} missing from: {services}"
         );
     }
+    // A workflow problem comes back over the wire with its line.
+    std::fs::create_dir_all(home.workspace().join("workflows")).unwrap();
+    std::fs::write(
+        home.workspace().join("workflows/w.toml"),
+        "[[steps]]\nid = \"a\"\nkind = \"tol\"\n",
+    )
+    .unwrap();
+    let listed = grpcurl(&sock, Some("{}"), &["pincer.v1.Workflows/List"]);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let body: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(body["workflows"][0]["name"], "w");
+    assert_eq!(body["workflows"][0]["problems"][0]["line"], 3);
+    assert!(
+        body["workflows"][0]["problems"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("unknown step kind `tol` (did you mean `tool`?)")
+    );
     let status = grpcurl(&sock, Some("{}"), &["pincer.v1.Daemon/Status"]);
     assert!(
         status.status.success(),
