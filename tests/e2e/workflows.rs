@@ -648,3 +648,86 @@ command = "echo done >> ticks.txt"
         "tick\ndone\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn timeouts_on_error_and_cancel_end_steps_and_runs_as_they_say() {
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    // A step over its timeout fails; `skip_rest` ends the run there, as a
+    // success; `stop` (the default) fails it.
+    std::fs::write(
+        ws.join("workflows/late.toml"),
+        r#"
+[[steps]]
+id = "slow"
+kind = "command"
+command = "sleep 20"
+timeout_s = 1
+on_error = "skip_rest"
+
+[[steps]]
+id = "after"
+kind = "command"
+command = "echo after >> after.txt"
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("workflows/strict.toml"),
+        "[[steps]]\nid = \"slow\"\nkind = \"command\"\ncommand = \"sleep 20\"\ntimeout_s = 1\n\n[[steps]]\nid = \"after\"\nkind = \"command\"\ncommand = \"echo after >> after.txt\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("workflows/long.toml"),
+        "[[steps]]\nid = \"slow\"\nkind = \"command\"\ncommand = \"echo slow > long.txt; sleep 30\"\n\n[[steps]]\nid = \"after\"\nkind = \"command\"\ncommand = \"echo after >> after.txt\"\n",
+    )
+    .unwrap();
+    let _d = home.start();
+
+    let started = std::time::Instant::now();
+    let out = home.cli(&["--json", "workflows", "run", "late"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    let last = out.json_lines().last().unwrap().clone();
+    assert_eq!(last["status"], "succeeded", "{last}");
+    let failed = out
+        .json_lines()
+        .into_iter()
+        .find(|e| e["event"] == "step_finished" && e["path"] == "slow")
+        .unwrap();
+    assert_eq!(failed["state"], "failed");
+    assert!(!ws.join("after.txt").exists(), "skip_rest skipped `after`");
+
+    let out = home.cli(&["workflows", "run", "strict"]).await;
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stderr.contains("the run failed: step `slow` failed"), "{}", out.stderr);
+    assert!(!ws.join("after.txt").exists(), "stop stopped the run");
+
+    // Cancelled while its step runs: the step ends, nothing after it runs.
+    let _cli = home.cli_spawn(&["workflows", "run", "long"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ws.join("long.txt").exists() {
+        assert!(std::time::Instant::now() < deadline, "the step never started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let runs = home.cli(&["--json", "workflows", "runs"]).await.json();
+    let run = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["workflow"] == "long")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = home.cli(&["workflows", "cancel", &run]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let status = status_until(&home, &run, "the run to end", |s| {
+        s["run"]["status"] == "cancelled"
+    })
+    .await;
+    assert_eq!(status["run"]["error"], "the run was cancelled");
+    assert!(!ws.join("after.txt").exists());
+    let out = home.cli(&["workflows", "cancel", &run]).await;
+    assert_eq!(out.code, 1, "a second cancel finds nothing going on");
+}
