@@ -700,14 +700,21 @@ command = "echo after >> after.txt"
 
     let out = home.cli(&["workflows", "run", "strict"]).await;
     assert_eq!(out.code, 1, "{}", out.stdout);
-    assert!(out.stderr.contains("the run failed: step `slow` failed"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the run failed: step `slow` failed"),
+        "{}",
+        out.stderr
+    );
     assert!(!ws.join("after.txt").exists(), "stop stopped the run");
 
     // Cancelled while its step runs: the step ends, nothing after it runs.
     let _cli = home.cli_spawn(&["workflows", "run", "long"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !ws.join("long.txt").exists() {
-        assert!(std::time::Instant::now() < deadline, "the step never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the step never started"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let runs = home.cli(&["--json", "workflows", "runs"]).await.json();
