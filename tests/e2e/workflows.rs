@@ -738,3 +738,65 @@ command = "echo after >> after.txt"
     let out = home.cli(&["workflows", "cancel", &run]).await;
     assert_eq!(out.code, 1, "a second cancel finds nothing going on");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_while_a_run_is_busy_queues_or_is_dropped_as_the_workflow_says() {
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    let busy = |admission: &str| {
+        format!(
+            "admission = \"{admission}\"\n\n[inputs.name]\ntype = \"string\"\n\n[[steps]]\nid = \"work\"\nkind = \"command\"\ncommand = \"echo {{{{ inputs.name }}}} start >> order.txt; sleep 2; echo {{{{ inputs.name }}}} end >> order.txt\"\n"
+        )
+    };
+    std::fs::write(ws.join("workflows/queued.toml"), busy("queue")).unwrap();
+    std::fs::write(ws.join("workflows/dropped.toml"), busy("drop")).unwrap();
+    let _d = home.start();
+
+    // queue (the default): the second start waits for the first run.
+    let first = home.cli_spawn(&["workflows", "run", "queued", "--input", "name=a"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(ws.join("order.txt"))
+        .unwrap_or_default()
+        .contains("a start")
+    {
+        assert!(std::time::Instant::now() < deadline, "run a never started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let out = home
+        .cli(&["workflows", "run", "queued", "--input", "name=b"])
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let _ = first.wait_with_output().await;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("order.txt")).unwrap(),
+        "a start\na end\nb start\nb end\n"
+    );
+
+    // drop: a start while it runs is refused and leaves no run.
+    std::fs::remove_file(ws.join("order.txt")).unwrap();
+    let first = home.cli_spawn(&["workflows", "run", "dropped", "--input", "name=c"]);
+    while !std::fs::read_to_string(ws.join("order.txt"))
+        .unwrap_or_default()
+        .contains("c start")
+    {
+        assert!(std::time::Instant::now() < deadline, "run c never started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let out = home
+        .cli(&["workflows", "run", "dropped", "--input", "name=d"])
+        .await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("workflow `dropped` is running and its admission is `drop`"),
+        "{}",
+        out.stderr
+    );
+    let _ = first.wait_with_output().await;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("order.txt")).unwrap(),
+        "c start\nc end\n"
+    );
+    let runs = home.cli(&["--json", "workflows", "runs"]).await.json();
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 3, "a, b and c");
+}

@@ -19,6 +19,9 @@ impl From<StartError> for Status {
             StartError::Store(e) => e.into(),
             e @ StartError::Transcript(_) => Status::internal(e.to_string()),
             e @ StartError::NoRun(_) => Status::not_found(e.to_string()),
+            e @ (StartError::Busy { .. } | StartError::Joined { .. }) => {
+                Status::failed_precondition(e.to_string())
+            }
             e @ StartError::NothingToSettle { .. } => Status::failed_precondition(e.to_string()),
         }
     }

@@ -11,8 +11,9 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::admission::{Lanes, Refused, Ticket};
 use super::catalog;
-use super::def::{Action, Workflow};
+use super::def::{Action, Admission, Workflow};
 use super::library::LibraryError;
 use super::runner::{Resume, RunEvent, Runner};
 use super::store::{NewRun, RunRow, RunStatus, RunStore, StepRow, StepState, StoreError};
@@ -44,6 +45,12 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("the run's transcript: {0}")]
     Transcript(String),
+    #[error("workflow `{workflow}` is running and its admission is `drop`: this start is dropped")]
+    Busy { workflow: String },
+    #[error(
+        "workflow `{workflow}` is running and run {run} waits to run next; with admission `coalesce` this start joins it"
+    )]
+    Joined { workflow: String, run: String },
     #[error("no workflow run `{0}` (pincer workflows runs lists them)")]
     NoRun(String),
     #[error(
@@ -77,6 +84,8 @@ struct Inner {
     running: Mutex<HashMap<String, CancellationToken>>,
     /// Cancelled when the daemon stops: runs halt at a step boundary.
     stop: CancellationToken,
+    /// One lane per workflow, for the admission policy.
+    lanes: Lanes,
 }
 
 impl Workflows {
@@ -89,6 +98,7 @@ impl Workflows {
                 templates: Arc::new(Templates::new()),
                 running: Mutex::default(),
                 stop: CancellationToken::new(),
+                lanes: Lanes::default(),
             }),
         })
     }
@@ -107,6 +117,20 @@ impl Workflows {
         runnable(&workflow)?;
         let inputs = inputs(&workflow, given)?;
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        let lane = format!("{}/{}", agent.id, workflow.name);
+        let ticket = self
+            .inner
+            .lanes
+            .admit(&lane, &id, workflow.admission)
+            .map_err(|refused| match refused {
+                Refused::Busy => StartError::Busy {
+                    workflow: workflow.name.clone(),
+                },
+                Refused::Joined(run) => StartError::Joined {
+                    workflow: workflow.name.clone(),
+                    run,
+                },
+            })?;
         let key = SessionKey::workflow(&agent.id, &id)
             .map_err(|e| StartError::Transcript(e.to_string()))?;
         let row = rt
@@ -143,8 +167,17 @@ impl Workflows {
             .await?;
         let (events, rx) = mpsc::unbounded_channel();
         let log = SessionLog::new(row.id, transcript, entries);
-        self.spawn(workflow, run, agent, origin, log, events, Resume::default())
-            .await;
+        self.spawn(
+            workflow,
+            run,
+            agent,
+            origin,
+            log,
+            events,
+            Resume::default(),
+            ticket,
+        )
+        .await;
         Ok((id, rx))
     }
 
@@ -178,6 +211,7 @@ impl Workflows {
         log: SessionLog,
         events: mpsc::UnboundedSender<RunEvent>,
         mut resume: Resume,
+        ticket: Ticket,
     ) {
         let rt = &self.inner.rt;
         let cancel = CancellationToken::new();
@@ -204,6 +238,8 @@ impl Workflows {
         );
         let inner = self.inner.clone();
         tokio::spawn(async move {
+            // Held until the run ends.
+            let _lane = ticket.enter().await;
             runner.run().await;
             inner
                 .running
@@ -330,10 +366,32 @@ impl Workflows {
             .map_err(|e| StartError::Transcript(e.to_string()))?
             .map_err(|e| StartError::Transcript(e.to_string()))?;
         tracing::info!(run = %run.id, workflow = %run.workflow, "resuming the workflow run");
+        // Admitted when it started: it only waits for its lane again.
+        let admission = match workflow.admission {
+            Admission::Parallel => Admission::Parallel,
+            _ => Admission::Queue,
+        };
+        let lane = format!("{}/{}", agent.id, workflow.name);
+        let ticket = self
+            .inner
+            .lanes
+            .admit(&lane, &run.id, admission)
+            .map_err(|_| StartError::Busy {
+                workflow: workflow.name.clone(),
+            })?;
         let (events, _) = mpsc::unbounded_channel();
         let log = SessionLog::new(row.id, transcript, entries);
-        self.spawn(workflow, run, &agent, &origin, log, events, reading.resume)
-            .await;
+        self.spawn(
+            workflow,
+            run,
+            &agent,
+            &origin,
+            log,
+            events,
+            reading.resume,
+            ticket,
+        )
+        .await;
         Ok(())
     }
 

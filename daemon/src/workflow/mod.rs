@@ -10,6 +10,7 @@
 //! circles; `template.rs` holds the MiniJinja environment its templates
 //! and expressions use; `graph.rs` draws one as a Mermaid flowchart.
 
+pub mod admission;
 pub mod catalog;
 pub mod check;
 pub mod def;
