@@ -427,7 +427,9 @@ async fn status_until(
 }
 
 /// Starts workflow `name` in the background; its run id, once the step
-/// `slow` has started.
+/// `slow` has started and done its first work (the ledger says `started`
+/// before the command runs: a kill in between is a step that never ran,
+/// which these tests are not about).
 async fn start_until_slow(home: &TestHome, name: &str) -> String {
     let _cli = home.cli_spawn(&["workflows", "run", name]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -447,6 +449,14 @@ async fn start_until_slow(home: &TestHome, name: &str) -> String {
             .any(|r| r["path"] == "slow" && r["state"] == "started")
     })
     .await;
+    let log = home.workspace().join("log.txt");
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("slow")
+    {
+        assert!(std::time::Instant::now() < deadline, "`slow` never wrote");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     run
 }
 

@@ -36,13 +36,30 @@ pub enum Refused {
 
 /// A start admitted to a lane; `enter` waits for its turn.
 pub struct Ticket {
-    lanes: Lanes,
-    key: String,
-    run: String,
     /// `None`: `parallel`, no lane.
     lock: Option<Arc<tokio::sync::Mutex<()>>>,
     /// Held already (`drop` took it at once).
     held: Option<OwnedMutexGuard<()>>,
+    /// The lane's note that this run waits, taken back when it enters —
+    /// or when the start fails and the ticket is dropped.
+    mark: Option<WaitMark>,
+}
+
+struct WaitMark {
+    lanes: Lanes,
+    key: String,
+    run: String,
+}
+
+impl Drop for WaitMark {
+    fn drop(&mut self) {
+        let mut lanes = self.lanes.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(lane) = lanes.get_mut(&self.key)
+            && lane.waiting.as_deref() == Some(self.run.as_str())
+        {
+            lane.waiting = None;
+        }
+    }
 }
 
 /// A run's hold on its lane, until it ends.
@@ -56,11 +73,9 @@ impl Lanes {
         let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
         let lane = lanes.entry(key.to_string()).or_default();
         let mut ticket = Ticket {
-            lanes: self.clone(),
-            key: key.to_string(),
-            run: run.to_string(),
             lock: Some(lane.lock.clone()),
             held: None,
+            mark: None,
         };
         match admission {
             Admission::Parallel => ticket.lock = None,
@@ -81,6 +96,11 @@ impl Lanes {
         }
         if ticket.held.is_none() && ticket.lock.is_some() && lane.lock.try_lock().is_err() {
             lane.waiting = Some(run.to_string());
+            ticket.mark = Some(WaitMark {
+                lanes: self.clone(),
+                key: key.to_string(),
+                run: run.to_string(),
+            });
         }
         Ok(ticket)
     }
@@ -94,12 +114,7 @@ impl Ticket {
             (None, Some(lock)) => Some(lock.lock_owned().await),
             (None, None) => None,
         };
-        let mut lanes = self.lanes.lanes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(lane) = lanes.get_mut(&self.key)
-            && lane.waiting.as_deref() == Some(self.run.as_str())
-        {
-            lane.waiting = None;
-        }
+        drop(self.mark);
         Entered { _guard: guard }
     }
 }
@@ -138,6 +153,9 @@ mod tests {
         drop(first);
         let _second = entering.await.unwrap();
         // r2 no longer waits: a coalescing start waits anew.
-        assert!(lanes.admit("main/w", "r6", Admission::Coalesce).is_ok());
+        let r6 = lanes.admit("main/w", "r6", Admission::Coalesce).unwrap();
+        // A start that fails after its admission leaves no one waiting.
+        drop(r6);
+        assert!(lanes.admit("main/w", "r7", Admission::Coalesce).is_ok());
     }
 }

@@ -133,21 +133,7 @@ impl Workflows {
             })?;
         let key = SessionKey::workflow(&agent.id, &id)
             .map_err(|e| StartError::Transcript(e.to_string()))?;
-        let row = rt
-            .registry()
-            .get_or_create(
-                &key.to_string(),
-                &agent.id,
-                key.channel(),
-                NewSession::of(origin.principal.clone()),
-            )
-            .await
-            .map_err(|e| StartError::Transcript(e.to_string()))?;
-        let path = rt.home().transcript(&agent.id, &row.id);
-        let (transcript, entries, _) = tokio::task::spawn_blocking(move || Transcript::open(&path))
-            .await
-            .map_err(|e| StartError::Transcript(e.to_string()))?
-            .map_err(|e| StartError::Transcript(e.to_string()))?;
+        let log = self.open_log(&agent.id, &key, origin).await?;
         let run = self
             .inner
             .store
@@ -166,7 +152,6 @@ impl Workflows {
             })
             .await?;
         let (events, rx) = mpsc::unbounded_channel();
-        let log = SessionLog::new(row.id, transcript, entries);
         self.spawn(
             workflow,
             run,
@@ -179,6 +164,33 @@ impl Workflows {
         )
         .await;
         Ok((id, rx))
+    }
+
+    /// The run's session (created for `origin`'s principal the first
+    /// time) and its transcript, open.
+    async fn open_log(
+        &self,
+        agent: &str,
+        key: &SessionKey,
+        origin: &ChatOrigin,
+    ) -> Result<SessionLog, StartError> {
+        let rt = &self.inner.rt;
+        let row = rt
+            .registry()
+            .get_or_create(
+                &key.to_string(),
+                agent,
+                key.channel(),
+                NewSession::of(origin.principal.clone()),
+            )
+            .await
+            .map_err(|e| StartError::Transcript(e.to_string()))?;
+        let path = rt.home().transcript(agent, &row.id);
+        let (transcript, entries, _) = tokio::task::spawn_blocking(move || Transcript::open(&path))
+            .await
+            .map_err(|e| StartError::Transcript(e.to_string()))?
+            .map_err(|e| StartError::Transcript(e.to_string()))?;
+        Ok(SessionLog::new(row.id, transcript, entries))
     }
 
     /// What a run of `name` with `given` would do, nothing run (a dry
@@ -350,21 +362,7 @@ impl Workflows {
         store
             .set_status(&run.id, RunStatus::Running, None, None)
             .await?;
-        let row = rt
-            .registry()
-            .get_or_create(
-                &key.to_string(),
-                &agent.id,
-                key.channel(),
-                NewSession::of(origin.principal.clone()),
-            )
-            .await
-            .map_err(|e| StartError::Transcript(e.to_string()))?;
-        let path = rt.home().transcript(&agent.id, &row.id);
-        let (transcript, entries, _) = tokio::task::spawn_blocking(move || Transcript::open(&path))
-            .await
-            .map_err(|e| StartError::Transcript(e.to_string()))?
-            .map_err(|e| StartError::Transcript(e.to_string()))?;
+        let log = self.open_log(&agent.id, &key, &origin).await?;
         tracing::info!(run = %run.id, workflow = %run.workflow, "resuming the workflow run");
         // Admitted when it started: it only waits for its lane again.
         let admission = match workflow.admission {
@@ -380,7 +378,6 @@ impl Workflows {
                 workflow: workflow.name.clone(),
             })?;
         let (events, _) = mpsc::unbounded_channel();
-        let log = SessionLog::new(row.id, transcript, entries);
         self.spawn(
             workflow,
             run,

@@ -350,6 +350,11 @@ impl Runner {
                     Err(Failure(e)) => {
                         self.end(seq, path, StepState::Failed, None, Some(e.clone()), 0)
                             .await?;
+                        // A tool the cancel stopped first fails as
+                        // "aborted": the run was cancelled, not failed.
+                        if self.cancel.is_cancelled() {
+                            return Err(Stop::Cancelled);
+                        }
                         if attempt >= step.retry.attempts {
                             return self.failed(step, path, e);
                         }
