@@ -53,16 +53,10 @@ impl WorkflowsService {
 
     /// The agent's id and its library as the owner may run it.
     async fn library(&self, agent: &str) -> Result<(String, String, Library), Status> {
-        let hub = &self.state.hub;
-        let id = hub.agent_id(agent)?;
-        let config = hub.runtime().config();
-        let Some(settings) = config.agent(&id) else {
-            return Err(Status::not_found(format!("no agent `{id}`")));
-        };
-        let origin = crate::routing::owner(&hub.resolve_key(&id, "")?);
-        let lib = catalog::open(hub.runtime(), settings, &origin).await;
+        let (settings, origin) = self.owner(agent)?;
+        let lib = catalog::open(self.state.hub.runtime(), &settings, &origin).await;
         let dir = settings.workspace.join(library::DIR).display().to_string();
-        Ok((id, dir, lib))
+        Ok((settings.id, dir, lib))
     }
 }
 

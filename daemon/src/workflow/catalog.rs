@@ -13,13 +13,28 @@ use crate::config::locate::nearest;
 use crate::tools::origin::ChatOrigin;
 use crate::tools::policy::{self, PolicyInput, Resolution};
 
-/// The library of `agent`'s workspace, checked for `origin`.
-pub async fn open(rt: &Runtime, agent: &AgentSettings, origin: &ChatOrigin) -> Library {
+/// Runs `f` with the agent's tool policy for `origin`: the one place the
+/// workflow module resolves it.
+pub async fn with_policy<R>(
+    rt: &Runtime,
+    agent: &AgentSettings,
+    origin: &ChatOrigin,
+    f: impl FnOnce(&Resolution<'_>) -> R,
+) -> R {
     let registry = rt.tool_registry().await;
     let config = rt.config();
     let input = PolicyInput::for_origin(agent, origin, None);
-    let resolution = policy::resolve(&registry, &config.policy, &input);
-    Library::open(&agent.workspace, &|name| tool_status(&resolution, name))
+    f(&policy::resolve(&registry, &config.policy, &input))
+}
+
+/// The library of `agent`'s workspace, checked under `policy`.
+pub fn library(agent: &AgentSettings, policy: &Resolution<'_>) -> Library {
+    Library::open(&agent.workspace, &|name| tool_status(policy, name))
+}
+
+/// The library of `agent`'s workspace, checked for `origin`.
+pub async fn open(rt: &Runtime, agent: &AgentSettings, origin: &ChatOrigin) -> Library {
+    with_policy(rt, agent, origin, |policy| library(agent, policy)).await
 }
 
 /// `source`, the text of workflow `name` as a run recorded it, checked
@@ -32,21 +47,20 @@ pub async fn check_source(
     name: &str,
     source: &str,
 ) -> Result<Workflow, LibraryError> {
-    let registry = rt.tool_registry().await;
-    let config = rt.config();
-    let input = PolicyInput::for_origin(agent, origin, None);
-    let resolution = policy::resolve(&registry, &config.policy, &input);
     let dir = agent.workspace.join(library::DIR);
     let workflows = library::names(&dir);
     let path = dir.join(format!("{name}.toml"));
-    let status = |tool: &str| tool_status(&resolution, tool);
-    let cx = Context {
-        name,
-        path: &path,
-        workflows: &workflows,
-        tools: &status,
-    };
-    check(&cx, source).map_err(LibraryError::Invalid)
+    with_policy(rt, agent, origin, |policy| {
+        let status = |tool: &str| tool_status(policy, tool);
+        let cx = Context {
+            name,
+            path: &path,
+            workflows: &workflows,
+            tools: &status,
+        };
+        check(&cx, source).map_err(LibraryError::Invalid)
+    })
+    .await
 }
 
 /// What the policy says of one tool name.

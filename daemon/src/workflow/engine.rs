@@ -202,14 +202,12 @@ impl Workflows {
         name: &str,
         given: Map<String, Value>,
     ) -> Result<Vec<plan::PlannedStep>, StartError> {
-        let rt = &self.inner.rt;
-        let workflow = catalog::open(rt, agent, origin).await.take(name)?;
-        let inputs = inputs(&workflow, given)?;
-        let registry = rt.tool_registry().await;
-        let config = rt.config();
-        let input = crate::tools::policy::PolicyInput::for_origin(agent, origin, None);
-        let resolution = crate::tools::policy::resolve(&registry, &config.policy, &input);
-        Ok(plan::plan(&workflow, &Value::Object(inputs), &resolution))
+        catalog::with_policy(&self.inner.rt, agent, origin, |policy| {
+            let workflow = catalog::library(agent, policy).take(name)?;
+            let inputs = inputs(&workflow, given)?;
+            Ok(plan::plan(&workflow, &Value::Object(inputs), policy))
+        })
+        .await
     }
 
     /// Spawns the runner of `run`.
