@@ -286,6 +286,21 @@ pub enum WorkflowsCommand {
         #[arg(value_parser = ["rerun", "skip", "fail"])]
         action: String,
     },
+    /// Approve a run halted at an approval step (ID from `pincer approvals list`).
+    Approve { id: String },
+    /// Deny a run's approval or input step: the step fails.
+    Deny { id: String },
+    /// Approve with the data changed: the JSON given replaces what was proposed.
+    Edit { id: String, json: String },
+    /// Ask for a new draft (of the step the approval names in `revise`), with your guidance.
+    Revise {
+        id: String,
+        /// What to change, in words.
+        #[arg(required = true, num_args = 1..)]
+        guidance: Vec<String>,
+    },
+    /// Give an input step its data: JSON that fits the step's schema.
+    Input { id: String, json: String },
 }
 
 #[derive(Subcommand)]
@@ -369,7 +384,7 @@ pub enum MemoryCommand {
 
 #[derive(Subcommand)]
 pub enum ApprovalsCommand {
-    /// Calls waiting for an answer.
+    /// Everything waiting for an answer: tool calls, and workflow runs halted at an approval or input step.
     List,
     /// Let the call run.
     Allow {

@@ -40,7 +40,38 @@ pub async fn run(ctx: &Ctx, command: WorkflowsCommand) -> Result<u8, CliError> {
         WorkflowsCommand::Status { run } => status(ctx, run).await,
         WorkflowsCommand::Cancel { run } => cancel(ctx, run).await,
         WorkflowsCommand::Resolve { run, action } => resolve(ctx, run, action).await,
+        WorkflowsCommand::Approve { id } => answer(ctx, id, Answer::Allow).await,
+        WorkflowsCommand::Deny { id } => answer(ctx, id, Answer::Deny).await,
+        WorkflowsCommand::Edit { id, json } => answer(ctx, id, Answer::Edit(json)).await,
+        WorkflowsCommand::Revise { id, guidance } => {
+            answer(ctx, id, Answer::Revise(guidance.join(" "))).await
+        }
+        WorkflowsCommand::Input { id, json } => answer(ctx, id, Answer::Input(json)).await,
     }
+}
+
+/// An answer to a run halted for a person.
+enum Answer {
+    Allow,
+    Deny,
+    Edit(String),
+    Revise(String),
+    Input(String),
+}
+
+async fn answer(ctx: &Ctx, id: String, answer: Answer) -> Result<u8, CliError> {
+    let mut request = pb::DecideRequest {
+        id,
+        ..Default::default()
+    };
+    match answer {
+        Answer::Allow => request.allow = true,
+        Answer::Deny => {}
+        Answer::Edit(json) => request.edit_json = json,
+        Answer::Revise(text) => request.revise = text,
+        Answer::Input(json) => request.input_json = json,
+    }
+    crate::approvals::answer(ctx, request).await
 }
 
 async fn resolve(ctx: &Ctx, run: String, action: String) -> Result<u8, CliError> {
@@ -151,6 +182,23 @@ async fn start(
                 "failed" => outln!("  {:<20} failed: {}", s.path, one_line(&s.error, 100)),
                 state => outln!("  {:<20} {state}", s.path),
             },
+            Event::Halted(h) if !ctx.json => {
+                let how = if h.kind == "input" {
+                    format!("`pincer workflows input {} '<json>'`", h.id)
+                } else {
+                    format!(
+                        "`pincer workflows approve {}` (or deny, edit, revise)",
+                        h.id
+                    )
+                };
+                outln!(
+                    "  {:<20} waits for {} {}: {}; answer with {how}, or from your chat",
+                    h.path,
+                    h.kind,
+                    h.id,
+                    one_line(&h.prompt, 100)
+                )
+            }
             Event::Finished(f) => {
                 if f.status != "succeeded" {
                     code = 1;
@@ -189,6 +237,9 @@ fn event_json(e: &pb::run_event::Event) -> serde_json::Value {
         Event::StepFinished(s) => json!({
             "event": "step_finished", "path": s.path, "state": s.state,
             "output": value(&s.output_json), "error": s.error,
+        }),
+        Event::Halted(h) => json!({
+            "event": "halted", "path": h.path, "kind": h.kind, "id": h.id, "prompt": h.prompt,
         }),
         Event::Finished(f) => json!({
             "event": "finished", "status": f.status,

@@ -40,6 +40,11 @@ pub enum StartError {
     Channels(#[from] crate::channels::ChannelsError),
     #[error(transparent)]
     Workflows(#[from] crate::workflow::store::StoreError),
+    #[error("cannot open the approvals store {path}: {source}")]
+    Approvals {
+        path: String,
+        source: crate::sqlite::DbError,
+    },
     #[error("the gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -133,7 +138,15 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         tracing::info!(plugin = %plugin.id, dir = %plugin.dir.display(), "plugin loaded");
     }
     let grace = config.daemon.shutdown_grace;
-    let runtime = Runtime::new(home.clone(), registry, config.clone(), models);
+    let approvals_db = home.approvals_db();
+    let approvals = crate::tools::approvals::Approvals::open(&approvals_db)
+        .await
+        .map_err(|source| StartError::Approvals {
+            path: approvals_db.display().to_string(),
+            source,
+        })?;
+    let runtime =
+        Runtime::new(home.clone(), registry, config.clone(), models).with_approvals(approvals);
     let sandbox = runtime.sandbox().sentence(&config.tools.exec_sandbox);
     if runtime.sandbox().active(&config.tools.exec_sandbox) {
         tracing::info!("{sandbox}");

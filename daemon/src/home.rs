@@ -72,6 +72,11 @@ impl Home {
     pub fn workflows_db(&self) -> PathBuf {
         self.state_dir().join("workflows.db")
     }
+    /// Everything that waits on a person: tool calls' approvals and
+    /// workflow halts (SPEC §8.4, §13).
+    pub fn approvals_db(&self) -> PathBuf {
+        self.state_dir().join("approvals.db")
+    }
     /// One agent's memory index (SPEC §2).
     pub fn memory_db(&self, agent: &str) -> PathBuf {
         self.state_dir().join(format!("memory-{agent}.db"))

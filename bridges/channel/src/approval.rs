@@ -33,7 +33,9 @@
 //! Pure: the bridge sends the text with the buttons and the file after it,
 //! and edits the message when the approval ends.
 
-use crate::host::{Answerer, ApprovalOutcome, ApprovalRequest, ChatPerson, Requester};
+use crate::host::{
+    Answerer, ApprovalOutcome, ApprovalRequest, ChatPerson, HaltKind, HaltRequest, Requester,
+};
 use crate::untrusted::display_name;
 
 /// Runs of one blank character this long or longer are shown as a count.
@@ -73,6 +75,9 @@ pub struct Shown {
 /// The message for `request` on a platform whose messages hold `max_chars`
 /// characters.
 pub fn approval_text(request: &ApprovalRequest, max_chars: usize) -> ApprovalText {
+    if let Some(halt) = &request.halt {
+        return halt_text(request, halt, max_chars);
+    }
     let head = format!(
         "Approval needed: agent `{}` wants to run `{}` with",
         request.agent, request.tool
@@ -87,6 +92,66 @@ pub fn approval_text(request: &ApprovalRequest, max_chars: usize) -> ApprovalTex
     fitted(request, max_chars, &head, &tail)
 }
 
+/// The message for a workflow's halt: the workflow, run and step, the
+/// prompt (the run's data: shown as a literal), and the data to approve
+/// or the schema to fit, with the commands that answer it.
+fn halt_text(request: &ApprovalRequest, halt: &HaltRequest, max_chars: usize) -> ApprovalText {
+    let id = &request.id;
+    let expires = duration_words(request.expires_in_s);
+    let (head, tail) = match &halt.ask {
+        HaltKind::Approval {
+            approvers,
+            quorum,
+            votes,
+            edit,
+            revise,
+        } => {
+            let mut verbs = format!("/approve {id} or /deny {id}");
+            if *edit {
+                verbs.push_str(&format!(", /edit {id} <json> to approve changed data"));
+            }
+            if *revise {
+                verbs.push_str(&format!(", /revise {id} <guidance> for a new draft"));
+            }
+            let who = if *quorum > 1 || approvers.iter().any(|a| a != "owner") {
+                format!(
+                    "It needs {quorum} of: {} ({votes} so far). ",
+                    literal(&approvers.join(", "))
+                )
+            } else {
+                String::new()
+            };
+            (
+                format!(
+                    "Approval needed: workflow `{}` (run {}) halts at step `{}`:\n{}\nWhat is approved:",
+                    halt.workflow,
+                    literal(&halt.run),
+                    literal(&halt.step),
+                    literal(&halt.prompt)
+                ),
+                format!(
+                    "{}{who}It expires in {expires}; answer with the buttons, or {verbs}.",
+                    asked_in(request)
+                ),
+            )
+        }
+        HaltKind::Input => (
+            format!(
+                "Input needed: workflow `{}` (run {}) halts at step `{}`:\n{}\nThe answer must fit this JSON Schema:",
+                halt.workflow,
+                literal(&halt.run),
+                literal(&halt.step),
+                literal(&halt.prompt)
+            ),
+            format!(
+                "{}It expires in {expires}; answer with /input {id} <json>, or /deny {id}.",
+                asked_in(request)
+            ),
+        ),
+    };
+    fitted(request, max_chars, &head, &tail)
+}
+
 /// What the message of `request` becomes once it ended with `outcome`: the
 /// outcome first, then the call as it was shown. `is_reader` says whether
 /// an answerer in a chat is the person reading this message (then "you").
@@ -96,12 +161,22 @@ pub fn ended_text(
     is_reader: impl Fn(&ChatPerson) -> bool,
     max_chars: usize,
 ) -> String {
-    let head = format!(
-        "{}\nAgent `{}` asked to run `{}` with",
-        outcome_sentence(outcome, is_reader),
-        request.agent,
-        request.tool
-    );
+    let head = match &request.halt {
+        Some(halt) => format!(
+            "{}\nWorkflow `{}` (run {}) asked at step `{}`:\n{}",
+            outcome_sentence(outcome, is_reader),
+            halt.workflow,
+            literal(&halt.run),
+            literal(&halt.step),
+            literal(&halt.prompt)
+        ),
+        None => format!(
+            "{}\nAgent `{}` asked to run `{}` with",
+            outcome_sentence(outcome, is_reader),
+            request.agent,
+            request.tool
+        ),
+    };
     let tail = asked_in(request).trim_end().to_string();
     fitted(request, max_chars, &head, &tail).text
 }
@@ -142,6 +217,14 @@ pub fn outcome_sentence(
         ApprovalOutcome::Aborted => {
             "Cancelled: the turn was stopped while it waited — not run.".to_string()
         }
+        ApprovalOutcome::Edited { by: who } => format!("Approved with changes {}.", by(who)),
+        ApprovalOutcome::Revised { by: who } => {
+            format!(
+                "A new draft was asked for {}; it comes as a new request.",
+                by(who)
+            )
+        }
+        ApprovalOutcome::Answered { by: who } => format!("Answered {}.", by(who)),
     }
 }
 
@@ -477,6 +560,7 @@ mod tests {
             arguments: arguments.into(),
             expires_in_s: 300,
             requester: None,
+            halt: None,
         }
     }
 

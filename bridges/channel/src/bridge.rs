@@ -74,7 +74,7 @@ mod queue;
 use crate::access::{AccessPolicy, Decision};
 use crate::context::{self, ContextBuffer, ContextKey};
 use crate::health::Health;
-use crate::host::{ApprovalAnswer, ChatPerson, Command, HELP, Host, HostError, TurnEvent};
+use crate::host::{ChatPerson, Command, HELP, Host, HostError, TurnEvent};
 use crate::ledger::{Claim, Key, Ledger, LedgerError};
 use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;

@@ -72,6 +72,27 @@ pub enum Command {
     Approve(String),
     /// `/deny ID`
     Deny(String),
+    /// `/edit ID <json>`: approve a workflow's step with the data changed.
+    Edit(String, String),
+    /// `/revise ID <guidance>`: ask a workflow for a new draft.
+    Revise(String, String),
+    /// `/input ID <json>`: give a workflow's input step its data.
+    Input(String, String),
+}
+
+impl Command {
+    /// The answer to an approval or a workflow's halt this command gives,
+    /// with the request's id; `None` for the other commands.
+    pub fn answer(&self) -> Option<(&str, ApprovalAnswer)> {
+        Some(match self {
+            Self::Approve(id) => (id, ApprovalAnswer::Allow),
+            Self::Deny(id) => (id, ApprovalAnswer::Deny),
+            Self::Edit(id, json) => (id, ApprovalAnswer::Edit(json.clone())),
+            Self::Revise(id, text) => (id, ApprovalAnswer::Revise(text.clone())),
+            Self::Input(id, json) => (id, ApprovalAnswer::Input(json.clone())),
+            _ => return None,
+        })
+    }
 }
 
 /// The commands a platform registers (Telegram's `setMyCommands`), with
@@ -85,7 +106,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
 ];
 
 /// The `/help` answer.
-pub const HELP: &str = "Commands:\n/new or /reset: start a new conversation\n/stop: stop the answer being written\n/status: the agent, model and session\n/help: this list\nThe owner also has /approve ID and /deny ID for tool calls waiting for approval.";
+pub const HELP: &str = "Commands:\n/new or /reset: start a new conversation\n/stop: stop the answer being written\n/status: the agent, model and session\n/help: this list\nFor what waits on you (a tool call, a workflow's approval or question): /approve ID, /deny ID, /edit ID <json>, /revise ID <guidance>, /input ID <json>.";
 
 impl Command {
     /// Reads a command at the start of `text`. `/cmd@name` is ours only
@@ -109,6 +130,12 @@ impl Command {
             None => word,
         };
         let id = || arg.split_whitespace().next().map(str::to_string);
+        // `/edit ID <rest>`: the id, then everything after it (both needed).
+        let with_rest = || {
+            let (id, rest) = arg.split_once(char::is_whitespace)?;
+            let rest = rest.trim();
+            (!rest.is_empty()).then(|| (id.to_string(), rest.to_string()))
+        };
         Some(match word.to_ascii_lowercase().as_str() {
             "new" | "start" => Self::New,
             "reset" => Self::Reset,
@@ -117,28 +144,50 @@ impl Command {
             "help" => Self::Help,
             "approve" => Self::Approve(id()?),
             "deny" => Self::Deny(id()?),
+            "edit" => {
+                let (id, json) = with_rest()?;
+                Self::Edit(id, json)
+            }
+            "revise" => {
+                let (id, text) = with_rest()?;
+                Self::Revise(id, text)
+            }
+            "input" => {
+                let (id, json) = with_rest()?;
+                Self::Input(id, json)
+            }
             _ => return None,
         })
     }
 }
 
-/// The owner's answer to an approval from a chat: the buttons Approve,
-/// Always for this session and Deny, or `/approve` and `/deny`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An answer from a chat to what waits on a person: the buttons Approve,
+/// Always for this session and Deny, or the commands `/approve`, `/deny`,
+/// `/edit`, `/revise`, `/input`. Who may give it is the daemon's to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalAnswer {
     Allow,
     /// Allow, and the tool's later calls in that session without asking.
     AllowAlways,
     Deny,
+    /// Approve a workflow's step with this data (JSON text) instead.
+    Edit(String),
+    /// Ask the workflow for a new draft, with this guidance.
+    Revise(String),
+    /// A workflow's input step's data (JSON text).
+    Input(String),
 }
 
 impl ApprovalAnswer {
     /// The verb in a button's data (`approve:ID`, `always:ID`, `deny:ID`).
-    pub fn verb(self) -> &'static str {
+    pub fn verb(&self) -> &'static str {
         match self {
             Self::Allow => "approve",
             Self::AllowAlways => "always",
             Self::Deny => "deny",
+            Self::Edit(_) => "edit",
+            Self::Revise(_) => "revise",
+            Self::Input(_) => "input",
         }
     }
 
@@ -151,8 +200,8 @@ impl ApprovalAnswer {
         Some((decision, id))
     }
 
-    pub fn allows(self) -> bool {
-        self != Self::Deny
+    pub fn allows(&self) -> bool {
+        *self != Self::Deny
     }
 }
 
@@ -179,18 +228,49 @@ pub struct Requester {
     pub thread: Option<String>,
 }
 
-/// An approval waiting for the owner, as the bridge shows it.
+/// Something waiting on a person, as the bridge shows it: a tool call
+/// waiting for the owner, or (with `halt`) a workflow run halted at a step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRequest {
     pub id: String,
     pub agent: String,
     pub session: String,
+    /// The tool called; empty for a halt.
     pub tool: String,
-    /// The call's arguments as JSON text (shortened by the bridge).
+    /// The JSON text shown (shortened by the bridge): the call's
+    /// arguments; for a halt, the data to approve or the schema to fit.
     pub arguments: String,
     pub expires_in_s: u64,
     /// `None`: the owner asked, at the CLI or in their DM.
     pub requester: Option<Requester>,
+    pub halt: Option<HaltRequest>,
+}
+
+/// A workflow run halted at a step, waiting on a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HaltRequest {
+    pub workflow: String,
+    pub run: String,
+    pub step: String,
+    /// The step's prompt (rendered from the run's data: not trusted).
+    pub prompt: String,
+    pub ask: HaltKind,
+}
+
+/// What a halt asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HaltKind {
+    /// A decision by `quorum` of `approvers` (`owner`, `telegram:42`):
+    /// they are sent the request in their DMs.
+    Approval {
+        approvers: Vec<String>,
+        quorum: u32,
+        votes: u32,
+        edit: bool,
+        revise: bool,
+    },
+    /// Data from the owner (`arguments` holds the schema, if any).
+    Input,
 }
 
 /// Who answered an approval.
@@ -198,7 +278,7 @@ pub struct ApprovalRequest {
 pub enum Answerer {
     /// At the computer: `pincer approvals`, `pincer chat`.
     Cli,
-    /// A channel's owner in a chat (a button, `/approve`).
+    /// Someone in a chat (a button, `/approve`).
     Chat(ChatPerson),
 }
 
@@ -214,6 +294,12 @@ pub enum ApprovalOutcome {
     Expired { after_s: u64 },
     /// The turn was stopped while it waited: not run.
     Aborted,
+    /// A workflow's step approved with the data changed.
+    Edited { by: Answerer },
+    /// A new draft was asked for (it comes as a new request).
+    Revised { by: Answerer },
+    /// A workflow's input step got its data.
+    Answered { by: Answerer },
 }
 
 /// An approval ended (any way): the bridge edits the message that asked.
@@ -242,23 +328,28 @@ pub trait Host: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<mpsc::UnboundedReceiver<TurnEvent>, HostError>>;
 
     /// Runs a chat command for `msg`'s session; answers the reply text.
-    /// Never called with [`Command::Help`], `Approve` or `Deny`.
+    /// Never called with [`Command::Help`] nor a command that answers a
+    /// request ([`Command::answer`]).
     fn command<'a>(
         &'a self,
         msg: &'a Inbound,
         command: &'a Command,
     ) -> BoxFuture<'a, Result<String, HostError>>;
 
-    /// The owner (`by`) answered approval `id`; answers a short
-    /// note. [`HostError::Refused`] when no such approval waits (answered
-    /// already, expired): the bridge then corrects a message that still
-    /// offers buttons.
+    /// `by` answered request `id`; answers a short note.
+    /// [`HostError::Refused`] with the reason when they may not (only the
+    /// owner answers a tool call, only a step's approvers approve it) or
+    /// nothing waits under that id (answered already, expired).
     fn decide_approval<'a>(
         &'a self,
         id: &'a str,
         decision: ApprovalAnswer,
         by: &'a ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>>;
+
+    /// Whether request `id` still waits (an answer refused for who gave
+    /// it leaves its messages as they are).
+    fn is_waiting(&self, id: &str) -> bool;
 
     /// The folder attachments of `msg` are saved in, opened: the chat's
     /// own folder under the inbox of the workspace of the agent that
@@ -286,6 +377,15 @@ mod tests {
             Some(Command::Approve("AB12".into()))
         );
         assert_eq!(Command::parse("/approve", "x"), None, "an id is needed");
+        assert_eq!(
+            Command::parse("/edit AB12 {\"to\": [1, 2]}", "x"),
+            Some(Command::Edit("AB12".into(), "{\"to\": [1, 2]}".into()))
+        );
+        assert_eq!(
+            Command::parse("/revise AB12  shorter, please ", "x"),
+            Some(Command::Revise("AB12".into(), "shorter, please".into()))
+        );
+        assert_eq!(Command::parse("/input AB12", "x"), None, "data is needed");
         assert_eq!(Command::parse("/weather", "x"), None);
         assert_eq!(Command::parse("reset", "x"), None);
         assert_eq!(Command::parse("/", "x"), None);

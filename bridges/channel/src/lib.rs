@@ -44,7 +44,7 @@ pub use format::render;
 pub use health::{Health, HealthSnapshot};
 pub use host::{
     Answerer, ApprovalAnswer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, ChatPerson, Command,
-    Host, HostError, Requester, TurnEvent,
+    HaltKind, HaltRequest, Host, HostError, Requester, TurnEvent,
 };
 pub use ledger::{Chunk, Claim, Key, Ledger, LedgerError, Unanswered};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};

@@ -245,6 +245,10 @@ impl Host for ScriptedHost {
         Box::pin(async move { Ok(format!("{id}: {}", decision.verb())) })
     }
 
+    fn is_waiting(&self, _id: &str) -> bool {
+        true
+    }
+
     fn inbox(&self, _msg: &Inbound) -> Result<pincer_channel::Dir, HostError> {
         pincer_fs::Root::create(&self.workspace)
             .and_then(|root| root.create_dir_all("inbox"))

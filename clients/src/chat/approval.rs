@@ -53,6 +53,7 @@ pub async fn decide(clients: &mut Clients, id: &str, answer: Answer) {
         id: id.to_string(),
         allow: answer != Answer::Deny,
         always: answer == Answer::Always,
+        ..Default::default()
     };
     match clients.tools.decide(request).await {
         Ok(_) => {}

@@ -16,7 +16,7 @@ use crate::config::{AgentSettings, Config, MemoryScope};
 use crate::llm::windows::ContextWindow;
 use crate::session::SessionKey;
 use crate::tools::access::FileAccess;
-use crate::tools::approvals::{PendingApproval, Requester};
+use crate::tools::approvals::{PendingApproval, Requester, Subject};
 use crate::tools::memory::MemoryAccess;
 use crate::tools::origin::ChatOrigin;
 use crate::tools::pipeline::CallEnv;
@@ -118,12 +118,17 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
             let emit = scope.emit.clone();
             let timeout = config.tools.approval_timeout;
             Arc::new(move |p: &PendingApproval| {
-                emit(Event::ApprovalRequested {
-                    id: p.id.clone(),
-                    tool: p.tool.clone(),
-                    arguments: p.arguments.clone(),
-                    expires_in_s: timeout.as_secs(),
-                })
+                if let Subject::Call {
+                    tool, arguments, ..
+                } = &p.subject
+                {
+                    emit(Event::ApprovalRequested {
+                        id: p.id.clone(),
+                        tool: tool.clone(),
+                        arguments: arguments.clone(),
+                        expires_in_s: timeout.as_secs(),
+                    })
+                }
             })
         },
     }

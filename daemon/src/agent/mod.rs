@@ -117,7 +117,7 @@ pub struct Runtime {
     home: Home,
     registry: Registry,
     tools: Arc<ToolRegistry>,
-    /// Calls waiting for the owner's approval.
+    /// What waits on a person: tool calls' approvals, workflow halts.
     approvals: Approvals,
     /// Background jobs of `exec`; killed when the daemon stops.
     jobs: Jobs,
@@ -202,6 +202,13 @@ impl Runtime {
             })),
             sandbox,
         }
+    }
+
+    /// This runtime with `approvals` as its store (the daemon's, on disk;
+    /// [`Runtime::new`] keeps them in memory).
+    pub fn with_approvals(mut self, approvals: Approvals) -> Self {
+        self.approvals = approvals;
+        self
     }
 
     /// The config in force now (a snapshot: a reload does not change it

@@ -87,9 +87,12 @@ pub async fn answer(
             }
             Ok(text)
         }
-        Command::Help | Command::Approve(_) | Command::Deny(_) => {
-            Err(HostError::Refused("not a daemon command".into()))
-        }
+        Command::Help
+        | Command::Approve(_)
+        | Command::Deny(_)
+        | Command::Edit(..)
+        | Command::Revise(..)
+        | Command::Input(..) => Err(HostError::Refused("not a daemon command".into())),
     }
 }
 

@@ -23,7 +23,7 @@ use super::commands::refused;
 use crate::agent::Event;
 use crate::agent::hub::Hub;
 use crate::routing::{self, Chat, Route, Sender};
-use crate::tools::approvals::DecidedBy;
+use crate::tools::approvals::{DecidedBy, Decision, Refusal, Voter};
 
 /// The hub as the bridges see it.
 #[derive(Clone)]
@@ -153,45 +153,56 @@ impl Host for DaemonHost {
     fn decide_approval<'a>(
         &'a self,
         id: &'a str,
-        decision: ApprovalAnswer,
+        answer: ApprovalAnswer,
         by: &'a ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             let id = id.trim();
-            let allow = decision.allows();
-            let always = decision == ApprovalAnswer::AllowAlways;
-            let decided_by = DecidedBy::Chat {
-                channel: by.channel.clone(),
-                user_id: by.id.clone(),
-                name: by.name.clone(),
+            let decision = match answer {
+                ApprovalAnswer::Allow => Decision::Allow { always: false },
+                ApprovalAnswer::AllowAlways => Decision::Allow { always: true },
+                ApprovalAnswer::Deny => Decision::Deny,
+                ApprovalAnswer::Edit(json) => {
+                    Decision::Edit(Decision::json(&json, "edited data").map_err(refusal)?)
+                }
+                ApprovalAnswer::Revise(text) => Decision::Revise(text),
+                ApprovalAnswer::Input(json) => {
+                    Decision::Answer(Decision::json(&json, "input").map_err(refusal)?)
+                }
             };
-            if self
+            let owner = self
+                .hub
+                .runtime()
+                .config()
+                .is_channel_owner(&by.channel, &by.id);
+            let voter = Voter {
+                by: DecidedBy::Chat {
+                    channel: by.channel.clone(),
+                    user_id: by.id.clone(),
+                    name: by.name.clone(),
+                },
+                owner,
+            };
+            let decided = self
                 .hub
                 .runtime()
                 .approvals()
-                .decide(id, allow, always, decided_by)
-            {
-                tracing::info!(
-                    approval = id,
-                    allow,
-                    always,
-                    channel = %by.channel,
-                    "approval answered from a chat by the owner"
-                );
-                Ok(format!(
-                    "{} {id}.",
-                    match decision {
-                        ApprovalAnswer::Allow => "Approved",
-                        ApprovalAnswer::AllowAlways => "Approved for the rest of this session",
-                        ApprovalAnswer::Deny => "Denied",
-                    }
-                ))
-            } else {
-                Err(HostError::Refused(format!(
-                    "No approval {id} is waiting (answered already, or expired)."
-                )))
-            }
+                .decide(id, decision, &voter)
+                .await
+                .map_err(refusal)?;
+            tracing::info!(
+                approval = id,
+                channel = %by.channel,
+                user = %by.id,
+                owner,
+                "answered from a chat: {decided:?}"
+            );
+            Ok(decided.note(id))
         })
+    }
+
+    fn is_waiting(&self, id: &str) -> bool {
+        self.hub.runtime().approvals().get(id).is_some()
     }
 
     fn inbox(&self, msg: &Inbound) -> Result<Dir, HostError> {
@@ -203,4 +214,23 @@ impl Host for DaemonHost {
         crate::workspace::chat_inbox(&agent.workspace, &route.origin.principal)
             .map_err(|e| HostError::Refused(e.to_string()))
     }
+}
+
+/// A refused answer, as the one who gave it reads it.
+fn refusal(r: Refusal) -> HostError {
+    HostError::Refused(match r {
+        Refusal::Store(e) => {
+            tracing::error!("cannot record an answer to an approval: {e}");
+            "The answer could not be recorded; try again.".to_string()
+        }
+        r => {
+            let mut s = r.to_string();
+            if let Some(first) = s.get(0..1) {
+                let upper = first.to_uppercase();
+                s.replace_range(0..1, &upper);
+            }
+            s.push('.');
+            s
+        }
+    })
 }

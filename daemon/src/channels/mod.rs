@@ -41,14 +41,16 @@ use std::time::SystemTime;
 use pincer_channel::unix_now as now;
 
 use pincer_channel::{
-    Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, Bridge, ChatPerson, Health,
-    HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError, Requester,
+    Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, Bridge, ChatPerson, HaltKind,
+    HaltRequest, Health, HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError, Requester,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::hub::Hub;
 use crate::home::Home;
-use crate::tools::approvals::{ApprovalEnded, ApprovalEvent, DecidedBy, Ending, PendingApproval};
+use crate::tools::approvals::{
+    ApprovalEnded, ApprovalEvent, DecidedBy, Ending, HaltAsk, PendingApproval, Subject,
+};
 
 /// Why the bridges' state could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -387,7 +389,7 @@ impl Channels {
     }
 }
 
-/// A waiting call as the bridges show it.
+/// A waiting request as the bridges show it.
 fn approval_request(pending: &PendingApproval) -> ApprovalRequest {
     // Rounded up: a 5 s timeout forwarded a few ms later still reads 5 s.
     let expires_in_s = pending
@@ -395,12 +397,53 @@ fn approval_request(pending: &PendingApproval) -> ApprovalRequest {
         .duration_since(SystemTime::now())
         .map(|d| d.as_secs_f64().ceil() as u64)
         .unwrap_or(0);
+    let (tool, arguments, halt) = match &pending.subject {
+        Subject::Call {
+            tool, arguments, ..
+        } => (tool.clone(), arguments.clone(), None),
+        Subject::Step(halt) => {
+            let (shown, ask) = match &halt.ask {
+                HaltAsk::Approval {
+                    data,
+                    approvers,
+                    quorum,
+                    votes,
+                    edit,
+                    revisions_left,
+                } => (
+                    data.as_ref().map(|d| d.to_string()).unwrap_or_default(),
+                    HaltKind::Approval {
+                        approvers: approvers.clone(),
+                        quorum: *quorum,
+                        votes: votes.len() as u32,
+                        edit: *edit,
+                        revise: *revisions_left > 0,
+                    },
+                ),
+                HaltAsk::Input { schema } => (
+                    schema.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+                    HaltKind::Input,
+                ),
+            };
+            (
+                String::new(),
+                shown,
+                Some(HaltRequest {
+                    workflow: halt.workflow.clone(),
+                    run: halt.run.clone(),
+                    step: halt.step.clone(),
+                    prompt: halt.prompt.clone(),
+                    ask,
+                }),
+            )
+        }
+    };
     ApprovalRequest {
         id: pending.id.clone(),
         agent: pending.agent.clone(),
         session: pending.session_key.clone(),
-        tool: pending.tool.clone(),
-        arguments: pending.arguments.clone(),
+        tool,
+        arguments,
         expires_in_s,
         requester: pending.requester.as_ref().map(|r| Requester {
             person: ChatPerson {
@@ -411,6 +454,7 @@ fn approval_request(pending: &PendingApproval) -> ApprovalRequest {
             group: r.group.clone(),
             thread: r.thread.clone(),
         }),
+        halt,
     }
 }
 
@@ -442,6 +486,9 @@ fn approval_end(ended: ApprovalEnded) -> ApprovalEnd {
                 after_s: after.as_secs_f64().round() as u64,
             },
             Ending::Aborted => ApprovalOutcome::Aborted,
+            Ending::Edited { by, .. } => ApprovalOutcome::Edited { by: answerer(by) },
+            Ending::Revised { by, .. } => ApprovalOutcome::Revised { by: answerer(by) },
+            Ending::Answered { by, .. } => ApprovalOutcome::Answered { by: answerer(by) },
         },
     }
 }

@@ -6,6 +6,7 @@
 use tonic::Status;
 
 use crate::agent::hub::HubError;
+use crate::tools::approvals::Refusal;
 use crate::workflow::engine::StartError;
 use crate::workflow::library::LibraryError;
 use crate::workflow::store::StoreError;
@@ -23,6 +24,24 @@ impl From<StartError> for Status {
                 Status::failed_precondition(e.to_string())
             }
             e @ StartError::NothingToSettle { .. } => Status::failed_precondition(e.to_string()),
+        }
+    }
+}
+
+impl From<Refusal> for Status {
+    fn from(e: Refusal) -> Self {
+        let message = e.to_string();
+        match e {
+            Refusal::NotWaiting(_) => Status::not_found(message),
+            Refusal::OwnerOnly | Refusal::NotApprover(_) => Status::permission_denied(message),
+            Refusal::Voted { .. } => Status::already_exists(message),
+            Refusal::NotInput(..)
+            | Refusal::NotApproval(_)
+            | Refusal::CallOnly(_)
+            | Refusal::NoEdit(_)
+            | Refusal::NoRevise(_) => Status::failed_precondition(message),
+            Refusal::BadData(_) => Status::invalid_argument(message),
+            Refusal::Store(_) => Status::internal(message),
         }
     }
 }

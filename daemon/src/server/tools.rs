@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 
 use super::{State, fit};
 use crate::tools::ToolSource;
-use crate::tools::approvals::DecidedBy;
+use crate::tools::approvals::{Decision, HaltAsk, PendingApproval, Subject, Voter};
 use crate::tools::arguments::shorten;
 use crate::tools::policy::{self, PolicyInput};
 
@@ -147,9 +147,6 @@ impl pb::tools_server::Tools for ToolsService {
         _request: Request<pb::ApprovalsRequest>,
     ) -> Result<Response<pb::ApprovalsResponse>, Status> {
         let now = std::time::SystemTime::now();
-        let secs = |a: std::time::SystemTime, b: std::time::SystemTime| {
-            a.duration_since(b).map(|d| d.as_secs()).unwrap_or(0)
-        };
         let pending = self
             .state
             .hub
@@ -157,15 +154,7 @@ impl pb::tools_server::Tools for ToolsService {
             .approvals()
             .pending()
             .into_iter()
-            .map(|p| pb::PendingApproval {
-                age_s: secs(now, p.requested_at),
-                expires_in_s: secs(p.expires_at, now),
-                id: p.id,
-                session_key: p.session_key,
-                agent: p.agent,
-                tool: p.tool,
-                arguments_json: shorten(&p.arguments, fit::EVENT_CHARS).into_owned(),
-            })
+            .map(|p| pending_approval(p, now))
             .collect();
         Ok(Response::new(pb::ApprovalsResponse { pending }))
     }
@@ -175,24 +164,42 @@ impl pb::tools_server::Tools for ToolsService {
         request: Request<pb::DecideRequest>,
     ) -> Result<Response<pb::DecideResponse>, Status> {
         let req = request.into_inner();
+        let given = [
+            !req.edit_json.is_empty(),
+            !req.revise.is_empty(),
+            !req.input_json.is_empty(),
+        ];
+        if given.iter().filter(|g| **g).count() > 1 {
+            return Err(Status::invalid_argument(
+                "give at most one of edit_json, revise and input_json",
+            ));
+        }
         if req.always && !req.allow {
             return Err(Status::invalid_argument(
                 "`always` goes with allow: a call can be allowed always, never denied always",
             ));
         }
-        if self.state.hub.runtime().approvals().decide(
-            &req.id,
-            req.allow,
-            req.always,
-            DecidedBy::Cli,
-        ) {
-            Ok(Response::new(pb::DecideResponse {}))
+        let decision = if !req.edit_json.is_empty() {
+            Decision::Edit(Decision::json(&req.edit_json, "edited data")?)
+        } else if !req.revise.is_empty() {
+            Decision::Revise(req.revise)
+        } else if !req.input_json.is_empty() {
+            Decision::Answer(Decision::json(&req.input_json, "input")?)
+        } else if req.allow {
+            Decision::Allow { always: req.always }
         } else {
-            Err(Status::not_found(format!(
-                "no call is waiting for approval under id `{}` (it may have expired or been answered); `pincer approvals list` shows them",
-                req.id
-            )))
-        }
+            Decision::Deny
+        };
+        let decided = self
+            .state
+            .hub
+            .runtime()
+            .approvals()
+            .decide(&req.id, decision, &Voter::cli())
+            .await?;
+        Ok(Response::new(pb::DecideResponse {
+            note: decided.note(req.id.trim()),
+        }))
     }
 
     async fn audit(
@@ -227,4 +234,61 @@ impl pb::tools_server::Tools for ToolsService {
             left_out: left_out as u32,
         }))
     }
+}
+
+/// A waiting request as the CLI lists it.
+fn pending_approval(p: PendingApproval, now: std::time::SystemTime) -> pb::PendingApproval {
+    let secs = |a: std::time::SystemTime, b: std::time::SystemTime| {
+        a.duration_since(b).map(|d| d.as_secs()).unwrap_or(0)
+    };
+    let json = |v: &serde_json::Value| shorten(&v.to_string(), fit::EVENT_CHARS).into_owned();
+    let mut out = pb::PendingApproval {
+        age_s: secs(now, p.requested_at),
+        expires_in_s: secs(p.expires_at, now),
+        id: p.id,
+        session_key: p.session_key,
+        agent: p.agent,
+        requester: p
+            .requester
+            .map(|r| format!("{} ({}:{})", r.name, r.channel, r.sender_id))
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    match p.subject {
+        Subject::Call {
+            tool, arguments, ..
+        } => {
+            out.kind = "call".into();
+            out.tool = tool;
+            out.arguments_json = shorten(&arguments, fit::EVENT_CHARS).into_owned();
+        }
+        Subject::Step(halt) => {
+            out.kind = halt.ask.kind().into();
+            out.run = halt.run;
+            out.workflow = halt.workflow;
+            out.step = halt.step;
+            out.prompt = fit::text(halt.prompt, fit::NOTE_CHARS);
+            match halt.ask {
+                HaltAsk::Approval {
+                    data,
+                    approvers,
+                    quorum,
+                    votes,
+                    edit,
+                    revisions_left,
+                } => {
+                    out.data_json = data.as_ref().map(json).unwrap_or_default();
+                    out.approvers = approvers;
+                    out.quorum = quorum;
+                    out.votes = votes;
+                    out.edit = edit;
+                    out.revisions_left = revisions_left;
+                }
+                HaltAsk::Input { schema } => {
+                    out.schema_json = schema.as_ref().map(json).unwrap_or_default();
+                }
+            }
+        }
+    }
+    out
 }

@@ -378,6 +378,17 @@ fn run_event(e: RunEvent) -> pb::RunEvent {
             output_json: output.to_string(),
             error: error.unwrap_or_default(),
         }),
+        RunEvent::Halted {
+            path,
+            kind,
+            id,
+            prompt,
+        } => Event::Halted(pb::Halted {
+            path,
+            kind: kind.to_string(),
+            id,
+            prompt: super::fit::text(prompt, super::fit::NOTE_CHARS),
+        }),
         RunEvent::Finished {
             status,
             output,

@@ -53,7 +53,7 @@ pub struct Context<'a> {
     pub tools: &'a dyn Fn(&str) -> ToolStatus,
 }
 
-/// Default `expires_s` of an approval: a day.
+/// Default `expires_s` of an approval or an input: a day.
 const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 3600);
 /// Default `max_calls` of an agent step.
 const DEFAULT_AGENT_CALLS: u32 = 8;
@@ -80,7 +80,7 @@ fn kind_keys(kind: &str) -> &'static [&'static str] {
             "edit",
             "revise",
         ],
-        "input" => &["prompt", "schema"],
+        "input" => &["prompt", "schema", "expires_s"],
         "agent" => &["prompt", "max_calls"],
         "workflow" => &["workflow", "inputs"],
         _ => &[],
@@ -650,6 +650,10 @@ impl Checker<'_> {
                 Action::Input {
                     prompt: prompt.get_ref().clone(),
                     schema: self.schema(&f.schema, key("schema")),
+                    expires: f
+                        .expires_s
+                        .as_ref()
+                        .map_or(DEFAULT_EXPIRY, |e| Duration::from_secs(*e.get_ref())),
                 }
             }
             "agent" => {

@@ -256,6 +256,7 @@ pub enum Action {
     Input {
         prompt: String,
         schema: Option<Value>,
+        expires: Duration,
     },
     /// A bounded free turn of the agent.
     Agent { prompt: String, max_calls: u32 },

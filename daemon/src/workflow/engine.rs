@@ -271,7 +271,12 @@ impl Workflows {
                 return;
             }
         };
-        for run in runs.into_iter().filter(|r| r.status == RunStatus::Running) {
+        // Waiting runs too: one halted for a person waits on its request
+        // again; one waiting for the owner to settle a step stays so.
+        for run in runs
+            .into_iter()
+            .filter(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting))
+        {
             let id = run.id.clone();
             if let Err(e) = self.resume(run, None).await {
                 tracing::error!(run = %id, error = %e, "cannot resume the workflow run");
@@ -397,7 +402,15 @@ impl Workflows {
             return Err(StartError::NoRun(id.to_string()));
         };
         let rows = self.inner.store.steps(id).await?;
-        let waits_on_unknown = run.status == RunStatus::Waiting
+        // A run going on here (halted for a person) has nothing to settle.
+        let going = self
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(id);
+        let waits_on_unknown = !going
+            && run.status == RunStatus::Waiting
             && rows
                 .iter()
                 .any(|r| r.seq > run.cursor_seq && r.state == StepState::Unknown);
@@ -474,13 +487,7 @@ fn runnable(w: &Workflow) -> Result<(), StartError> {
     for step in &w.steps {
         step.visit(&mut |s| {
             if refused.is_none()
-                && matches!(
-                    s.action,
-                    Action::Approval { .. }
-                        | Action::Input { .. }
-                        | Action::Agent { .. }
-                        | Action::Workflow { .. }
-                )
+                && matches!(s.action, Action::Agent { .. } | Action::Workflow { .. })
             {
                 refused = Some((s.kind(), s.id.clone()));
             }

@@ -39,7 +39,10 @@ pub fn read(w: &Workflow, run: &RunRow, rows: &[StepRow]) -> Reading {
     for row in rows {
         let top = !row.path.contains(['[', '.']);
         let done = matches!(row.state, StepState::Finished | StepState::Skipped);
-        if row.seq <= run.cursor_seq {
+        // After the cursor moved, a finished row of another top-level
+        // step is a redraft an approval asked for: its new output.
+        let redraft = top && done && run.cursor.as_deref() != Some(row.path.as_str());
+        if row.seq <= run.cursor_seq || redraft {
             // Before the cursor moved: finished steps' values.
             if top && done {
                 let status = if row.state == StepState::Skipped {
@@ -61,7 +64,10 @@ pub fn read(w: &Workflow, run: &RunRow, rows: &[StepRow]) -> Reading {
             // Unknown: found started by an earlier start, and still
             // unsettled.
             StepState::Started | StepState::Unknown => {
-                let idempotent = step_at(w, &row.path).is_some_and(|s| s.idempotent);
+                // A halt asks again on the same request: running it again
+                // is safe.
+                let idempotent =
+                    step_at(w, &row.path).is_some_and(|s| s.idempotent || s.action.halts());
                 unknown.push((row.seq, row.path.clone(), idempotent));
             }
             StepState::Failed => {}

@@ -1,15 +1,17 @@
-//! Approvals to the owner: a tool call waiting for approval shown in the
-//! owner's DM with Approve, Always for this session and Deny buttons
-//! ([`ApprovalAnswer`]), the presses on them (only
-//! the owner's count), and the message edited when the approval ends —
-//! whichever way it ends (a button, `/approve`, the CLI, expiry, a stopped
-//! turn) — so no message keeps buttons for a call nobody waits on.
+//! What waits on a person, shown in chats: a tool call waiting for the
+//! owner (in their DM, with Approve, Always for this session and Deny
+//! buttons), a workflow's approval (to the owner and to the step's
+//! approvers on this channel, in their DMs, with Approve and Deny) or
+//! question (to the owner). Presses and commands go to the daemon, which
+//! says who may answer; the messages are edited when the request ends —
+//! whichever way it ends (a button, a command, the CLI, expiry, a stopped
+//! turn or run) — so no message keeps buttons nobody waits on.
 
 use std::sync::Arc;
 
 use super::{Bridge, lock};
 use crate::approval::{approval_text, ended_text};
-use crate::host::{ApprovalAnswer, ApprovalEnd, ApprovalRequest, ChatPerson, HostError};
+use crate::host::{ApprovalAnswer, ApprovalEnd, ApprovalRequest, ChatPerson, HaltKind, HostError};
 use crate::message::Formatting;
 use crate::platform::{Button, ButtonPress, SendError, Target};
 
@@ -17,31 +19,68 @@ use crate::platform::{Button, ButtonPress, SendError, Target};
 /// oldest are forgotten, and keep their buttons until pressed).
 const SHOWN_REMEMBERED: usize = 256;
 
-/// An approval message the owner was sent.
+/// An approval message a person was sent.
 pub(super) struct ShownApproval {
     request: ApprovalRequest,
     target: Target,
     message_id: String,
+    /// The user id of the person it was sent to.
+    reader: String,
 }
 
 impl Bridge {
-    /// Shows an approval to the owner in their DM, with buttons. Does
-    /// nothing when the channel has no owner.
+    /// Shows a request to those who may answer it, in their DMs: the
+    /// owner (nothing when the channel has none), and for a workflow's
+    /// approval its approvers on this channel.
     pub async fn ask_owner(&self, request: &ApprovalRequest) -> Result<(), SendError> {
-        let Some(owner) = self.settings().owner.clone() else {
-            return Ok(());
-        };
+        let owner = self.settings().owner.clone();
+        let mut readers: Vec<String> = owner.into_iter().collect();
+        if let Some(halt) = &request.halt
+            && let HaltKind::Approval { approvers, .. } = &halt.ask
+        {
+            let prefix = format!("{}:", self.channel());
+            for a in approvers {
+                if let Some(id) = a.strip_prefix(&prefix)
+                    && !readers.iter().any(|r| r == id)
+                {
+                    readers.push(id.to_string());
+                }
+            }
+        }
+        let mut first_error = None;
+        for reader in readers {
+            if let Err(e) = self.show(request, &reader).await {
+                tracing::warn!(channel = %self.channel(), "could not show request {} to user {reader}: {e}", request.id);
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Sends `request` to `reader`'s DM, with its buttons and, when the
+    /// message shows only part of it, the whole as a file.
+    async fn show(&self, request: &ApprovalRequest, reader: &str) -> Result<(), SendError> {
         let shown = approval_text(request, self.platform.capabilities().max_chars);
-        let buttons = [
-            (ApprovalAnswer::Allow, "Approve"),
-            (ApprovalAnswer::AllowAlways, "Always for this session"),
-            (ApprovalAnswer::Deny, "Deny"),
-        ]
-        .map(|(decision, label)| Button {
-            label: label.into(),
-            data: format!("{}:{}", decision.verb(), request.id),
-        });
-        let target = self.platform.direct_chat(&owner).await?;
+        let answers: &[(ApprovalAnswer, &str)] = match request.halt.as_ref().map(|h| &h.ask) {
+            None => &[
+                (ApprovalAnswer::Allow, "Approve"),
+                (ApprovalAnswer::AllowAlways, "Always for this session"),
+                (ApprovalAnswer::Deny, "Deny"),
+            ],
+            Some(HaltKind::Approval { .. }) => &[
+                (ApprovalAnswer::Allow, "Approve"),
+                (ApprovalAnswer::Deny, "Deny"),
+            ],
+            Some(HaltKind::Input) => &[],
+        };
+        let buttons: Vec<Button> = answers
+            .iter()
+            .map(|(decision, label)| Button {
+                label: (*label).into(),
+                data: format!("{}:{}", decision.verb(), request.id),
+            })
+            .collect();
+        let target = self.platform.direct_chat(reader).await?;
         let message_id = self.send_text(&target, &shown.text, &buttons).await?;
         {
             let mut shown = lock(&self.approvals);
@@ -51,6 +90,7 @@ impl Bridge {
                     request: request.clone(),
                     target: target.clone(),
                     message_id,
+                    reader: reader.to_string(),
                 },
             ));
             if shown.len() > SHOWN_REMEMBERED {
@@ -60,11 +100,11 @@ impl Bridge {
         let Some((name, content)) = shown.file else {
             return Ok(());
         };
-        let caption = format!("The whole call waiting for approval {}.", request.id);
+        let caption = format!("The whole of request {}.", request.id);
         if let Err(e) = self.send_document(&target, &name, content, &caption).await {
             // The message promised the file: say that it is not coming.
             let note = format!(
-                "The whole call of approval {} could not be sent as a file ({e}); `pincer approvals list --json` shows it at the computer.",
+                "The whole of request {} could not be sent as a file ({e}); `pincer approvals list --json` shows it at the computer.",
                 request.id
             );
             let _ = self.send_text(&target, &note, &[]).await;
@@ -73,33 +113,37 @@ impl Bridge {
         Ok(())
     }
 
-    /// An approval ended: its message (when this bridge sent one) is
-    /// edited to say how, by whom and where, without buttons.
+    /// A request ended: each message this bridge sent for it is edited to
+    /// say how, by whom and where, without buttons.
     pub async fn approval_ended(&self, end: &ApprovalEnd) -> Result<(), SendError> {
-        let shown = {
+        let shown: Vec<ShownApproval> = {
             let mut shown = lock(&self.approvals);
-            let at = shown.iter().position(|(id, _)| *id == end.id);
-            at.and_then(|i| shown.remove(i)).map(|(_, s)| s)
+            let (this, rest): (Vec<_>, Vec<_>) = shown.drain(..).partition(|(id, _)| *id == end.id);
+            shown.extend(rest);
+            this.into_iter().map(|(_, s)| s).collect()
         };
-        let Some(shown) = shown else {
-            return Ok(());
-        };
-        let settings = self.settings();
         let channel = self.channel().to_string();
-        let is_reader =
-            |p: &ChatPerson| p.channel == channel && super::is_owner_in(&settings, &p.id);
-        let text = ended_text(
-            &shown.request,
-            &end.outcome,
-            is_reader,
-            self.platform.capabilities().max_chars,
-        );
-        self.edit_chunk(&shown.target, &shown.message_id, &text)
-            .await
+        let mut result = Ok(());
+        for message in shown {
+            let is_reader = |p: &ChatPerson| p.channel == channel && p.id == message.reader;
+            let text = ended_text(
+                &message.request,
+                &end.outcome,
+                is_reader,
+                self.platform.capabilities().max_chars,
+            );
+            if let Err(e) = self
+                .edit_chunk(&message.target, &message.message_id, &text)
+                .await
+            {
+                result = Err(e);
+            }
+        }
+        result
     }
 
-    /// A press on an approval button: the owner's decides, anyone else's
-    /// is told no.
+    /// A press on an approval button: the daemon decides whether the one
+    /// who pressed it may answer, and they are told what it did.
     pub(super) async fn button(self: Arc<Self>, press: ButtonPress) {
         {
             let mut seen = lock(&self.presses);
@@ -115,14 +159,8 @@ impl Bridge {
             let _ = self.platform.answer_button(&press.id, "").await;
             return;
         };
-        if !self.is_owner(&press.sender_id) {
-            tracing::warn!(sender = %press.sender_id, "an approval button pressed by someone other than the owner: refused");
-            let _ = self
-                .platform
-                .answer_button(&press.id, "Only the owner can answer this.")
-                .await;
-            return;
-        }
+        // Who may answer is the daemon's to say (the owner for a tool
+        // call, a step's approvers for a workflow's approval).
         let by = ChatPerson {
             channel: self.channel().to_string(),
             id: press.sender_id.clone(),
@@ -131,6 +169,10 @@ impl Bridge {
         match self.host.decide_approval(id, decision, &by).await {
             // The approval's end edits the message (`approval_ended`).
             Ok(note) => {
+                let _ = self.platform.answer_button(&press.id, &note).await;
+            }
+            // Not theirs to answer: only they are told.
+            Err(HostError::Refused(note)) if self.host.is_waiting(id) => {
                 let _ = self.platform.answer_button(&press.id, &note).await;
             }
             // Nothing waits on it (answered, expired, or from before a

@@ -73,26 +73,16 @@ impl Bridge {
         if let Some(command) = Command::parse(&msg.text, self.platform.bot_username()) {
             let answer = match &command {
                 Command::Help => Ok(HELP.to_string()),
-                Command::Approve(id) | Command::Deny(id) => {
-                    if is_owner_in(settings, &msg.sender.id) {
-                        let by = ChatPerson {
-                            channel: msg.channel.clone(),
-                            id: msg.sender.id.clone(),
-                            name: msg.sender.name.clone(),
-                        };
-                        self.host
-                            .decide_approval(
-                                id,
-                                if matches!(command, Command::Approve(_)) {
-                                    ApprovalAnswer::Allow
-                                } else {
-                                    ApprovalAnswer::Deny
-                                },
-                                &by,
-                            )
-                            .await
-                    } else {
-                        Ok("Only the owner can approve or deny tool calls.".to_string())
+                // Who may answer is the daemon's to say.
+                command if command.answer().is_some() => {
+                    let by = ChatPerson {
+                        channel: msg.channel.clone(),
+                        id: msg.sender.id.clone(),
+                        name: msg.sender.name.clone(),
+                    };
+                    match command.answer() {
+                        Some((id, answer)) => self.host.decide_approval(id, answer, &by).await,
+                        None => Ok(String::new()),
                     }
                 }
                 _ => self.host.command(&msg, &command).await,

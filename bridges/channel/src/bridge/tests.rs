@@ -273,7 +273,7 @@ impl Host for ScriptedHost {
         &'a self,
         id: &'a str,
         decision: crate::host::ApprovalAnswer,
-        _by: &'a crate::host::ChatPerson,
+        by: &'a crate::host::ChatPerson,
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             if id == "gone" {
@@ -281,12 +281,22 @@ impl Host for ScriptedHost {
                     "No approval {id} is waiting (answered already, or expired)."
                 )));
             }
+            // As the daemon does: only the owner answers a tool call.
+            if by.id != "1" {
+                return Err(HostError::Refused(
+                    "Only the owner can answer a tool call's approval.".into(),
+                ));
+            }
+            let verb = decision.verb();
             self.decided
                 .lock()
                 .unwrap()
                 .push((id.to_string(), decision));
-            Ok(format!("{id}: {}", decision.verb()))
+            Ok(format!("{id}: {verb}"))
         })
+    }
+    fn is_waiting(&self, id: &str) -> bool {
+        id != "gone"
     }
     fn inbox(&self, _msg: &Inbound) -> Result<pincer_fs::Dir, HostError> {
         let folder = self.folder.lock().unwrap().clone();
@@ -610,6 +620,7 @@ async fn only_the_owner_can_press_an_approval_button() {
         arguments: "{\"command\":\"ls\"}".into(),
         expires_in_s: 300,
         requester: None,
+        halt: None,
     };
     r.bridge.ask_owner(&request).await.unwrap();
     {
@@ -1091,6 +1102,7 @@ fn approval(arguments: &str) -> ApprovalRequest {
         arguments: arguments.into(),
         expires_in_s: 300,
         requester: None,
+        halt: None,
     }
 }
 

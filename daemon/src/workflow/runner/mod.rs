@@ -24,6 +24,8 @@ use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+mod halt;
+
 use super::def::{Action, Next, OnError, Step, Wait, Workflow};
 use super::store::{RunRow, RunStatus, RunStore, StepEnd, StepState};
 use super::template::Templates;
@@ -52,6 +54,13 @@ pub enum RunEvent {
         state: StepState,
         output: Value,
         error: Option<String>,
+    },
+    /// The run waits for a person: request `id` asks for it.
+    Halted {
+        path: String,
+        kind: &'static str,
+        id: String,
+        prompt: String,
     },
     Finished {
         status: RunStatus,
@@ -335,10 +344,15 @@ impl Runner {
                     .await
                     .map_err(|e| Stop::Fail(e.to_string()))?;
                 let timeout = step.timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+                // A halt waits for a person until it expires; it ends its
+                // request itself when the run is cancelled, and leaves it
+                // waiting when pincerd stops (the run resumes on it).
+                let halts = step.action.halts();
                 let acted = tokio::select! {
-                    r = self.act(step, path, ctx) => r,
-                    () = tokio::time::sleep(timeout) => Err(Failure(format!("timed out after {} s", timeout.as_secs()))),
-                    () = self.cancel.cancelled() => return Err(Stop::Cancelled),
+                    r = self.act(step, path, ctx, seq) => r,
+                    () = tokio::time::sleep(timeout), if !halts => Err(Failure(format!("timed out after {} s", timeout.as_secs()))),
+                    () = self.cancel.cancelled(), if !halts => return Err(Stop::Cancelled),
+                    () = self.stop.cancelled(), if halts => return Err(Stop::Cancelled),
                 };
                 match acted {
                     Ok((output, tokens)) => {
@@ -455,6 +469,7 @@ impl Runner {
         step: &'a Step,
         path: &'a str,
         ctx: &'a Value,
+        seq: u64,
     ) -> BoxFuture<'a, Result<(Value, u64), Failure>> {
         async move {
             let t = &self.templates;
@@ -527,6 +542,16 @@ impl Runner {
                 }
                 Action::Parallel { branches, wait } => {
                     self.parallel(path, branches, *wait, ctx).await
+                }
+                Action::Approval { .. } => self.approval(step, path, ctx, seq).await,
+                Action::Input {
+                    prompt,
+                    schema,
+                    expires,
+                } => {
+                    let prompt = t.render(prompt, ctx).map_err(bad)?;
+                    self.input(path, prompt, schema.clone(), *expires, seq)
+                        .await
                 }
                 other => Err(Failure(format!(
                     "{} steps cannot run in this pincerd yet",
