@@ -291,7 +291,11 @@ pub enum WorkflowsCommand {
     /// Deny a run's approval or input step: the step fails.
     Deny { id: String },
     /// Approve with the data changed: the JSON given replaces what was proposed.
-    Edit { id: String, json: String },
+    Edit {
+        id: String,
+        #[arg(value_name = "JSON")]
+        data: String,
+    },
     /// Ask for a new draft (of the step the approval names in `revise`), with your guidance.
     Revise {
         id: String,
@@ -300,7 +304,11 @@ pub enum WorkflowsCommand {
         guidance: Vec<String>,
     },
     /// Give an input step its data: JSON that fits the step's schema.
-    Input { id: String, json: String },
+    Input {
+        id: String,
+        #[arg(value_name = "JSON")]
+        data: String,
+    },
 }
 
 #[derive(Subcommand)]

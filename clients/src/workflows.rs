@@ -42,11 +42,11 @@ pub async fn run(ctx: &Ctx, command: WorkflowsCommand) -> Result<u8, CliError> {
         WorkflowsCommand::Resolve { run, action } => resolve(ctx, run, action).await,
         WorkflowsCommand::Approve { id } => answer(ctx, id, Answer::Allow).await,
         WorkflowsCommand::Deny { id } => answer(ctx, id, Answer::Deny).await,
-        WorkflowsCommand::Edit { id, json } => answer(ctx, id, Answer::Edit(json)).await,
+        WorkflowsCommand::Edit { id, data } => answer(ctx, id, Answer::Edit(data)).await,
         WorkflowsCommand::Revise { id, guidance } => {
             answer(ctx, id, Answer::Revise(guidance.join(" "))).await
         }
-        WorkflowsCommand::Input { id, json } => answer(ctx, id, Answer::Input(json)).await,
+        WorkflowsCommand::Input { id, data } => answer(ctx, id, Answer::Input(data)).await,
     }
 }
 

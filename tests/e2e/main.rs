@@ -38,4 +38,5 @@ mod telegram_emulator;
 mod telegram_pairing;
 mod telegram_recovery;
 mod textformat;
+mod workflow_halts;
 mod workflows;

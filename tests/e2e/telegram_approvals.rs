@@ -338,3 +338,124 @@ async fn a_stranger_is_told_their_call_waits_and_the_owner_sees_who_asks() {
         "{edited:?}"
     );
 }
+
+/// A workflow's approval (SPEC §13) in chats: the owner and a named
+/// approver each get it in their DM with Approve and Deny; with a quorum
+/// of two the owner's press is counted, the approver's ends it, and both
+/// messages say so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflows_approval_is_pressed_by_the_owner_and_a_named_approver_for_a_quorum_of_two() {
+    const APPROVER: i64 = 2002;
+    let r = rig("", "").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let approver = UserSpec::new(APPROVER, "Ana");
+    let ws = r.home.workspace();
+    std::fs::create_dir_all(ws.join("workflows")).unwrap();
+    std::fs::write(
+        ws.join("workflows/ship.toml"),
+        format!(
+            r#"
+[[steps]]
+id = "ok"
+kind = "approval"
+prompt = "Ship release 1.2?"
+preview = "{{{{ {{'version': '1.2'}} }}}}"
+approvers = ["owner", "telegram:{APPROVER}"]
+quorum = 2
+
+[[steps]]
+id = "shipped"
+kind = "tool"
+tool = "write"
+arguments = {{ path = "shipped.txt", content = "{{{{ steps.ok.output.data.version }}}}" }}
+"#
+        ),
+    )
+    .unwrap();
+    let _cli = r.home.cli_spawn(&["workflows", "run", "ship"]);
+    let asked = until(&r, OWNER, "the owner's request", |s| !s.is_empty()).await[0].clone();
+    assert!(
+        text(&asked).starts_with("Approval needed: workflow <code>ship</code>"),
+        "{asked:?}"
+    );
+    assert!(text(&asked).contains("Ship release 1.2?"), "{asked:?}");
+    assert!(text(&asked).contains("It needs 2 of"), "{asked:?}");
+    let id = approval_id(&asked);
+    let buttons: Vec<String> = asked.reply_markup.clone().unwrap()["inline_keyboard"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(buttons, ["Approve", "Deny"]);
+    let theirs = until(&r, APPROVER, "the approver's request", |s| !s.is_empty()).await[0].clone();
+    assert_eq!(approval_id(&theirs), id);
+
+    let owner_dm = ChatSpec::private(&owner);
+    r.tg.press_button(
+        &owner_dm,
+        &owner,
+        asked.message_id,
+        &format!("approve:{id}"),
+    )
+    .await;
+    // Counted, not ended: the run still waits.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = r.home.cli(&["--json", "approvals", "list"]).await;
+        let votes = out.json()[0]["votes"].clone();
+        if votes == json!(["owner"]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the owner's vote: {}",
+            out.stdout
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!ws.join("shipped.txt").exists());
+    // A second press by the owner is not a second vote.
+    let out = r.home.cli(&["workflows", "approve", &id]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("your approval is counted already: 1 of 2"),
+        "{}",
+        out.stderr
+    );
+
+    let approver_dm = ChatSpec::private(&approver);
+    r.tg.press_button(
+        &approver_dm,
+        &approver,
+        theirs.message_id,
+        &format!("approve:{id}"),
+    )
+    .await;
+    let start = Instant::now();
+    while !ws.join("shipped.txt").exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", r.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("shipped.txt")).unwrap(),
+        "1.2"
+    );
+    for (chat, message, by) in [
+        (OWNER, asked.message_id, "by Ana in Telegram"),
+        (APPROVER, theirs.message_id, "by you in Telegram"),
+    ] {
+        let edited = until(&r, chat, "the request edited", |s| {
+            s.iter().any(|m| m.message_id == message && !has_buttons(m))
+        })
+        .await
+        .into_iter()
+        .find(|m| m.message_id == message)
+        .unwrap();
+        assert!(
+            text(&edited).starts_with(&format!("Approved {by}.")),
+            "{edited:?}"
+        );
+    }
+}

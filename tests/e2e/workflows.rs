@@ -308,7 +308,11 @@ async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_r
     let (home, _llm) = home().await;
     let ws = home.workspace();
     std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
-    std::fs::write(ws.join("workflows/summarise.toml"), SUMMARISE).unwrap();
+    std::fs::write(
+        ws.join("workflows/free.toml"),
+        "[[steps]]\nid = \"think\"\nkind = \"agent\"\nprompt = \"Think.\"\n",
+    )
+    .unwrap();
     let _d = home.start();
     let out = home
         .cli(&["workflows", "run", "fruits", "--input", "nte=x.md"])
@@ -320,11 +324,11 @@ async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_r
         "{}",
         out.stderr
     );
-    let out = home.cli(&["workflows", "run", "summarise"]).await;
+    let out = home.cli(&["workflows", "run", "free"]).await;
     assert_eq!(out.code, 1);
     assert!(
         out.stderr
-            .contains("has approval step `approve`, which this pincerd cannot run yet"),
+            .contains("has agent step `think`, which this pincerd cannot run yet"),
         "{}",
         out.stderr
     );

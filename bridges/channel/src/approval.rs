@@ -229,12 +229,14 @@ pub fn outcome_sentence(
 }
 
 /// A wait as people say it: seconds under a minute (`5 s`), whole minutes
-/// (rounded up) from there (`2 min`).
+/// (rounded up) under two hours (`2 min`), whole hours from there (`24 h`).
 pub fn duration_words(secs: u64) -> String {
     if secs < 60 {
         format!("{secs} s")
-    } else {
+    } else if secs < 7_200 {
         format!("{} min", secs.div_ceil(60))
+    } else {
+        format!("{} h", secs.div_ceil(3_600))
     }
 }
 
@@ -572,7 +574,9 @@ mod tests {
         assert!(text.contains("It expires in 5 s;"), "{text}");
         r.expires_in_s = 300;
         let text = approval_text(&r, 4000).text;
-        assert!(text.contains("It expires in 5 min;"), "{text}");
+        assert_eq!(duration_words(61), "2 min");
+        assert_eq!(duration_words(7_199), "120 min");
+        assert_eq!(duration_words(86_400), "24 h");
         assert_eq!(duration_words(59), "59 s");
         assert_eq!(duration_words(61), "2 min");
     }

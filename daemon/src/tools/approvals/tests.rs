@@ -254,3 +254,225 @@ async fn every_end_is_announced_with_who_answered() {
     assert_eq!(ended(next(&mut events).await).ending, Ending::Aborted);
     assert!(store.pending().is_empty());
 }
+
+fn halt(ask: HaltAsk) -> Halt {
+    Halt {
+        run: "r1".into(),
+        workflow: "ship".into(),
+        step: "ok".into(),
+        seq: 3,
+        prompt: "Ship it?".into(),
+        ask,
+    }
+}
+
+fn approval(approvers: &[&str], quorum: u32) -> HaltAsk {
+    HaltAsk::Approval {
+        data: Some(serde_json::json!({"v": 1})),
+        approvers: approvers.iter().map(|a| a.to_string()).collect(),
+        quorum,
+        votes: Vec::new(),
+        edit: false,
+        revisions_left: 0,
+    }
+}
+
+fn chat(id: &str, owner: bool) -> Voter {
+    Voter {
+        by: DecidedBy::Chat {
+            channel: "telegram".into(),
+            user_id: id.into(),
+            name: format!("user {id}"),
+        },
+        owner,
+    }
+}
+
+async fn ask_halt(store: &Approvals, ask: HaltAsk) -> String {
+    let in_a_day = SystemTime::now() + Duration::from_secs(86_400);
+    store
+        .ask_halt("main", "agent:main:workflow:r1", halt(ask), in_a_day, None)
+        .await
+        .unwrap()
+        .id
+}
+
+#[tokio::test]
+async fn a_quorum_counts_each_approver_once_and_strangers_not_at_all() {
+    let store = Approvals::default();
+    let id = ask_halt(&store, approval(&["owner", "telegram:7"], 2)).await;
+    let allow = Decision::Allow { always: false };
+    assert!(matches!(
+        store.decide(&id, allow.clone(), &chat("9", false)).await,
+        Err(Refusal::NotApprover(list)) if list == "owner, telegram:7"
+    ));
+    assert_eq!(
+        store
+            .decide(&id, allow.clone(), &Voter::cli())
+            .await
+            .unwrap(),
+        Decided::Counted {
+            votes: 1,
+            quorum: 2
+        }
+    );
+    // The owner again, from their chat: the same person.
+    assert!(matches!(
+        store.decide(&id, allow.clone(), &chat("1", true)).await,
+        Err(Refusal::Voted {
+            votes: 1,
+            quorum: 2
+        })
+    ));
+    assert!(matches!(
+        store.decide(&id, allow.clone(), &chat("7", false)).await,
+        Ok(Decided::Ended(Ending::Allowed { .. }))
+    ));
+    assert!(store.pending().is_empty());
+}
+
+#[tokio::test]
+async fn the_owner_may_deny_what_they_may_not_approve_and_edits_need_the_step_to_take_them() {
+    let store = Approvals::default();
+    let id = ask_halt(&store, approval(&["telegram:7"], 1)).await;
+    assert!(matches!(
+        store
+            .decide(&id, Decision::Allow { always: false }, &Voter::cli())
+            .await,
+        Err(Refusal::NotApprover(_))
+    ));
+    assert!(matches!(
+        store
+            .decide(&id, Decision::Edit(serde_json::json!({"v": 2})), &chat("7", false))
+            .await,
+        Err(Refusal::NoEdit(step)) if step == "ok"
+    ));
+    assert!(matches!(
+        store
+            .decide(&id, Decision::Revise("shorter".into()), &chat("7", false))
+            .await,
+        Err(Refusal::NoRevise(_))
+    ));
+    assert!(matches!(
+        store.decide(&id, Decision::Deny, &Voter::cli()).await,
+        Ok(Decided::Ended(Ending::Denied {
+            by: Some(DecidedBy::Cli)
+        }))
+    ));
+}
+
+#[tokio::test]
+async fn an_input_takes_only_data_that_fits_its_schema_and_only_from_the_owner() {
+    let store = Approvals::default();
+    let schema = serde_json::json!({"type": "object", "required": ["to"]});
+    let id = ask_halt(
+        &store,
+        HaltAsk::Input {
+            schema: Some(schema),
+        },
+    )
+    .await;
+    let refused = store
+        .decide(&id, Decision::Answer(serde_json::json!({})), &Voter::cli())
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("does not fit the step's schema"),
+        "{refused}"
+    );
+    assert!(store.get(&id).is_some(), "refused data leaves it waiting");
+    assert!(matches!(
+        store
+            .decide(
+                &id,
+                Decision::Answer(serde_json::json!({"to": "x"})),
+                &chat("7", false)
+            )
+            .await,
+        Err(Refusal::OwnerOnly)
+    ));
+    let data = serde_json::json!({"to": "x"});
+    assert!(matches!(
+        store.decide(&id, Decision::Answer(data.clone()), &Voter::cli()).await,
+        Ok(Decided::Ended(Ending::Answered { data: d, .. })) if d == data
+    ));
+}
+
+#[tokio::test]
+async fn only_the_owner_answers_a_tool_call() {
+    let store = Approvals::default();
+    let s = store.clone();
+    let stranger = tokio::spawn(async move {
+        loop {
+            if let Some(p) = s.pending().first() {
+                let refused = s
+                    .decide(&p.id, Decision::Allow { always: false }, &chat("9", false))
+                    .await;
+                assert!(matches!(refused, Err(Refusal::OwnerOnly)));
+                s.decide(&p.id, Decision::Deny, &Voter::cli())
+                    .await
+                    .unwrap();
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let (got, _) = ask(&store, ASK, 5_000).await;
+    stranger.await.unwrap();
+    assert_eq!(got, Answer::Denied);
+}
+
+#[tokio::test]
+async fn halts_outlive_a_restart_and_tool_calls_end_aborted_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("approvals.db");
+    let first = Approvals::open(&path).await.unwrap();
+    let halted = ask_halt(&first, approval(&["owner"], 1)).await;
+    let call = {
+        let now = SystemTime::now();
+        let (info, _) = first
+            .register(PendingApproval {
+                id: String::new(),
+                agent: "main".into(),
+                session_key: "k".into(),
+                requested_at: now,
+                expires_at: now + Duration::from_secs(60),
+                requester: None,
+                subject: Subject::Call {
+                    session_id: "s1".into(),
+                    tool: "exec".into(),
+                    arguments: "{}".into(),
+                },
+            })
+            .await
+            .unwrap();
+        info.id
+    };
+    drop(first);
+
+    let second = Approvals::open(&path).await.unwrap();
+    let waiting: Vec<String> = second.pending().into_iter().map(|p| p.id).collect();
+    assert_eq!(
+        waiting,
+        std::slice::from_ref(&halted),
+        "the halt waits again, the call does not"
+    );
+    assert!(matches!(
+        second.wait(&call).await,
+        Ok(Some(Ending::Aborted))
+    ));
+    let (latest, ending) = second.latest_halt("r1", "ok").await.unwrap().unwrap();
+    assert_eq!((latest.id.as_str(), ending), (halted.as_str(), None));
+    // An answer after the restart is written, and read back after another.
+    second
+        .decide(&halted, Decision::Allow { always: false }, &Voter::cli())
+        .await
+        .unwrap();
+    drop(second);
+    let third = Approvals::open(&path).await.unwrap();
+    assert!(third.pending().is_empty());
+    let (_, ending) = third.latest_halt("r1", "ok").await.unwrap().unwrap();
+    assert!(matches!(ending, Some(Ending::Allowed { .. })), "{ending:?}");
+}
