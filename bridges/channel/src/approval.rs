@@ -574,11 +574,11 @@ mod tests {
         assert!(text.contains("It expires in 5 s;"), "{text}");
         r.expires_in_s = 300;
         let text = approval_text(&r, 4000).text;
+        assert!(text.contains("It expires in 5 min;"), "{text}");
+        assert_eq!(duration_words(59), "59 s");
         assert_eq!(duration_words(61), "2 min");
         assert_eq!(duration_words(7_199), "120 min");
         assert_eq!(duration_words(86_400), "24 h");
-        assert_eq!(duration_words(59), "59 s");
-        assert_eq!(duration_words(61), "2 min");
     }
 
     #[test]
