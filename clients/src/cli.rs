@@ -286,6 +286,13 @@ pub enum WorkflowsCommand {
         #[arg(value_parser = ["rerun", "skip", "fail"])]
         action: String,
     },
+    /// Run a finished run again on what it recorded (no tool, model or person is called): does it take the same path and give the same outputs? Exit 1 where it diverges.
+    Replay {
+        run: String,
+        /// With the workflow file as it is now, not as the run ran it.
+        #[arg(long)]
+        current: bool,
+    },
     /// Approve a run halted at an approval step (ID from `pincer approvals list`).
     Approve { id: String },
     /// Deny a run's approval or input step: the step fails.

@@ -40,6 +40,7 @@ pub async fn run(ctx: &Ctx, command: WorkflowsCommand) -> Result<u8, CliError> {
         WorkflowsCommand::Status { run } => status(ctx, run).await,
         WorkflowsCommand::Cancel { run } => cancel(ctx, run).await,
         WorkflowsCommand::Resolve { run, action } => resolve(ctx, run, action).await,
+        WorkflowsCommand::Replay { run, current } => replay(ctx, run, current).await,
         WorkflowsCommand::Approve { id } => answer(ctx, id, Answer::Allow).await,
         WorkflowsCommand::Deny { id } => answer(ctx, id, Answer::Deny).await,
         WorkflowsCommand::Edit { id, data } => answer(ctx, id, Answer::Edit(data)).await,
@@ -48,6 +49,32 @@ pub async fn run(ctx: &Ctx, command: WorkflowsCommand) -> Result<u8, CliError> {
         }
         WorkflowsCommand::Input { id, data } => answer(ctx, id, Answer::Input(data)).await,
     }
+}
+
+async fn replay(ctx: &Ctx, run: String, current: bool) -> Result<u8, CliError> {
+    let mut c = rpc::connect(&ctx.home, ctx.explicit_home).await?;
+    let r = c
+        .workflows
+        .replay(pb::ReplayRunRequest {
+            run: run.clone(),
+            current_file: current,
+        })
+        .await?
+        .into_inner();
+    if ctx.json {
+        out::json(&json!({
+            "run": run, "same": r.same, "attempts": r.attempts,
+            "divergence": (!r.divergence.is_empty()).then_some(&r.divergence),
+        }));
+    } else if r.same {
+        outln!(
+            "same path: the replay of run {run} took the same {} step attempts with the same outputs and result",
+            r.attempts
+        );
+    } else {
+        outln!("the replay of run {run} diverges {}", r.divergence);
+    }
+    Ok(if r.same { 0 } else { 1 })
 }
 
 /// An answer to a run halted for a person.

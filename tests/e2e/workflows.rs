@@ -814,3 +814,105 @@ async fn a_start_while_a_run_is_busy_queues_or_is_dropped_as_the_workflow_says()
     let runs = home.cli(&["--json", "workflows", "runs"]).await.json();
     assert_eq!(runs["runs"].as_array().unwrap().len(), 3, "a, b and c");
 }
+
+/// The transcript of run `run`'s session, each entry without what differs
+/// between runs by nature: entry ids, timestamps, call durations, and the
+/// run's own id (in its turn and call ids).
+fn normalised_transcript(home: &TestHome, run: &str) -> Vec<serde_json::Value> {
+    let dir = home.path().join("sessions/main");
+    for file in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
+        if !text.contains(&format!("\"turn\":\"{run}\"")) {
+            continue;
+        }
+        return text
+            .lines()
+            .map(|line| {
+                let line = line.replace(run, "RUN");
+                let mut entry: serde_json::Value = serde_json::from_str(&line).unwrap();
+                let map = entry.as_object_mut().unwrap();
+                for key in ["id", "parent", "ts", "duration_ms"] {
+                    map.remove(key);
+                }
+                entry
+            })
+            .collect();
+    }
+    panic!("no transcript of run {run} in {}", dir.display());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_inputs_and_results_give_the_same_transcript_and_a_replay_says_same_path() {
+    let (home, llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
+    std::fs::write(ws.join("notes.md"), "We bought apples and a pear.\n").unwrap();
+    let answers = || {
+        vec![
+            Step::text("Apples and a pear."),
+            Step::text("{\"fruits\": [\"apple\", \"pear\"]}"),
+        ]
+    };
+    llm.script("[wf-fruits]", [answers(), answers()].concat());
+    let _d = home.start();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let out = home.cli(&["--json", "workflows", "run", "fruits"]).await;
+        assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        runs.push(out.json_lines()[0]["run"].as_str().unwrap().to_string());
+    }
+    let first = normalised_transcript(&home, &runs[0]);
+    assert!(first.len() >= 8, "{first:?}");
+    assert_eq!(
+        first,
+        normalised_transcript(&home, &runs[1]),
+        "two runs on the same inputs and results write the same transcript"
+    );
+
+    // The replay calls nothing: no model, no tool.
+    let calls = llm.journal().len();
+    std::fs::remove_file(ws.join("fruits/0.txt")).unwrap();
+    let out = home.cli(&["workflows", "replay", &runs[0]]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.starts_with(&format!(
+            "same path: the replay of run {} took the same 8 step attempts",
+            runs[0]
+        )),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(llm.journal().len(), calls, "the replay asked no model");
+    assert!(
+        !ws.join("fruits/0.txt").exists(),
+        "the replay wrote nothing"
+    );
+
+    // A changed file: the replay with it says where it goes another way.
+    std::fs::write(
+        ws.join("workflows/fruits.toml"),
+        FRUITS.replace("| length > 1", "| length > 5"),
+    )
+    .unwrap();
+    let out = home
+        .cli(&["--json", "workflows", "replay", &runs[0], "--current"])
+        .await;
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let verdict = out.json();
+    assert_eq!(verdict["same"], false);
+    assert_eq!(
+        verdict["divergence"],
+        "at step `many` (attempt 1): the run's output was true, the replay's false",
+        "{verdict}"
+    );
+    // The recorded file itself still replays the same.
+    let out = home.cli(&["workflows", "replay", &runs[0]]).await;
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let out = home.cli(&["workflows", "replay", "nosuchrun"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("no workflow run `nosuchrun`"),
+        "{}",
+        out.stderr
+    );
+}

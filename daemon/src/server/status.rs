@@ -23,7 +23,10 @@ impl From<StartError> for Status {
             e @ (StartError::Busy { .. } | StartError::Joined { .. }) => {
                 Status::failed_precondition(e.to_string())
             }
-            e @ StartError::NothingToSettle { .. } => Status::failed_precondition(e.to_string()),
+            e @ (StartError::NothingToSettle { .. } | StartError::NotOver { .. }) => {
+                Status::failed_precondition(e.to_string())
+            }
+            e @ StartError::Scratch(_) => Status::internal(e.to_string()),
         }
     }
 }

@@ -179,6 +179,23 @@ impl pb::workflows_server::Workflows for WorkflowsService {
         Ok(Response::new(pb::ResolveRunResponse { status }))
     }
 
+    async fn replay(
+        &self,
+        request: Request<pb::ReplayRunRequest>,
+    ) -> Result<Response<pb::ReplayRunResponse>, Status> {
+        let req = request.into_inner();
+        let verdict = self
+            .state
+            .workflows
+            .replay(req.run.trim(), req.current_file)
+            .await?;
+        Ok(Response::new(pb::ReplayRunResponse {
+            same: verdict.same,
+            attempts: verdict.attempts as u32,
+            divergence: verdict.divergence.unwrap_or_default(),
+        }))
+    }
+
     async fn cancel(
         &self,
         request: Request<pb::CancelRunRequest>,

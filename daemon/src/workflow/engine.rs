@@ -18,7 +18,7 @@ use super::library::LibraryError;
 use super::runner::{Resume, RunEvent, Runner};
 use super::store::{NewRun, RunRow, RunStatus, RunStore, StepRow, StepState, StoreError};
 use super::template::Templates;
-use super::{plan, resume};
+use super::{plan, replay, resume};
 use crate::agent::Runtime;
 use crate::agent::session_log::SessionLog;
 use crate::config::AgentSettings;
@@ -57,6 +57,10 @@ pub enum StartError {
         "run `{run}` is {status}, not waiting on a step whose outcome is unknown: there is nothing to settle"
     )]
     NothingToSettle { run: String, status: &'static str },
+    #[error("run `{run}` is {status}: only a run that ended can be replayed")]
+    NotOver { run: String, status: &'static str },
+    #[error("the replay's scratch space: {0}")]
+    Scratch(String),
 }
 
 /// How the owner settles a step whose outcome is unknown.
@@ -427,6 +431,75 @@ impl Workflows {
             ..run
         };
         self.resume(run, Some(settle)).await
+    }
+
+    /// Runs run `id` again on what it recorded (with the workflow file as
+    /// it is now when `current`), nothing called; how it compares.
+    pub async fn replay(&self, id: &str, current: bool) -> Result<replay::Verdict, StartError> {
+        let store = &self.inner.store;
+        let rt = &self.inner.rt;
+        let Some(run) = store.get(id).await? else {
+            return Err(StartError::NoRun(id.to_string()));
+        };
+        if !run.status.is_over() {
+            return Err(StartError::NotOver {
+                run: id.to_string(),
+                status: run.status.as_str(),
+            });
+        }
+        let config = rt.config();
+        let Some(agent) = config.agent(&run.agent).cloned() else {
+            return Err(StartError::Inputs(format!(
+                "agent `{}` is gone from the config",
+                run.agent
+            )));
+        };
+        let origin = crate::routing::owner(
+            &SessionKey::main(&run.agent).map_err(|e| StartError::Transcript(e.to_string()))?,
+        );
+        let workflow = if current {
+            catalog::open(rt, &agent, &origin)
+                .await
+                .take(&run.workflow)?
+        } else {
+            catalog::check_source(rt, &agent, &origin, &run.workflow, &run.source).await?
+        };
+        let rows = store.steps(id).await?;
+        let dir = tempfile::Builder::new()
+            .prefix("replay-")
+            .tempdir_in(rt.home().state_dir())
+            .map_err(|e| StartError::Scratch(e.to_string()))?;
+        let first = workflow.steps.first().map(|s| s.id.clone());
+        let (scratch, row) = replay::scratch(dir.path(), &run, first)
+            .await
+            .map_err(StartError::Scratch)?;
+        let path = dir.path().join("replay.jsonl");
+        let (transcript, entries, _) =
+            Transcript::open(&path).map_err(|e| StartError::Scratch(e.to_string()))?;
+        let (events, _) = mpsc::unbounded_channel();
+        let runner = Runner::new(
+            rt.clone(),
+            scratch.clone(),
+            self.inner.templates.clone(),
+            workflow,
+            row,
+            agent,
+            origin,
+            rt.tool_registry().await,
+            SessionLog::new("replay".into(), transcript, entries),
+            CancellationToken::new(),
+            events,
+            Resume {
+                replay: Some(Arc::new(replay::Recording::of(&rows))),
+                ..Resume::default()
+            },
+        );
+        runner.run().await;
+        let Some(replayed) = scratch.get(id).await? else {
+            return Err(StartError::Scratch("the replayed run is gone".into()));
+        };
+        let again = scratch.steps(id).await?;
+        Ok(replay::compare(&run, &rows, &replayed, &again))
     }
 
     /// Asks every run to halt at its next step boundary; waits up to

@@ -8,7 +8,8 @@
 //! [`def::Workflow`] or a list of problems, each at its line;
 //! `library.rs` reads a workspace's workflows and refuses sub-workflow
 //! circles; `template.rs` holds the MiniJinja environment its templates
-//! and expressions use; `graph.rs` draws one as a Mermaid flowchart.
+//! and expressions use; `graph.rs` draws one as a Mermaid flowchart;
+//! `replay.rs` runs a finished run again on what it recorded.
 
 pub mod admission;
 pub mod catalog;
@@ -20,6 +21,7 @@ pub mod graph;
 pub mod library;
 pub mod part;
 pub mod plan;
+pub mod replay;
 pub mod resume;
 pub mod runner;
 pub mod store;

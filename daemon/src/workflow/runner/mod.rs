@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 mod halt;
 
 use super::def::{Action, Next, OnError, Step, Wait, Workflow};
+use super::replay::Recording;
 use super::store::{RunRow, RunStatus, RunStore, StepEnd, StepState};
 use super::template::Templates;
 use crate::agent::call_env::{self, CallScope};
@@ -100,6 +101,9 @@ pub struct Runner {
     tokens: Mutex<u64>,
     /// The top-level steps' loop window (their calls run one at a time).
     loops: tokio::sync::Mutex<LoopDetector>,
+    /// A replay: every tool, command, model and person's result is the
+    /// recorded one, and nothing is called.
+    replay: Option<Arc<Recording>>,
 }
 
 /// Where a run picks up: the values of the steps finished before, the
@@ -109,6 +113,8 @@ pub struct Resume {
     pub values: BTreeMap<String, Value>,
     pub recorded: BTreeMap<String, Value>,
     pub stop: CancellationToken,
+    /// Set for a replay (`super::replay`).
+    pub replay: Option<Arc<Recording>>,
 }
 
 /// A step's failure.
@@ -152,6 +158,7 @@ impl Runner {
             iterations,
             tokens: Mutex::new(0),
             loops: tokio::sync::Mutex::default(),
+            replay: resume.replay,
         }
     }
 
@@ -349,7 +356,7 @@ impl Runner {
                 // waiting when pincerd stops (the run resumes on it).
                 let halts = step.action.halts();
                 let acted = tokio::select! {
-                    r = self.act(step, path, ctx, seq) => r,
+                    r = self.act(step, path, ctx, seq, attempt) => r,
                     () = tokio::time::sleep(timeout), if !halts => Err(Failure(format!("timed out after {} s", timeout.as_secs()))),
                     () = self.cancel.cancelled(), if !halts => return Err(Stop::Cancelled),
                     () = self.stop.cancelled(), if halts => return Err(Stop::Cancelled),
@@ -373,7 +380,10 @@ impl Runner {
                             return self.failed(step, path, e);
                         }
                         attempt += 1;
-                        let wait = step.retry.delay_before(attempt, self.unit(path, attempt));
+                        let mut wait = step.retry.delay_before(attempt, self.unit(path, attempt));
+                        if self.replay.is_some() {
+                            wait = Duration::ZERO;
+                        }
                         tokio::select! {
                             () = tokio::time::sleep(wait) => {}
                             () = self.cancel.cancelled() => return Err(Stop::Cancelled),
@@ -470,8 +480,27 @@ impl Runner {
         path: &'a str,
         ctx: &'a Value,
         seq: u64,
+        attempt: u32,
     ) -> BoxFuture<'a, Result<(Value, u64), Failure>> {
         async move {
+            if let Some(recording) = &self.replay
+                && matches!(
+                    step.action,
+                    Action::Tool { .. }
+                        | Action::Command { .. }
+                        | Action::Llm { .. }
+                        | Action::Approval { .. }
+                        | Action::Input { .. }
+                )
+            {
+                return match recording.answer(path, attempt) {
+                    Some(Ok(output)) => Ok((output, 0)),
+                    Some(Err(e)) => Err(Failure(e)),
+                    None => Err(Failure(
+                        "the run recorded no result for this step attempt".into(),
+                    )),
+                };
+            }
             let t = &self.templates;
             let bad = |e: super::template::TemplateError| Failure(e.to_string());
             match &step.action {
