@@ -163,6 +163,8 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let channels = crate::channels::Channels::open(&home, hub.clone())?;
     let workflows =
         crate::workflow::engine::Workflows::open(hub.runtime().clone(), &home.workflows_db())?;
+    hub.runtime()
+        .set_workflows(std::sync::Arc::new(workflows.clone()));
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let failures = Failures::default();

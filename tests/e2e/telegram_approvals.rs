@@ -459,3 +459,70 @@ arguments = {{ path = "shipped.txt", content = "{{{{ steps.ok.output.data.versio
         );
     }
 }
+
+/// README's flow from the phone: `/run` a workflow in the owner's DM, the
+/// run halts at its approval, the owner presses Approve, the run goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_run_from_the_owners_chat_is_approved_with_a_button() {
+    // Chats get the `messaging` profile unless the agent says otherwise:
+    // `workflow_run` (and the workflow's `write`) need more.
+    let r = rig("tools = { profile = \"full\" }", "").await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    let ws = r.home.workspace();
+    std::fs::create_dir_all(ws.join("workflows")).unwrap();
+    std::fs::write(
+        ws.join("workflows/post.toml"),
+        r#"
+[inputs.text]
+type = "string"
+
+[[steps]]
+id = "ok"
+kind = "approval"
+prompt = "Post {{ inputs.text }}?"
+
+[[steps]]
+id = "post"
+kind = "tool"
+tool = "write"
+arguments = { path = "posted.txt", content = "{{ inputs.text }}" }
+"#,
+    )
+    .unwrap();
+    r.tg.user_says(&dm, &owner, "/run post text=hello").await;
+    let sent = until(&r, OWNER, "the request and the reply", |s| {
+        s.iter().any(|m| text(m).starts_with("Approval needed"))
+            && s.iter().any(|m| text(m).starts_with("Run "))
+    })
+    .await;
+    let ask = sent
+        .iter()
+        .find(|m| text(m).starts_with("Approval needed"))
+        .unwrap()
+        .clone();
+    let id = approval_id(&ask);
+    let reply = sent.iter().find(|m| text(m).starts_with("Run ")).unwrap();
+    assert!(
+        text(reply).ends_with(&format!("of post waits at step ok for approval {id}.")),
+        "{reply:?}"
+    );
+    r.tg.press_button(&dm, &owner, ask.message_id, &format!("approve:{id}"))
+        .await;
+    let start = Instant::now();
+    while !ws.join("posted.txt").exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", r.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("posted.txt")).unwrap(),
+        "hello"
+    );
+    // A workflow that is not there: the reply says so, nothing runs.
+    r.tg.user_says(&dm, &owner, "/run nosuch").await;
+    until(&r, OWNER, "the refusal", |s| {
+        s.iter()
+            .any(|m| text(m).starts_with("Not run: no workflow <code>nosuch</code>"))
+    })
+    .await;
+}

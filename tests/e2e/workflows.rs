@@ -916,3 +916,41 @@ async fn the_same_inputs_and_results_give_the_same_transcript_and_a_replay_says_
         out.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_runs_a_whole_workflow_with_one_tool_call() {
+    let (home, llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
+    std::fs::write(ws.join("notes.md"), "We bought apples and a pear.\n").unwrap();
+    llm.script(
+        "[wf-fruits]",
+        vec![Step::text("{\"fruits\": [\"apple\", \"pear\"]}")],
+    );
+    llm.script(
+        "[run-tool]",
+        vec![
+            Step::tool("workflow_run", serde_json::json!({"name": "fruits"})),
+            Step::text("ran it"),
+        ],
+    );
+    let _d = home.start();
+    let out = home.cli(&["send", "list the fruits [run-tool]"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let journal = llm.journal();
+    let answered = journal
+        .iter()
+        .map(pincer_testkit::requests::tool_results)
+        .find(|r| !r.is_empty())
+        .expect("the tool's result went back to the model");
+    let result: serde_json::Value = serde_json::from_str(&answered[0]).unwrap();
+    assert_eq!(result["status"], "succeeded", "{result}");
+    assert_eq!(result["output"], "apple, pear");
+    let run = result["run"].as_str().unwrap();
+    let out = home.cli(&["--json", "workflows", "status", run]).await;
+    assert_eq!(out.json()["run"]["principal"], "owner");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("fruits/1.txt")).unwrap(),
+        "pear"
+    );
+}

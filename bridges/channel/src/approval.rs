@@ -149,6 +149,14 @@ fn halt_text(request: &ApprovalRequest, halt: &HaltRequest, max_chars: usize) ->
             ),
         ),
     };
+    if request.arguments.is_empty() {
+        // Nothing to show: no preview, no schema.
+        let head = head.rsplit_once('\n').map_or(head.as_str(), |(h, _)| h);
+        return ApprovalText {
+            text: format!("{head}\n{tail}"),
+            file: None,
+        };
+    }
     fitted(request, max_chars, &head, &tail)
 }
 
@@ -178,6 +186,9 @@ pub fn ended_text(
         ),
     };
     let tail = asked_in(request).trim_end().to_string();
+    if request.halt.is_some() && request.arguments.is_empty() {
+        return format!("{head}\n{tail}");
+    }
     fitted(request, max_chars, &head, &tail).text
 }
 

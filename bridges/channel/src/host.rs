@@ -78,6 +78,8 @@ pub enum Command {
     Revise(String, String),
     /// `/input ID <json>`: give a workflow's input step its data.
     Input(String, String),
+    /// `/run NAME key=value …`: run a workflow (the text after `/run`).
+    Run(String),
 }
 
 impl Command {
@@ -103,10 +105,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("stop", "Stop the answer being written"),
     ("status", "Show the agent, model and session"),
     ("help", "List the commands"),
+    ("run", "Run a workflow: /run NAME key=value"),
 ];
 
 /// The `/help` answer.
-pub const HELP: &str = "Commands:\n/new or /reset: start a new conversation\n/stop: stop the answer being written\n/status: the agent, model and session\n/help: this list\nFor what waits on you (a tool call, a workflow's approval or question): /approve ID, /deny ID, /edit ID <json>, /revise ID <guidance>, /input ID <json>.";
+pub const HELP: &str = "Commands:\n/new or /reset: start a new conversation\n/stop: stop the answer being written\n/status: the agent, model and session\n/help: this list\n/run NAME key=value…: run a workflow\nFor what waits on you (a tool call, a workflow's approval or question): /approve ID, /deny ID, /edit ID <json>, /revise ID <guidance>, /input ID <json>.";
 
 impl Command {
     /// Reads a command at the start of `text`. `/cmd@name` is ours only
@@ -156,6 +159,7 @@ impl Command {
                 let (id, json) = with_rest()?;
                 Self::Input(id, json)
             }
+            "run" if !arg.is_empty() => Self::Run(arg.to_string()),
             _ => return None,
         })
     }

@@ -102,6 +102,7 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
             jobs: rt.jobs.clone(),
             sessions: scope.sessions.clone(),
             outbox: rt.outbox(),
+            workflows: rt.workflows(),
             turn_spawns: Arc::default(),
             origin: Arc::new((*origin).clone()),
             memory,

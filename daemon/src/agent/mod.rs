@@ -31,6 +31,7 @@ use crate::tools::approvals::Approvals;
 use crate::tools::jobs::Jobs;
 use crate::tools::mcp::McpManager;
 use crate::tools::message::Outbox;
+use crate::tools::workflow_run::WorkflowRunner;
 
 /// What a running turn reports, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,6 +132,9 @@ pub struct Runtime {
     /// The chat bridges as the `message` tool sees them; installed by the
     /// channels when they start (they sit above the agent).
     outbox: Arc<OnceLock<Arc<dyn Outbox>>>,
+    /// The workflow engine as `workflow_run` and `/run` see it; installed
+    /// by the daemon (the engine sits above the agent).
+    workflows: Arc<OnceLock<Arc<dyn WorkflowRunner>>>,
 }
 
 impl Runtime {
@@ -175,6 +179,16 @@ impl Runtime {
         let _ = self.outbox.set(outbox);
     }
 
+    /// Installs the workflow engine for `workflow_run` and `/run`.
+    pub fn set_workflows(&self, runner: Arc<dyn WorkflowRunner>) {
+        let _ = self.workflows.set(runner);
+    }
+
+    /// The workflow engine, once installed.
+    pub fn workflows(&self) -> Option<Arc<dyn WorkflowRunner>> {
+        self.workflows.get().cloned()
+    }
+
     /// The chat bridges, once installed.
     pub fn outbox(&self) -> Option<Arc<dyn Outbox>> {
         self.outbox.get().cloned()
@@ -191,6 +205,7 @@ impl Runtime {
             jobs: Jobs::default(),
             prompts: Default::default(),
             outbox: Arc::default(),
+            workflows: Arc::default(),
             live: Arc::new(RwLock::new(Live {
                 mcp: Arc::new(McpManager::new(
                     config.mcp.clone(),

@@ -17,6 +17,9 @@
 //!   reads the answer — only what is theirs: the agent, whether an answer
 //!   is being written, and how many of their messages wait.
 //!
+//! - `/run NAME key=value …` runs a workflow as the chat's origin, when
+//!   that origin's policy offers the `workflow_run` tool.
+//!
 //! Who is the owner: the channel's `owner` id, and never a sender without
 //! an id (`ChannelSettings::is_owner`).
 
@@ -87,6 +90,7 @@ pub async fn answer(
             }
             Ok(text)
         }
+        Command::Run(text) => run_workflow(hub, route, text).await,
         Command::Help
         | Command::Approve(_)
         | Command::Deny(_)
@@ -95,6 +99,41 @@ pub async fn answer(
         | Command::Input(..) => Err(HostError::Refused("not a daemon command".into())),
     }
 }
+
+/// `/run NAME key=value …`: the workflow runs as this chat's origin, if
+/// its policy offers `workflow_run` (the engine checks); the answer is its
+/// result, or what it waits for, or that it goes on.
+async fn run_workflow(hub: &Hub, route: &Route, text: &str) -> Result<String, HostError> {
+    let mut words = text.split_whitespace();
+    let Some(name) = words.next() else {
+        return Ok("Say which workflow: /run NAME key=value …".into());
+    };
+    let mut inputs = serde_json::Map::new();
+    for word in words {
+        let Some((key, value)) = word.split_once('=') else {
+            return Ok(format!(
+                "`{word}` is not an input: write key=value (no spaces around =)"
+            ));
+        };
+        inputs.insert(
+            key.to_string(),
+            serde_json::Value::String(value.to_string()),
+        );
+    }
+    let Some(runner) = hub.runtime().workflows() else {
+        return Ok("No workflow engine runs in this pincerd.".into());
+    };
+    match runner
+        .run(&route.agent, &route.origin, name, inputs, RUN_WAIT)
+        .await
+    {
+        Ok(report) => Ok(report.sentence(name)),
+        Err(e) => Ok(format!("Not run: {e}")),
+    }
+}
+
+/// How long `/run` waits for the run to end or halt before it answers.
+const RUN_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 async fn reset(hub: &Hub, key: &str) -> Result<String, HostError> {
     let row = hub

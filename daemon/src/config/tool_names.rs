@@ -37,6 +37,7 @@ pub const GROUPS: &[&str] = &[
     "memory",
     "sessions",
     "messaging",
+    "workflows",
     "plugins",
 ];
 
@@ -60,6 +61,7 @@ pub const CORE_TOOL_NAMES: &[&str] = &[
     "sessions_send",
     "sessions_spawn",
     "message",
+    "workflow_run",
 ];
 
 /// Whether a pattern is a glob (otherwise a name, compared as is): the one

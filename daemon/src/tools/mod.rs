@@ -38,6 +38,7 @@ pub mod sessions;
 #[cfg(test)]
 mod tests;
 pub mod web;
+pub mod workflow_run;
 pub mod write;
 
 use std::future::Future;
@@ -108,6 +109,8 @@ pub struct ToolContext {
     pub sessions: Option<Arc<dyn sessions::SessionAccess>>,
     /// The chat bridges, for `message` (`None`: no bridge runs here).
     pub outbox: Option<Arc<dyn message::Outbox>>,
+    /// The workflow engine, for `workflow_run` (`None`: none runs here).
+    pub workflows: Option<Arc<dyn workflow_run::WorkflowRunner>>,
     /// Sub-agents spawned in this turn so far.
     pub turn_spawns: Arc<std::sync::atomic::AtomicU32>,
     /// Where the turn's message came from (carried into other sessions).

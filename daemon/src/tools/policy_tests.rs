@@ -77,6 +77,7 @@ const ALL: &[&str] = &[
     "sessions_send",
     "sessions_spawn",
     "message",
+    "workflow_run",
     "gateway_restart",
     "weather__alerts",
     "mcp__time__now",

@@ -2,7 +2,7 @@
 //! tools first, then MCP and plugin tools). Which of them an agent is
 //! offered is the [`super::policy`] pipeline's decision.
 
-use super::{ToolDef, exec, fs, jobs, memory, message, patch, sessions, web};
+use super::{ToolDef, exec, fs, jobs, memory, message, patch, sessions, web, workflow_run};
 use crate::llm::ToolSpec;
 
 #[derive(Debug, Clone)]
@@ -23,6 +23,7 @@ impl ToolRegistry {
         tools.extend(memory::tools());
         tools.extend(sessions::tools());
         tools.push(message::tool());
+        tools.push(workflow_run::tool());
         Self {
             tools,
             skipped: Vec::new(),

@@ -18,6 +18,7 @@ pub(super) fn ctx(dir: &std::path::Path) -> ToolContext {
         jobs: Default::default(),
         sessions: None,
         outbox: None,
+        workflows: None,
         turn_spawns: Default::default(),
         origin: Arc::new(super::policy::ChatOrigin::owner(true)),
         memory: super::memory::MemoryAccess::Unavailable(Arc::from(

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::{Lanes, Refused, Ticket};
 use super::catalog;
+use super::check::ToolStatus;
 use super::def::{Action, Admission, Workflow};
 use super::library::LibraryError;
 use super::runner::{Resume, RunEvent, Runner};
@@ -27,6 +28,8 @@ use crate::session::SessionKey;
 use crate::session::registry::NewSession;
 use crate::session::transcript::Transcript;
 use crate::tools::origin::ChatOrigin;
+use crate::tools::workflow_run::{RunReport, WorkflowRunner};
+use futures_util::future::BoxFuture;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
@@ -550,6 +553,72 @@ impl Workflows {
             }
             None => false,
         }
+    }
+}
+
+impl WorkflowRunner for Workflows {
+    fn run<'a>(
+        &'a self,
+        agent: &'a str,
+        origin: &'a ChatOrigin,
+        name: &'a str,
+        inputs: Map<String, Value>,
+        wait: std::time::Duration,
+    ) -> BoxFuture<'a, Result<RunReport, String>> {
+        Box::pin(async move {
+            let rt = &self.inner.rt;
+            let config = rt.config();
+            let Some(agent) = config.agent(agent).cloned() else {
+                return Err(format!("no agent `{agent}`"));
+            };
+            // Who may start runs is the origin's policy's to say: the
+            // tool's own verdict, also for `/run`.
+            let status = catalog::with_policy(rt, &agent, origin, |p| {
+                catalog::tool_status(p, "workflow_run")
+            })
+            .await;
+            if let ToolStatus::Removed { layer, reason } = status {
+                return Err(format!(
+                    "this chat may not run workflows: `workflow_run` is removed by {layer} ({reason})"
+                ));
+            }
+            let (run, mut events) = self
+                .start(&agent, origin, name, inputs)
+                .await
+                .map_err(|e| e.to_string())?;
+            let deadline = tokio::time::sleep(wait);
+            tokio::pin!(deadline);
+            loop {
+                let event = tokio::select! {
+                    e = events.recv() => e,
+                    () = &mut deadline => None,
+                };
+                match event {
+                    Some(RunEvent::Halted { path, kind, id, .. }) => {
+                        return Ok(RunReport::Halted {
+                            run,
+                            step: path,
+                            kind: kind.to_string(),
+                            id,
+                        });
+                    }
+                    Some(RunEvent::Finished {
+                        status,
+                        output,
+                        error,
+                    }) => {
+                        return Ok(RunReport::Finished {
+                            run,
+                            status: status.as_str().to_string(),
+                            output,
+                            error,
+                        });
+                    }
+                    Some(_) => {}
+                    None => return Ok(RunReport::Going { run }),
+                }
+            }
+        })
     }
 }
 
