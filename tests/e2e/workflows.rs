@@ -954,3 +954,46 @@ async fn the_agent_runs_a_whole_workflow_with_one_tool_call() {
         "pear"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_stops_when_its_model_calls_cost_more_than_its_limit() {
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    // $1,000 per million tokens: a call's few tokens cost a cent or so.
+    home.write_config(
+        &provider_config("openai", &format!("{}/v1", llm.base_url()), "").replace(
+            "model = \"test-model\"\n",
+            "model = \"test-model\"\ninput_usd_per_mtok = 1000.0\noutput_usd_per_mtok = 1000.0\n",
+        ),
+    );
+    let ws = home.workspace();
+    std::fs::create_dir_all(ws.join("workflows")).unwrap();
+    std::fs::write(
+        ws.join("workflows/costly.toml"),
+        r#"
+max_cost_usd = 0.001
+
+[[steps]]
+id = "one"
+kind = "llm"
+prompt = "[wf-cost] one"
+
+[[steps]]
+id = "two"
+kind = "llm"
+prompt = "[wf-cost] two"
+"#,
+    )
+    .unwrap();
+    llm.script("[wf-cost]", vec![Step::text("1"), Step::text("2")]);
+    let _d = home.start();
+    let out = home.cli(&["workflows", "run", "costly"]).await;
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("over its limit of $0.001 (max_cost_usd)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(llm.journal().len(), 1, "the second call was never made");
+}

@@ -150,6 +150,7 @@ fn build(
         max_output_tokens: 4096,
         temperature: None,
         vision: false,
+        price: None,
     };
     Detected { provider, target }
 }

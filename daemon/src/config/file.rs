@@ -354,6 +354,10 @@ pub struct ModelSection {
     pub vision: Option<bool>,
     #[serde(default)]
     pub fallbacks: Vec<Spanned<String>>,
+    /// US dollars per million input and output tokens (both or neither):
+    /// what a workflow's `max_cost_usd` counts.
+    pub input_usd_per_mtok: Option<Spanned<f64>>,
+    pub output_usd_per_mtok: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

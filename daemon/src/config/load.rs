@@ -544,6 +544,25 @@ mod tests {
     }
 
     #[test]
+    fn a_model_has_both_prices_or_neither_and_none_below_zero() {
+        let p = problem(&format!(
+            "{PROVIDER}\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\ninput_usd_per_mtok = 3.0\n"
+        ));
+        assert_eq!(p.line, 8);
+        assert!(
+            p.reason
+                .contains("give both `input_usd_per_mtok` and `output_usd_per_mtok`, or neither"),
+            "{}",
+            p.reason
+        );
+        let p = problem(&format!(
+            "{PROVIDER}\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\ninput_usd_per_mtok = 3.0\noutput_usd_per_mtok = -1.0\n"
+        ));
+        assert_eq!(p.line, 9);
+        assert!(p.reason.contains("a price is 0 or more"), "{}", p.reason);
+    }
+
+    #[test]
     fn references_are_checked_with_locations() {
         let p = problem(&format!(
             "{PROVIDER}\n[models.default]\nprovider = \"nope\"\nmodel = \"m\"\n"

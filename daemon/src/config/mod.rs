@@ -193,12 +193,23 @@ pub struct ModelTarget {
     /// (a `provider/model` reference, a detected provider), because a
     /// text-only model fails the whole request on an image part.
     pub vision: bool,
+    /// US dollars per million input and output tokens, when the config
+    /// gives them (`[models.<name>] input_usd_per_mtok`,
+    /// `output_usd_per_mtok`).
+    pub price: Option<(f64, f64)>,
 }
 
 impl ModelTarget {
     /// `provider/model`, as shown to users.
     pub fn label(&self) -> String {
         format!("{}/{}", self.provider, self.model)
+    }
+
+    /// What `input` and `output` tokens cost on this model, in US
+    /// dollars; `None` without prices.
+    pub fn cost(&self, input: u64, output: u64) -> Option<f64> {
+        self.price
+            .map(|(i, o)| (input as f64 * i + output as f64 * o) / 1_000_000.0)
     }
 }
 

@@ -126,7 +126,32 @@ impl ModelResolver<'_> {
             max_output_tokens: section.max_output_tokens.unwrap_or(4096),
             temperature: section.temperature,
             vision: section.vision.unwrap_or(false),
+            price: self.price(name, section)?,
         })
+    }
+
+    /// A model's prices: both or neither, neither below zero.
+    fn price(&self, name: &str, section: &ModelSection) -> Result<Option<(f64, f64)>, ConfigError> {
+        match (&section.input_usd_per_mtok, &section.output_usd_per_mtok) {
+            (None, None) => Ok(None),
+            (Some(i), Some(o)) => {
+                for p in [i, o] {
+                    if !p.get_ref().is_finite() || *p.get_ref() < 0.0 {
+                        return Err(self.loc.at(
+                            p.span(),
+                            format!("model `{name}`: a price is 0 or more US dollars per million tokens"),
+                        ));
+                    }
+                }
+                Ok(Some((*i.get_ref(), *o.get_ref())))
+            }
+            (Some(p), None) | (None, Some(p)) => Err(self.loc.at(
+                p.span(),
+                format!(
+                    "model `{name}`: give both `input_usd_per_mtok` and `output_usd_per_mtok`, or neither"
+                ),
+            )),
+        }
     }
 
     fn direct(&self, reference: &str, span: Range<usize>) -> Result<ModelTarget, ConfigError> {
@@ -141,6 +166,7 @@ impl ModelResolver<'_> {
                 max_output_tokens: 4096,
                 temperature: None,
                 vision: false,
+                price: None,
             });
         }
         Err(self.loc.at(

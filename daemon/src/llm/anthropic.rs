@@ -383,6 +383,7 @@ mod tests {
             max_output_tokens: 10,
             temperature: Some(0.5),
             vision: false,
+            price: None,
         };
         let b = body(&req, &target);
         assert_eq!(b["model"], "claude");
@@ -427,6 +428,7 @@ mod tests {
             max_output_tokens: 10,
             temperature: None,
             vision,
+            price: None,
         }
     }
 

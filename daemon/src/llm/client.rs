@@ -467,6 +467,7 @@ mod tests {
             max_output_tokens: 100,
             temperature: None,
             vision: false,
+            price: None,
         }
     }
 

@@ -333,6 +333,7 @@ mod tests {
             max_output_tokens: 100,
             temperature: Some(0.5),
             vision: false,
+            price: None,
         };
         let b = body(&req, &target);
         assert_eq!(b["model"], "m");
@@ -368,6 +369,7 @@ mod tests {
             max_output_tokens: 100,
             temperature: None,
             vision,
+            price: None,
         }
     }
 

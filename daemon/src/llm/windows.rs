@@ -107,6 +107,7 @@ mod tests {
             max_output_tokens: 1,
             temperature: None,
             vision: false,
+            price: None,
         };
         assert_eq!(super::window(&t), 128_000);
         t.context_window = Some(2_048);

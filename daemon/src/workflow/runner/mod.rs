@@ -99,6 +99,8 @@ pub struct Runner {
     /// Backward jumps taken, per step.
     iterations: BTreeMap<String, u32>,
     tokens: Mutex<u64>,
+    /// US dollars spent on models so far, by their `[models.*]` prices.
+    cost: Mutex<f64>,
     /// The top-level steps' loop window (their calls run one at a time).
     loops: tokio::sync::Mutex<LoopDetector>,
     /// A replay: every tool, command, model and person's result is the
@@ -157,6 +159,7 @@ impl Runner {
             stop: resume.stop,
             iterations,
             tokens: Mutex::new(0),
+            cost: Mutex::new(0.0),
             loops: tokio::sync::Mutex::default(),
             replay: resume.replay,
         }
@@ -415,11 +418,40 @@ impl Runner {
 
     fn check_limits(&self) -> Result<(), Stop> {
         let spent = *self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        match self.workflow.max_tokens {
-            Some(max) if spent > max => Err(Stop::Fail(format!(
+        if let Some(max) = self.workflow.max_tokens
+            && spent > max
+        {
+            return Err(Stop::Fail(format!(
                 "the run spent {spent} tokens, over its limit of {max} (max_tokens)"
+            )));
+        }
+        let cost = *self.cost.lock().unwrap_or_else(|e| e.into_inner());
+        match self.workflow.max_cost_usd {
+            Some(max) if cost > max => Err(Stop::Fail(format!(
+                "the run spent ${cost:.4}, over its limit of ${max} (max_cost_usd)"
             ))),
             _ => Ok(()),
+        }
+    }
+
+    /// Counts a model call's cost; refused when the run has a cost limit
+    /// and the model no prices to count it by.
+    fn count_cost(
+        &self,
+        target: &crate::config::ModelTarget,
+        input: u64,
+        output: u64,
+    ) -> Result<(), Failure> {
+        match (target.cost(input, output), self.workflow.max_cost_usd) {
+            (Some(c), _) => {
+                *self.cost.lock().unwrap_or_else(|e| e.into_inner()) += c;
+                Ok(())
+            }
+            (None, Some(_)) => Err(Failure(format!(
+                "the run has a cost limit (max_cost_usd) but model {} has no prices to count it by: set input_usd_per_mtok and output_usd_per_mtok in its [models.*] entry",
+                target.label()
+            ))),
+            (None, None) => Ok(()),
         }
     }
 
@@ -758,6 +790,7 @@ impl Runner {
                 .await
                 .map_err(|e| Failure(format!("the model: {e}")))?;
             tokens += reply.usage.input + reply.usage.output;
+            self.count_cost(&target, reply.usage.input, reply.usage.output)?;
             self.append(Body::Assistant {
                 text: reply.text.clone(),
                 model: target.label(),
