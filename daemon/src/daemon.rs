@@ -161,8 +161,11 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let listener = socket::bind(&home.socket_path())?;
 
     let channels = crate::channels::Channels::open(&home, hub.clone())?;
-    let workflows =
-        crate::workflow::engine::Workflows::open(hub.runtime().clone(), &home.workflows_db())?;
+    let workflows = crate::workflow::engine::Workflows::open(
+        hub.runtime().clone(),
+        std::sync::Arc::new(hub.clone()),
+        &home.workflows_db(),
+    )?;
     hub.runtime()
         .set_workflows(std::sync::Arc::new(workflows.clone()));
     let stop = CancellationToken::new();

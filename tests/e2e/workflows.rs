@@ -309,8 +309,8 @@ async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_r
     let ws = home.workspace();
     std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
     std::fs::write(
-        ws.join("workflows/free.toml"),
-        "[[steps]]\nid = \"think\"\nkind = \"agent\"\nprompt = \"Think.\"\n",
+        ws.join("workflows/outer.toml"),
+        "[[steps]]\nid = \"sub\"\nkind = \"workflow\"\nworkflow = \"fruits\"\n",
     )
     .unwrap();
     let _d = home.start();
@@ -324,11 +324,11 @@ async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_r
         "{}",
         out.stderr
     );
-    let out = home.cli(&["workflows", "run", "free"]).await;
+    let out = home.cli(&["workflows", "run", "outer"]).await;
     assert_eq!(out.code, 1);
     assert!(
         out.stderr
-            .contains("has agent step `think`, which this pincerd cannot run yet"),
+            .contains("has workflow step `sub`, which this pincerd cannot run yet"),
         "{}",
         out.stderr
     );
@@ -996,4 +996,61 @@ prompt = "[wf-cost] two"
         out.stderr
     );
     assert_eq!(llm.journal().len(), 1, "the second call was never made");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_step_is_a_bounded_turn_of_the_agent_in_the_runs_session() {
+    let (home, llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(
+        ws.join("workflows/greet.toml"),
+        r#"
+[[steps]]
+id = "free"
+kind = "agent"
+prompt = "[wf-agent] Greet into greet.txt"
+max_calls = 2
+
+[[steps]]
+id = "loop"
+kind = "agent"
+prompt = "[wf-agent-loop] Keep going"
+max_calls = 2
+on_error = "continue"
+"#,
+    )
+    .unwrap();
+    llm.script(
+        "[wf-agent]",
+        vec![
+            Step::tool(
+                "write",
+                serde_json::json!({"path": "greet.txt", "content": "hi"}),
+            ),
+            Step::text("wrote it"),
+        ],
+    );
+    // A model that never stops calling tools is cut at max_calls.
+    llm.script_cycle(
+        "[wf-agent-loop]",
+        vec![Step::tool("ls", serde_json::json!({"path": "."}))],
+    );
+    let _d = home.start();
+    let out = home.cli(&["--json", "workflows", "run", "greet"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let events = out.json_lines();
+    let free = events
+        .iter()
+        .find(|e| e["event"] == "step_finished" && e["path"] == "free")
+        .unwrap();
+    assert_eq!(free["output"], "wrote it");
+    assert_eq!(std::fs::read_to_string(ws.join("greet.txt")).unwrap(), "hi");
+    let calls = llm
+        .journal()
+        .iter()
+        .filter(|r| r.to_string().contains("[wf-agent-loop]"))
+        .count();
+    // An endless model is cut: `max_calls`, then the turn's closing
+    // calls without tools.
+    assert!((2..=4).contains(&calls), "{calls} calls");
 }

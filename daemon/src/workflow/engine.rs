@@ -28,6 +28,7 @@ use crate::session::SessionKey;
 use crate::session::registry::NewSession;
 use crate::session::transcript::Transcript;
 use crate::tools::origin::ChatOrigin;
+use crate::tools::sessions::SessionAccess;
 use crate::tools::workflow_run::{RunReport, WorkflowRunner};
 use futures_util::future::BoxFuture;
 
@@ -93,11 +94,17 @@ struct Inner {
     stop: CancellationToken,
     /// One lane per workflow, for the admission policy.
     lanes: Lanes,
+    /// The hub, for the session tools of `agent` steps.
+    sessions: Arc<dyn SessionAccess>,
 }
 
 impl Workflows {
     /// Opens the runs database at `path`.
-    pub fn open(rt: Runtime, path: &Path) -> Result<Self, StoreError> {
+    pub fn open(
+        rt: Runtime,
+        sessions: Arc<dyn SessionAccess>,
+        path: &Path,
+    ) -> Result<Self, StoreError> {
         Ok(Self {
             inner: Arc::new(Inner {
                 rt,
@@ -106,6 +113,7 @@ impl Workflows {
                 running: Mutex::default(),
                 stop: CancellationToken::new(),
                 lanes: Lanes::default(),
+                sessions,
             }),
         })
     }
@@ -251,6 +259,7 @@ impl Workflows {
             log,
             cancel,
             events,
+            self.inner.sessions.clone(),
             resume,
         );
         let inner = self.inner.clone();
@@ -492,6 +501,7 @@ impl Workflows {
             SessionLog::new("replay".into(), transcript, entries),
             CancellationToken::new(),
             events,
+            self.inner.sessions.clone(),
             Resume {
                 replay: Some(Arc::new(replay::Recording::of(&rows))),
                 ..Resume::default()
@@ -628,9 +638,7 @@ fn runnable(w: &Workflow) -> Result<(), StartError> {
     let mut refused = None;
     for step in &w.steps {
         step.visit(&mut |s| {
-            if refused.is_none()
-                && matches!(s.action, Action::Agent { .. } | Action::Workflow { .. })
-            {
+            if refused.is_none() && matches!(s.action, Action::Workflow { .. }) {
                 refused = Some((s.kind(), s.id.clone()));
             }
         });

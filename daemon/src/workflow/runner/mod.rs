@@ -24,6 +24,7 @@ use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+mod agent_step;
 mod halt;
 
 use super::def::{Action, Next, OnError, Step, Wait, Workflow};
@@ -41,6 +42,7 @@ use crate::session::transcript::Body;
 use crate::tools::ToolRegistry;
 use crate::tools::loops::LoopDetector;
 use crate::tools::origin::ChatOrigin;
+use crate::tools::sessions::SessionAccess;
 
 /// What a run reports as it goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +89,8 @@ pub struct Runner {
     pub log: tokio::sync::Mutex<SessionLog>,
     pub cancel: CancellationToken,
     pub events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
+    /// The hub, for the session tools of `agent` steps.
+    pub sessions: Arc<dyn SessionAccess>,
     /// `steps.<id>` of the steps finished so far.
     values: Mutex<BTreeMap<String, Value>>,
     /// Outputs of attempts that finished before a restart, by path: not
@@ -137,6 +141,7 @@ impl Runner {
         log: SessionLog,
         cancel: CancellationToken,
         events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
+        sessions: Arc<dyn SessionAccess>,
         resume: Resume,
     ) -> Self {
         let config = rt.config();
@@ -154,6 +159,7 @@ impl Runner {
             log: tokio::sync::Mutex::new(log),
             cancel,
             events,
+            sessions,
             values: Mutex::new(resume.values),
             recorded: Mutex::new(resume.recorded),
             stop: resume.stop,
@@ -523,6 +529,7 @@ impl Runner {
                         | Action::Llm { .. }
                         | Action::Approval { .. }
                         | Action::Input { .. }
+                        | Action::Agent { .. }
                 )
             {
                 return match recording.answer(path, attempt) {
@@ -605,6 +612,10 @@ impl Runner {
                     self.parallel(path, branches, *wait, ctx).await
                 }
                 Action::Approval { .. } => self.approval(step, path, ctx, seq).await,
+                Action::Agent { prompt, max_calls } => {
+                    let prompt = t.render(prompt, ctx).map_err(bad)?;
+                    self.agent_turn(path, prompt, *max_calls).await
+                }
                 Action::Input {
                     prompt,
                     schema,
