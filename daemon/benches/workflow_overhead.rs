@@ -1,6 +1,6 @@
 //! Workflow overhead per `tool` step (SPEC §13, §14: ≤ 1 ms p50 with the
 //! per-step state fsync measured apart) without a model: whole runs of a
-//! workflow of 1 and of 100 `ls` steps (an empty folder) through the
+//! workflow of 1 and of 100 `ls` steps (each an empty folder) through the
 //! engine — admission, the run's session and transcript, the template
 //! rendering, the agent's whole tool pipeline and audit, the step ledger —
 //! and, apart, the ledger's two writes per step (`started`, then
@@ -26,11 +26,12 @@ use pincer_daemon::workflow::engine::Workflows;
 use pincer_daemon::workflow::runner::RunEvent;
 use pincer_daemon::workflow::store::{NewRun, RunStore, StepEnd, StepState};
 
-/// A workflow of `n` steps, each listing an empty folder.
+/// A workflow of `n` steps, each listing an empty folder of its own (the
+/// loop guard stops a run of identical calls, as it stops a turn's).
 fn steps(n: usize) -> String {
     (0..n)
         .map(|i| {
-            format!("[[steps]]\nid = \"s{i}\"\nkind = \"tool\"\ntool = \"ls\"\narguments = {{ path = \"empty\" }}\n\n")
+            format!("[[steps]]\nid = \"s{i}\"\nkind = \"tool\"\ntool = \"ls\"\narguments = {{ path = \"empty/{i}\" }}\n\n")
         })
         .collect()
 }
@@ -48,7 +49,9 @@ fn setup(rt: &tokio::runtime::Runtime) -> (Workflows, Hub, tempfile::TempDir) {
         let config = config::load(&home).expect("config loads");
         let workspace = config.agent("main").expect("main").workspace.clone();
         std::fs::create_dir_all(workspace.join("workflows")).expect("workflows");
-        std::fs::create_dir_all(workspace.join("empty")).expect("empty");
+        for i in 0..100 {
+            std::fs::create_dir_all(workspace.join(format!("empty/{i}"))).expect("empty");
+        }
         std::fs::write(workspace.join("workflows/one.toml"), steps(1)).expect("one");
         std::fs::write(workspace.join("workflows/hundred.toml"), steps(100)).expect("hundred");
         let registry = Registry::open(&home.registry_db()).expect("registry");

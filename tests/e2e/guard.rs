@@ -361,7 +361,9 @@ async fn ask_tools_wait_for_the_owner_who_allows_denies_or_lets_it_expire() {
     let unknown = home.cli(&["approvals", "allow", "nope"]).await;
     assert_ne!(unknown.code, 0);
     assert!(
-        unknown.stderr.contains("no call is waiting"),
+        unknown
+            .stderr
+            .contains("nothing is waiting for an answer under id `nope`"),
         "{}",
         unknown.stderr
     );

@@ -27,6 +27,7 @@ use crate::config::locate::nearest;
 use crate::session::SessionKey;
 use crate::session::registry::NewSession;
 use crate::session::transcript::Transcript;
+use crate::tools::approvals::Ending;
 use crate::tools::origin::ChatOrigin;
 use crate::tools::sessions::SessionAccess;
 use crate::tools::workflow_run::{RunReport, WorkflowRunner};
@@ -296,6 +297,13 @@ impl Workflows {
             let id = run.id.clone();
             if let Err(e) = self.resume(run, None).await {
                 tracing::error!(run = %id, error = %e, "cannot resume the workflow run");
+                // Nobody will wait on its requests any more.
+                let approvals = self.inner.rt.approvals();
+                for p in approvals.pending() {
+                    if p.halt().is_some_and(|h| h.run == id) {
+                        let _ = approvals.end(&p.id, Ending::Aborted).await;
+                    }
+                }
                 let _ = self
                     .inner
                     .store
