@@ -526,3 +526,33 @@ arguments = { path = "posted.txt", content = "{{ inputs.text }}" }
     })
     .await;
 }
+
+/// A run started from a group acts as that group: a workflow using a tool
+/// a member there may not use (`exec`: never for anyone but the owner
+/// unless the group's layer names it) is refused before it starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_started_by_a_group_member_cannot_do_what_the_member_may_not() {
+    let r = rig(
+        "tools = { profile = \"full\" }",
+        "[channels.telegram.groups.\"-100900\"]\nrequire_mention = false\n",
+    )
+    .await;
+    let ws = r.home.workspace();
+    std::fs::create_dir_all(ws.join("workflows")).unwrap();
+    std::fs::write(
+        ws.join("workflows/shell.toml"),
+        "[[steps]]\nid = \"run\"\nkind = \"command\"\ncommand = \"touch pwned\"\n",
+    )
+    .unwrap();
+    let group = ChatSpec::supergroup(-100900, "Team");
+    let member = UserSpec::new(31, "Mia");
+    r.tg.user_says(&group, &member, "/run shell").await;
+    let sent = until(&r, -100900, "the refusal", |s| !s.is_empty()).await;
+    assert!(
+        text(&sent[0]).starts_with("Not run: ") && text(&sent[0]).contains("exec"),
+        "{sent:?}"
+    );
+    assert!(!ws.join("pwned").exists());
+    let out = r.home.cli(&["--json", "workflows", "runs"]).await;
+    assert_eq!(out.json()["runs"].as_array().unwrap().len(), 0);
+}
