@@ -75,20 +75,8 @@ async fn start(home: &TestHome, name: &str, inputs: &[&str]) -> String {
 
 /// Polls the run until its status is `want`; its status.
 async fn status_is(home: &TestHome, run: &str, want: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = home.cli(&["--json", "workflows", "status", run]).await;
-        if out.code == 0 && out.json()["run"]["status"] == want {
-            return out.json();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "waited a minute for run {run} to be {want}: {}{}",
-            out.stdout,
-            out.stderr
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("run {run} to be {want}");
+    crate::workflows::status_until(home, run, &what, |s| s["run"]["status"] == want).await
 }
 
 const PUBLISH: &str = r#"

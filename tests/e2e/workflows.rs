@@ -408,7 +408,7 @@ command = "echo last >> log.txt"
 }
 
 /// Polls `pincer workflows status RUN --json` until `done` holds.
-async fn status_until(
+pub(crate) async fn status_until(
     home: &TestHome,
     run: &str,
     what: &str,

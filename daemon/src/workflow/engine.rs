@@ -323,13 +323,7 @@ impl Workflows {
     async fn resume(&self, run: RunRow, settled: Option<Settle>) -> Result<(), StartError> {
         let store = &self.inner.store;
         let rt = &self.inner.rt;
-        let config = rt.config();
-        let Some(agent) = config.agent(&run.agent).cloned() else {
-            return Err(StartError::Inputs(format!(
-                "agent `{}` is gone from the config",
-                run.agent
-            )));
-        };
+        let (agent, origin) = self.as_owner(&run)?;
         if run.principal != "owner" {
             return Err(StartError::Inputs(format!(
                 "the run was started by {}, and only the owner's runs resume",
@@ -338,9 +332,6 @@ impl Workflows {
         }
         let key = SessionKey::parse(&run.session_key)
             .map_err(|e| StartError::Transcript(e.to_string()))?;
-        let origin = crate::routing::owner(
-            &SessionKey::main(&run.agent).map_err(|e| StartError::Transcript(e.to_string()))?,
-        );
         // The file as it ran, checked again against today's policy.
         let workflow = catalog::check_source(rt, &agent, &origin, &run.workflow, &run.source)
             .await
@@ -453,6 +444,20 @@ impl Workflows {
         self.resume(run, Some(settle)).await
     }
 
+    /// The agent of `run` under today's config, and the owner's origin
+    /// it resumes or replays as.
+    fn as_owner(&self, run: &RunRow) -> Result<(AgentSettings, ChatOrigin), StartError> {
+        let Some(agent) = self.inner.rt.config().agent(&run.agent).cloned() else {
+            return Err(StartError::Inputs(format!(
+                "agent `{}` is gone from the config",
+                run.agent
+            )));
+        };
+        let main =
+            SessionKey::main(&run.agent).map_err(|e| StartError::Transcript(e.to_string()))?;
+        Ok((agent, crate::routing::owner(&main)))
+    }
+
     /// Runs run `id` again on what it recorded (with the workflow file as
     /// it is now when `current`), nothing called; how it compares.
     pub async fn replay(&self, id: &str, current: bool) -> Result<replay::Verdict, StartError> {
@@ -467,16 +472,7 @@ impl Workflows {
                 status: run.status.as_str(),
             });
         }
-        let config = rt.config();
-        let Some(agent) = config.agent(&run.agent).cloned() else {
-            return Err(StartError::Inputs(format!(
-                "agent `{}` is gone from the config",
-                run.agent
-            )));
-        };
-        let origin = crate::routing::owner(
-            &SessionKey::main(&run.agent).map_err(|e| StartError::Transcript(e.to_string()))?,
-        );
+        let (agent, origin) = self.as_owner(&run)?;
         let workflow = if current {
             catalog::open(rt, &agent, &origin)
                 .await
