@@ -109,6 +109,7 @@ fn bench(c: &mut Criterion) {
                 agent: "main".into(),
                 hash: String::new(),
                 source: String::new(),
+                subs: Default::default(),
                 inputs: serde_json::json!({}),
                 principal: "owner".into(),
                 session_key: "agent:main:workflow:bench".into(),

@@ -39,4 +39,5 @@ mod telegram_pairing;
 mod telegram_recovery;
 mod textformat;
 mod workflow_halts;
+mod workflow_subs;
 mod workflows;

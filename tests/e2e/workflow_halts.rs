@@ -23,7 +23,7 @@ async fn home() -> (TestHome, ScriptedLlm) {
 
 /// Waits until `pincer approvals list` shows a request of run `run`; the
 /// request.
-async fn request_of(home: &TestHome, run: &str) -> Value {
+pub(crate) async fn request_of(home: &TestHome, run: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = home.cli(&["--json", "approvals", "list"]).await;
@@ -48,7 +48,7 @@ async fn request_of(home: &TestHome, run: &str) -> Value {
 }
 
 /// Starts `name` in the background (`pincer workflows run`); its run id.
-async fn start(home: &TestHome, name: &str, inputs: &[&str]) -> String {
+pub(crate) async fn start(home: &TestHome, name: &str, inputs: &[&str]) -> String {
     let mut args = vec!["workflows", "run", name];
     for i in inputs {
         args.extend(["--input", i]);
@@ -74,7 +74,7 @@ async fn start(home: &TestHome, name: &str, inputs: &[&str]) -> String {
 }
 
 /// Polls the run until its status is `want`; its status.
-async fn status_is(home: &TestHome, run: &str, want: &str) -> Value {
+pub(crate) async fn status_is(home: &TestHome, run: &str, want: &str) -> Value {
     let what = format!("run {run} to be {want}");
     crate::workflows::status_until(home, run, &what, |s| s["run"]["status"] == want).await
 }
@@ -350,6 +350,16 @@ async fn a_revise_redrafts_with_the_guidance_and_asks_again() {
         std::fs::read_to_string(ws.join("digest.txt")).unwrap(),
         "Short digest."
     );
+    // The replay records the redraft again, as the run did.
+    let calls = llm.journal().len();
+    let out = home.cli(&["workflows", "replay", &run]).await;
+    assert!(
+        out.ok().contains("same path"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(llm.journal().len(), calls, "the replay asked no model");
 }
 
 #[tokio::test(flavor = "multi_thread")]

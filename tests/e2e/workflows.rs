@@ -304,15 +304,10 @@ async fn a_run_calls_tools_and_the_model_checks_its_answer_and_keeps_a_ledger() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_run() {
+async fn a_run_is_refused_before_it_starts_with_bad_inputs() {
     let (home, _llm) = home().await;
     let ws = home.workspace();
     std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
-    std::fs::write(
-        ws.join("workflows/outer.toml"),
-        "[[steps]]\nid = \"sub\"\nkind = \"workflow\"\nworkflow = \"fruits\"\n",
-    )
-    .unwrap();
     let _d = home.start();
     let out = home
         .cli(&["workflows", "run", "fruits", "--input", "nte=x.md"])
@@ -321,14 +316,6 @@ async fn a_run_is_refused_before_it_starts_with_bad_inputs_or_a_step_it_cannot_r
     assert!(
         out.stderr
             .contains("workflow `fruits` has no input `nte` (did you mean `note`?)"),
-        "{}",
-        out.stderr
-    );
-    let out = home.cli(&["workflows", "run", "outer"]).await;
-    assert_eq!(out.code, 1);
-    assert!(
-        out.stderr
-            .contains("has workflow step `sub`, which this pincerd cannot run yet"),
         "{}",
         out.stderr
     );

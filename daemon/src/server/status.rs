@@ -16,7 +16,6 @@ impl From<StartError> for Status {
         match e {
             StartError::Library(e) => e.into(),
             StartError::Inputs(m) => Status::invalid_argument(m),
-            e @ StartError::NotYet { .. } => Status::failed_precondition(e.to_string()),
             StartError::Store(e) => e.into(),
             e @ StartError::Transcript(_) => Status::internal(e.to_string()),
             e @ StartError::NoRun(_) => Status::not_found(e.to_string()),

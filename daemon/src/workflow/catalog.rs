@@ -7,6 +7,7 @@
 use super::check::{Context, ToolStatus, check};
 use super::def::Workflow;
 use super::library::{self, Library, LibraryError};
+use super::store::RunRow;
 use crate::agent::Runtime;
 use crate::config::AgentSettings;
 use crate::config::locate::nearest;
@@ -37,28 +38,40 @@ pub async fn open(rt: &Runtime, agent: &AgentSettings, origin: &ChatOrigin) -> L
     with_policy(rt, agent, origin, |policy| library(agent, policy)).await
 }
 
-/// `source`, the text of workflow `name` as a run recorded it, checked
-/// again for `origin` (a resumed run runs what it started with, under
-/// today's policy).
-pub async fn check_source(
+/// The workflow `run` ran — the text of its file and of its
+/// sub-workflows' as the run recorded them — checked again for `origin`
+/// and linked (a resumed run runs what it started with, under today's
+/// policy).
+pub async fn recorded(
     rt: &Runtime,
     agent: &AgentSettings,
     origin: &ChatOrigin,
-    name: &str,
-    source: &str,
+    run: &RunRow,
 ) -> Result<Workflow, LibraryError> {
     let dir = agent.workspace.join(library::DIR);
-    let workflows = library::names(&dir);
-    let path = dir.join(format!("{name}.toml"));
+    let mut workflows = library::names(&dir);
+    workflows.extend(run.subs.keys().cloned());
+    workflows.sort();
+    workflows.dedup();
     with_policy(rt, agent, origin, |policy| {
         let status = |tool: &str| tool_status(policy, tool);
-        let cx = Context {
-            name,
-            path: &path,
-            workflows: &workflows,
-            tools: &status,
+        let checked = |name: &str, source: &str| {
+            let path = dir.join(format!("{name}.toml"));
+            let cx = Context {
+                name,
+                path: &path,
+                workflows: &workflows,
+                tools: &status,
+            };
+            check(&cx, source).map_err(LibraryError::Invalid)
         };
-        check(&cx, source).map_err(LibraryError::Invalid)
+        let top = checked(&run.workflow, &run.source)?;
+        let subs = run
+            .subs
+            .iter()
+            .map(|(name, source)| (name.clone(), checked(name, source)))
+            .collect();
+        Library::of_sources(top, subs)
     })
     .await
 }

@@ -174,6 +174,7 @@ impl Checker<'_> {
             admission,
             max_tokens: file.max_tokens.map(|m| m.into_inner()),
             max_cost_usd: file.max_cost_usd.map(|m| m.into_inner()),
+            subs: BTreeMap::new(),
         };
         // The flow and the values read need every step; with one missing
         // they would report its absence again.
@@ -315,6 +316,12 @@ impl Checker<'_> {
                         a_step(kind_name)
                     ),
                 );
+            } else if kind_name == "workflow" {
+                self.at(
+                    kind.span(),
+                    key("kind"),
+                    "a workflow step cannot be inside a for_each or parallel step: a sub-workflow runs in the run's own line of steps, where it may halt for a person",
+                );
             }
         } else if let Some(o) = &f.optional {
             self.at(
@@ -324,6 +331,19 @@ impl Checker<'_> {
             );
         }
         let action = self.action(f, &id_text, kind_name, span.clone())?;
+        if let Some(t) = &f.timeout_s
+            && action.waits()
+        {
+            let why = if action.halts() {
+                format!(
+                    "{} waits until it expires (`expires_s`), not a timeout",
+                    a_step(kind_name)
+                )
+            } else {
+                "a workflow step takes as long as its sub-workflow's steps: set `timeout_s` on those".to_string()
+            };
+            self.at(t.span(), key("timeout_s"), why);
+        }
         let retry = f
             .retry
             .as_ref()

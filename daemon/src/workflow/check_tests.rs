@@ -255,3 +255,90 @@ fn workflows_that_start_each_other_are_refused_at_the_closing_step() {
         format!("no workflow `cc` in {} (did you mean `c`?)", wf.display())
     );
 }
+
+#[test]
+fn sub_workflows_are_linked_bounded_in_depth_and_refused_when_they_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("workflows");
+    std::fs::create_dir(&wf).unwrap();
+    let calls = |other: &str| {
+        format!(
+            "[[steps]]\nid = \"first\"\nkind = \"llm\"\nprompt = \"hi\"\n\n[[steps]]\nid = \"call\"\nkind = \"workflow\"\nworkflow = \"{other}\"\n"
+        )
+    };
+    // l0 → l1 → … → l5: five sub-workflows below l0, four below l1.
+    for i in 0..5 {
+        std::fs::write(wf.join(format!("l{i}.toml")), calls(&format!("l{}", i + 1))).unwrap();
+    }
+    std::fs::write(
+        wf.join("l5.toml"),
+        "[[steps]]\nid = \"x\"\nkind = \"llm\"\nprompt = \"hi\"\n",
+    )
+    .unwrap();
+    std::fs::write(wf.join("uses_bad.toml"), calls("bad")).unwrap();
+    std::fs::write(
+        wf.join("bad.toml"),
+        "[[steps]]\nid = \"x\"\nkind = \"nope\"\n",
+    )
+    .unwrap();
+    let lib = Library::open(dir.path(), &offered);
+
+    let err = lib.get("l0").unwrap_err().to_string();
+    assert!(
+        err.ends_with(
+            "l0.toml:6:1: sub-workflows nest 5 deep here (l0 → l1 → l2 → l3 → l4 → l5); at most 4 may"
+        ),
+        "{err}"
+    );
+    let l1 = lib.get("l1").unwrap();
+    let mut depth = 0;
+    let mut w = l1.clone();
+    while let Some(sub) = w.subs.values().next().cloned() {
+        depth += 1;
+        w = (*sub).clone();
+    }
+    assert_eq!(depth, 4, "l1 is linked down to l5");
+    assert_eq!(
+        l1.all_subs().keys().collect::<Vec<_>>(),
+        ["l2", "l3", "l4", "l5"]
+    );
+
+    let err = lib.get("uses_bad").unwrap_err().to_string();
+    assert!(
+        err.ends_with(
+            "uses_bad.toml:6:1: the sub-workflow `bad` cannot run (`pincer workflows check bad` says why)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_workflow_step_takes_no_timeout_and_stays_out_of_for_each_and_parallel() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.toml");
+    let names = ["w".to_string(), "other".to_string()];
+    let cx = Context {
+        name: "w",
+        path: &path,
+        workflows: &names,
+        tools: &offered,
+    };
+    let text = "[[steps]]\nid = \"sub\"\nkind = \"workflow\"\nworkflow = \"other\"\ntimeout_s = 5\n\n[[steps]]\nid = \"each\"\nkind = \"for_each\"\nitems = \"[1]\"\n[steps.do]\nid = \"inner\"\nkind = \"workflow\"\nworkflow = \"other\"\n";
+    let problems: Vec<String> = check(&cx, text)
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        problems.iter().any(|p| p.ends_with(
+            "w.toml:5:13: key `steps.sub.timeout_s`: a workflow step takes as long as its sub-workflow's steps: set `timeout_s` on those"
+        )),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("a workflow step cannot be inside a for_each or parallel step")),
+        "{problems:?}"
+    );
+}

@@ -3,10 +3,12 @@
 //! text; they parsed when the file was checked and are rendered against
 //! the run's values when a step starts (`template.rs`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// A checked workflow.
 #[derive(Debug, Clone)]
@@ -25,6 +27,10 @@ pub struct Workflow {
     pub admission: Admission,
     pub max_tokens: Option<u64>,
     pub max_cost_usd: Option<f64>,
+    /// The sub-workflows its `workflow` steps start, by name, each with
+    /// its own (`library::link` fills them; the circle-free tree is
+    /// bounded by `library::MAX_DEPTH`).
+    pub subs: BTreeMap<String, Arc<Workflow>>,
 }
 
 impl Workflow {
@@ -44,6 +50,67 @@ impl Workflow {
             });
         }
         out
+    }
+
+    /// Every sub-workflow below this one, each once, by name.
+    pub fn all_subs(&self) -> BTreeMap<String, Arc<Workflow>> {
+        let mut out = BTreeMap::new();
+        for (name, w) in &self.subs {
+            out.extend(w.all_subs());
+            out.insert(name.clone(), w.clone());
+        }
+        out
+    }
+
+    /// The `given` inputs checked against the declared ones, the defaults
+    /// filled in; text (from a command line or a chat) is read as its
+    /// input's kind.
+    pub fn fill_inputs(&self, given: Map<String, Value>) -> Result<Map<String, Value>, String> {
+        let names: Vec<String> = self.inputs.iter().map(|i| i.name.clone()).collect();
+        for name in given.keys() {
+            if !names.contains(name) {
+                let hint = match crate::config::locate::nearest(name, &names) {
+                    Some(n) => format!(" (did you mean `{n}`?)"),
+                    None if names.is_empty() => " (it takes none)".to_string(),
+                    None => format!("; its inputs: {}", names.join(", ")),
+                };
+                return Err(format!(
+                    "workflow `{}` has no input `{name}`{hint}",
+                    self.name
+                ));
+            }
+        }
+        let mut out = Map::new();
+        for input in &self.inputs {
+            let value = match (given.get(&input.name), &input.default) {
+                (Some(v), _) => v.clone(),
+                (None, Some(d)) => d.clone(),
+                (None, None) => {
+                    return Err(format!(
+                        "workflow `{}` needs the input `{}` ({}): give it with --input {}=…",
+                        self.name,
+                        input.name,
+                        input.kind.described(),
+                        input.name
+                    ));
+                }
+            };
+            let value = match (&value, input.kind) {
+                (Value::String(text), kind) if !kind.admits(&value) => kind
+                    .from_text(text)
+                    .map_err(|e| format!("input `{}`: {e}", input.name))?,
+                _ => value,
+            };
+            if !input.kind.admits(&value) {
+                return Err(format!(
+                    "input `{}` is not {}",
+                    input.name,
+                    input.kind.described()
+                ));
+            }
+            out.insert(input.name.clone(), value);
+        }
+        Ok(out)
     }
 }
 
@@ -296,6 +363,13 @@ impl Action {
     /// Whether the step halts the run for a person.
     pub fn halts(&self) -> bool {
         matches!(self, Self::Approval { .. } | Self::Input { .. })
+    }
+
+    /// Whether the step may wait on people for as long as they take: a
+    /// halt, or a sub-workflow (which may halt). Such a step has no
+    /// timeout; its own steps answer cancels and stops.
+    pub fn waits(&self) -> bool {
+        self.halts() || matches!(self, Self::Workflow { .. })
     }
 }
 

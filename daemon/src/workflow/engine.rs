@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission::{Lanes, Refused, Ticket};
 use super::catalog;
 use super::check::ToolStatus;
-use super::def::{Action, Admission, Workflow};
+use super::def::{Admission, Workflow};
 use super::library::LibraryError;
 use super::runner::{Resume, RunEvent, Runner};
 use super::store::{NewRun, RunRow, RunStatus, RunStore, StepRow, StepState, StoreError};
@@ -23,7 +23,6 @@ use super::{plan, replay, resume};
 use crate::agent::Runtime;
 use crate::agent::session_log::SessionLog;
 use crate::config::AgentSettings;
-use crate::config::locate::nearest;
 use crate::session::SessionKey;
 use crate::session::registry::NewSession;
 use crate::session::transcript::Transcript;
@@ -40,12 +39,6 @@ pub enum StartError {
     Library(#[from] LibraryError),
     #[error("{0}")]
     Inputs(String),
-    #[error("workflow `{workflow}` has {kind} step `{step}`, which this pincerd cannot run yet")]
-    NotYet {
-        workflow: String,
-        kind: &'static str,
-        step: String,
-    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the run's transcript: {0}")]
@@ -130,7 +123,6 @@ impl Workflows {
     ) -> Result<(String, mpsc::UnboundedReceiver<RunEvent>), StartError> {
         let rt = &self.inner.rt;
         let workflow = catalog::open(rt, agent, origin).await.take(name)?;
-        runnable(&workflow)?;
         let inputs = inputs(&workflow, given)?;
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         let lane = format!("{}/{}", agent.id, workflow.name);
@@ -159,6 +151,11 @@ impl Workflows {
                 agent: agent.id.clone(),
                 hash: workflow.hash.clone(),
                 source: workflow.source.clone(),
+                subs: workflow
+                    .all_subs()
+                    .into_iter()
+                    .map(|(name, w)| (name, w.source.clone()))
+                    .collect(),
                 inputs: Value::Object(inputs),
                 principal: origin.principal.to_string(),
                 session_key: key.to_string(),
@@ -333,7 +330,7 @@ impl Workflows {
         let key = SessionKey::parse(&run.session_key)
             .map_err(|e| StartError::Transcript(e.to_string()))?;
         // The file as it ran, checked again against today's policy.
-        let workflow = catalog::check_source(rt, &agent, &origin, &run.workflow, &run.source)
+        let workflow = catalog::recorded(rt, &agent, &origin, &run)
             .await
             .map_err(StartError::Library)?;
         let rows = store.steps(&run.id).await?;
@@ -367,12 +364,13 @@ impl Workflows {
             }
             (_, Some(Settle::Skip)) => {
                 // The unknown steps count as finished with no output.
-                for (_, path, _) in &reading.unknown {
+                for (seq, path, _) in &reading.unknown {
                     reading
                         .resume
                         .recorded
                         .entry(path.clone())
-                        .or_insert(Value::Null);
+                        .or_default()
+                        .push_back((*seq, Some(Value::Null)));
                 }
             }
             _ => {}
@@ -478,7 +476,7 @@ impl Workflows {
                 .await
                 .take(&run.workflow)?
         } else {
-            catalog::check_source(rt, &agent, &origin, &run.workflow, &run.source).await?
+            catalog::recorded(rt, &agent, &origin, &run).await?
         };
         let rows = store.steps(id).await?;
         let dir = tempfile::Builder::new()
@@ -636,75 +634,9 @@ impl WorkflowRunner for Workflows {
     }
 }
 
-/// The step kinds this engine runs; a workflow with another is refused
-/// before it starts, rather than halfway.
-fn runnable(w: &Workflow) -> Result<(), StartError> {
-    let mut refused = None;
-    for step in &w.steps {
-        step.visit(&mut |s| {
-            if refused.is_none() && matches!(s.action, Action::Workflow { .. }) {
-                refused = Some((s.kind(), s.id.clone()));
-            }
-        });
-    }
-    match refused {
-        None => Ok(()),
-        Some((kind, step)) => Err(StartError::NotYet {
-            workflow: w.name.clone(),
-            kind,
-            step,
-        }),
-    }
-}
-
 /// The given inputs checked against the declared ones, defaults filled.
 pub fn inputs(w: &Workflow, given: Map<String, Value>) -> Result<Map<String, Value>, StartError> {
-    let names: Vec<String> = w.inputs.iter().map(|i| i.name.clone()).collect();
-    for name in given.keys() {
-        if !names.contains(name) {
-            let hint = match nearest(name, &names) {
-                Some(n) => format!(" (did you mean `{n}`?)"),
-                None if names.is_empty() => " (it takes none)".to_string(),
-                None => format!("; its inputs: {}", names.join(", ")),
-            };
-            return Err(StartError::Inputs(format!(
-                "workflow `{}` has no input `{name}`{hint}",
-                w.name
-            )));
-        }
-    }
-    let mut out = Map::new();
-    for input in &w.inputs {
-        let value = match (given.get(&input.name), &input.default) {
-            (Some(v), _) => v.clone(),
-            (None, Some(d)) => d.clone(),
-            (None, None) => {
-                return Err(StartError::Inputs(format!(
-                    "workflow `{}` needs the input `{}` ({}): give it with --input {}=…",
-                    w.name,
-                    input.name,
-                    input.kind.described(),
-                    input.name
-                )));
-            }
-        };
-        // Text from a command line is read as the input's kind.
-        let value = match (&value, input.kind) {
-            (Value::String(text), kind) if !kind.admits(&value) => kind
-                .from_text(text)
-                .map_err(|e| StartError::Inputs(format!("input `{}`: {e}", input.name)))?,
-            _ => value,
-        };
-        if !input.kind.admits(&value) {
-            return Err(StartError::Inputs(format!(
-                "input `{}` is not {}",
-                input.name,
-                input.kind.described()
-            )));
-        }
-        out.insert(input.name.clone(), value);
-    }
-    Ok(out)
+    w.fill_inputs(given).map_err(StartError::Inputs)
 }
 
 fn rand_seed() -> u64 {

@@ -1,10 +1,12 @@
 //! The workflows of one agent's workspace (`workflows/*.toml`), each
-//! checked, and the sub-workflow cycles between them refused: a file is
+//! checked, the sub-workflow cycles between them refused and each linked
+//! to the sub-workflows it starts (at most [`MAX_DEPTH`] deep): a file is
 //! read and checked every time it is asked for, so an edit counts at once
-//! and a run records the hash of exactly what it ran.
+//! and a run records the text of exactly what it ran, sub-workflows too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::check::{self, Context, ToolStatus};
 use super::def::Workflow;
@@ -12,6 +14,10 @@ use crate::config::locate::{Problem, nearest};
 
 /// The folder of an agent's workspace that holds its workflows.
 pub const DIR: &str = "workflows";
+
+/// How many sub-workflows may nest below a workflow: a chain
+/// `a → b → c → d → e` is as deep as a run goes.
+pub const MAX_DEPTH: usize = 4;
 
 /// Why a workflow cannot be had.
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +102,23 @@ impl Library {
         }
         let mut library = Self { dir, entries };
         library.refuse_cycles();
+        link(&mut library.entries);
         library
+    }
+
+    /// `top` and the sub-workflows a run recorded, as checked workflows,
+    /// linked: what a resumed or replayed run runs again.
+    pub fn of_sources(
+        top: Workflow,
+        subs: BTreeMap<String, Result<Workflow, LibraryError>>,
+    ) -> Result<Workflow, LibraryError> {
+        let name = top.name.clone();
+        let dir = top.path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut library = Self { dir, entries: subs };
+        library.entries.insert(name.clone(), Ok(top));
+        library.refuse_cycles();
+        link(&mut library.entries);
+        library.take(&name)
     }
 
     /// The names, sorted.
@@ -177,6 +199,104 @@ impl Library {
                 .insert(name, Err(LibraryError::Invalid(vec![problem])));
         }
     }
+}
+
+/// Fills each workflow's `subs`. One whose sub-workflow cannot run, or
+/// that nests them deeper than [`MAX_DEPTH`], is refused at its step.
+/// The circles are refused before, so the links form a tree.
+fn link(entries: &mut BTreeMap<String, Result<Workflow, LibraryError>>) {
+    let mut linked: BTreeMap<String, Result<Arc<Workflow>, Problem>> = BTreeMap::new();
+    let names: Vec<String> = entries.keys().cloned().collect();
+    for name in &names {
+        resolve(name, entries, &mut linked, 0);
+    }
+    for (name, result) in linked {
+        let entry = match result {
+            Ok(w) => Ok(Arc::unwrap_or_clone(w)),
+            Err(p) => Err(LibraryError::Invalid(vec![p])),
+        };
+        if entries.get(&name).is_some_and(Result::is_ok) {
+            entries.insert(name, entry);
+        }
+    }
+}
+
+/// Workflow `name` linked to its sub-workflows; `Err(None)` when it was
+/// refused before (its own problems say why).
+fn resolve(
+    name: &str,
+    entries: &BTreeMap<String, Result<Workflow, LibraryError>>,
+    linked: &mut BTreeMap<String, Result<Arc<Workflow>, Problem>>,
+    depth: usize,
+) -> Option<Arc<Workflow>> {
+    if let Some(done) = linked.get(name) {
+        return done.as_ref().ok().cloned();
+    }
+    let Some(Ok(w)) = entries.get(name) else {
+        return None;
+    };
+    let mut w = w.clone();
+    let problem = |line: usize, reason: String| Problem {
+        path: w.path.clone(),
+        line,
+        column: 1,
+        key: None,
+        reason,
+    };
+    let mut refused = None;
+    // Circles were refused; the bound only guards against a bug there.
+    if depth <= MAX_DEPTH + 1 {
+        for (sub, line) in steps_starting(&w) {
+            match resolve(&sub, entries, linked, depth + 1) {
+                Some(s) => {
+                    w.subs.insert(sub, s);
+                }
+                None => {
+                    refused.get_or_insert(problem(
+                        line,
+                        format!(
+                            "the sub-workflow `{sub}` cannot run (`pincer workflows check {sub}` says why)"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let chain = deepest(&w);
+    if refused.is_none() && chain.len() > MAX_DEPTH + 1 {
+        let line = steps_starting(&w)
+            .into_iter()
+            .find(|(sub, _)| Some(sub) == chain.get(1))
+            .map_or(1, |(_, line)| line);
+        refused = Some(problem(
+            line,
+            format!(
+                "sub-workflows nest {} deep here ({}); at most {MAX_DEPTH} may",
+                chain.len() - 1,
+                chain.join(" → ")
+            ),
+        ));
+    }
+    let result = match refused {
+        Some(p) => Err(p),
+        None => Ok(Arc::new(w)),
+    };
+    let out = result.as_ref().ok().cloned();
+    linked.insert(name.to_string(), result);
+    out
+}
+
+/// The longest chain of sub-workflows from `w`, its own name first.
+fn deepest(w: &Workflow) -> Vec<String> {
+    let below = w
+        .subs
+        .values()
+        .map(|s| deepest(s))
+        .max_by_key(Vec::len)
+        .unwrap_or_default();
+    let mut chain = vec![w.name.clone()];
+    chain.extend(below);
+    chain
 }
 
 /// The sub-workflows a workflow starts, with the line of the step.

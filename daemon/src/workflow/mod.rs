@@ -6,8 +6,8 @@
 //! A workflow is `workflows/NAME.toml` in an agent's workspace
 //! (`file.rs`, the serde shape); `check.rs` turns it into a typed
 //! [`def::Workflow`] or a list of problems, each at its line;
-//! `library.rs` reads a workspace's workflows and refuses sub-workflow
-//! circles; `template.rs` holds the MiniJinja environment its templates
+//! `library.rs` reads a workspace's workflows, refuses sub-workflow
+//! circles and links each to its sub-workflows; `template.rs` holds the MiniJinja environment its templates
 //! and expressions use; `graph.rs` draws one as a Mermaid flowchart;
 //! `replay.rs` runs a finished run again on what it recorded.
 

@@ -13,16 +13,19 @@
 //! The replay runs the real runner against a scratch runs database and
 //! transcript under `state/`, removed when it ends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
 
 use serde_json::Value;
 
 use super::store::{NewRun, RunRow, RunStore, StepRow, StepState};
 
-/// What a run recorded, by step path and attempt.
+/// What a run recorded, by step path and attempt; each taken once, in
+/// the order the run recorded them (a loop visits a step again with the
+/// same path and attempt).
 #[derive(Debug, Default)]
 pub struct Recording {
-    attempts: BTreeMap<(String, u32), Recorded>,
+    attempts: Mutex<BTreeMap<(String, u32), VecDeque<Recorded>>>,
 }
 
 #[derive(Debug, Clone)]
@@ -34,32 +37,53 @@ enum Recorded {
 impl Recording {
     /// The results in `rows`, a run's ledger.
     pub fn of(rows: &[StepRow]) -> Self {
-        let mut attempts = BTreeMap::new();
+        let mut attempts: BTreeMap<(String, u32), VecDeque<Recorded>> = BTreeMap::new();
         for r in rows {
             let recorded = match r.state {
                 StepState::Finished => Recorded::Finished(r.output.clone().unwrap_or(Value::Null)),
                 StepState::Failed => Recorded::Failed(r.error.clone().unwrap_or_default()),
                 _ => continue,
             };
-            // A redraft records the `llm` step again: the first answer is
-            // the step's own.
             attempts
                 .entry((r.path.clone(), r.attempt))
-                .or_insert(recorded);
+                .or_default()
+                .push_back(recorded);
         }
-        Self { attempts }
+        Self {
+            attempts: Mutex::new(attempts),
+        }
     }
 
     /// The recorded result of attempt `attempt` of the step at `path`:
     /// its output, or its error; `None` when the run has none (the replay
     /// took another path).
     pub fn answer(&self, path: &str, attempt: u32) -> Option<Result<Value, String>> {
-        self.attempts
-            .get(&(path.to_string(), attempt))
-            .map(|r| match r {
-                Recorded::Finished(v) => Ok(v.clone()),
-                Recorded::Failed(e) => Err(e.clone()),
-            })
+        let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        let r = attempts
+            .get_mut(&(path.to_string(), attempt))?
+            .pop_front()?;
+        Some(match r {
+            Recorded::Finished(v) => Ok(v),
+            Recorded::Failed(e) => Err(e),
+        })
+    }
+
+    /// The redrafts a revise asked of the llm step at `path` (recorded as
+    /// its attempts 2 and on while an approval waited), each with its
+    /// attempt: what is left of them once the step itself took its own.
+    pub fn redrafts(&self, path: &str) -> Vec<(u32, Value)> {
+        let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for ((p, attempt), queue) in attempts.iter_mut() {
+            if p != path || *attempt < 2 {
+                continue;
+            }
+            while let Some(Recorded::Finished(v)) = queue.front().cloned() {
+                queue.pop_front();
+                out.push((*attempt, v));
+            }
+        }
+        out
     }
 }
 
@@ -198,6 +222,7 @@ pub async fn scratch(
             agent: run.agent.clone(),
             hash: run.hash.clone(),
             source: run.source.clone(),
+            subs: run.subs.clone(),
             inputs: run.inputs.clone(),
             principal: run.principal.clone(),
             session_key: run.session_key.clone(),

@@ -34,10 +34,12 @@ impl Reading {
 /// Reads `rows`, the ledger of `run` of `w`.
 pub fn read(w: &Workflow, run: &RunRow, rows: &[StepRow]) -> Reading {
     let mut values = BTreeMap::new();
-    let mut recorded = BTreeMap::new();
+    let mut recorded = super::runner::Recorded::new();
     let mut unknown = Vec::new();
     for row in rows {
-        let top = !row.path.contains(['[', '.']);
+        // A step of the run's own line (not inside a for_each, a parallel
+        // step or a sub-workflow).
+        let top = !row.path.contains(['[', '.', '/']);
         let done = matches!(row.state, StepState::Finished | StepState::Skipped);
         // After the cursor moved, a finished row of another top-level
         // step is a redraft an approval asked for: its new output.
@@ -59,15 +61,23 @@ pub fn read(w: &Workflow, run: &RunRow, rows: &[StepRow]) -> Reading {
         }
         match row.state {
             StepState::Finished | StepState::Skipped => {
-                recorded.insert(row.path.clone(), row.output.clone().unwrap_or(Value::Null));
+                let output = match row.state {
+                    StepState::Skipped => None,
+                    _ => Some(row.output.clone().unwrap_or(Value::Null)),
+                };
+                recorded
+                    .entry(row.path.clone())
+                    .or_default()
+                    .push_back((row.seq, output));
             }
             // Unknown: found started by an earlier start, and still
             // unsettled.
             StepState::Started | StepState::Unknown => {
-                // A halt asks again on the same request: running it again
-                // is safe.
+                // A halt asks again on the same request, and a
+                // sub-workflow's own steps say what they did: running
+                // either again is safe.
                 let idempotent =
-                    step_at(w, &row.path).is_some_and(|s| s.idempotent || s.action.halts());
+                    step_at(w, &row.path).is_some_and(|s| s.idempotent || s.action.waits());
                 unknown.push((row.seq, row.path.clone(), idempotent));
             }
             StepState::Failed => {}
@@ -86,8 +96,15 @@ pub fn read(w: &Workflow, run: &RunRow, rows: &[StepRow]) -> Reading {
 }
 
 /// The step a ledger path names: `notes`, `each[2]` (the body of
-/// `each`), `both.a` (branch `a` of `both`).
+/// `each`), `both.a` (branch `a` of `both`), `digest/notes` (step `notes`
+/// of the sub-workflow the step `digest` starts).
 pub fn step_at<'w>(w: &'w Workflow, path: &str) -> Option<&'w Step> {
+    if let Some((head, rest)) = path.split_once('/') {
+        let Action::Workflow { name, .. } = &step_at(w, head)?.action else {
+            return None;
+        };
+        return step_at(w.subs.get(name)?, rest);
+    }
     let end = path.find(['[', '.']).unwrap_or(path.len());
     let top = w.steps.iter().find(|s| s.id == path[..end])?;
     let rest = &path[end..];

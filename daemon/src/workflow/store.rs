@@ -105,6 +105,9 @@ pub struct RunRow {
     pub hash: String,
     /// The workflow file's text as the run started it.
     pub source: String,
+    /// The texts of the sub-workflows below it as the run started, by
+    /// name: a resumed or replayed run runs these, not today's files.
+    pub subs: BTreeMap<String, String>,
     pub inputs: Value,
     /// Who started it (`owner`, or the chat's principal).
     pub principal: String,
@@ -132,6 +135,7 @@ pub struct NewRun {
     pub agent: String,
     pub hash: String,
     pub source: String,
+    pub subs: BTreeMap<String, String>,
     pub inputs: Value,
     pub principal: String,
     pub session_key: String,
@@ -162,7 +166,8 @@ pub struct StepEnd {
     pub tokens: u64,
 }
 
-const MIGRATIONS: &[&str] = &["CREATE TABLE runs (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE runs (
         id TEXT PRIMARY KEY,
         workflow TEXT NOT NULL,
         agent TEXT NOT NULL,
@@ -200,7 +205,10 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE runs (
         started_at TEXT NOT NULL,
         finished_at TEXT,
         PRIMARY KEY (run, seq)
-    );"];
+    );",
+    // The sub-workflows' texts (JSON, by name).
+    "ALTER TABLE runs ADD COLUMN subs TEXT NOT NULL DEFAULT '{}';",
+];
 
 /// The handle to the runs database.
 #[derive(Clone)]
@@ -221,8 +229,8 @@ impl RunStore {
             .call(move |conn| {
                 let now = now_rfc3339();
                 conn.execute(
-                    "INSERT INTO runs (id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, ?12)",
+                    "INSERT INTO runs (id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, created_at, updated_at, subs)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, ?12, ?13)",
                     params![
                         new.id,
                         new.workflow,
@@ -235,7 +243,8 @@ impl RunStore {
                         new.parent,
                         new.seed as i64,
                         new.first,
-                        now
+                        now,
+                        serde_json::to_string(&new.subs).unwrap_or_else(|_| "{}".into()),
                     ],
                 )?;
                 Ok(())
@@ -449,7 +458,7 @@ impl RunStore {
     }
 }
 
-const RUN_COLUMNS: &str = "id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, output, error, tokens, created_at, updated_at, cursor_seq, iterations";
+const RUN_COLUMNS: &str = "id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, output, error, tokens, created_at, updated_at, cursor_seq, iterations, subs";
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -472,6 +481,7 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         updated_at: r.get(16)?,
         cursor_seq: r.get::<_, i64>(17)? as u64,
         iterations: serde_json::from_str(&r.get::<_, String>(18)?).unwrap_or_default(),
+        subs: serde_json::from_str(&r.get::<_, String>(19)?).unwrap_or_default(),
     })
 }
 
@@ -491,6 +501,7 @@ mod tests {
             agent: "main".into(),
             hash: "h".into(),
             source: "[[steps]]".into(),
+            subs: BTreeMap::new(),
             inputs: json!({"folder": "inbox"}),
             principal: "owner".into(),
             session_key: format!("agent:main:workflow:{id}"),

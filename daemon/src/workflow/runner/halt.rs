@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use super::{Failure, RunEvent, Runner};
+use super::{Failure, Frame, RunEvent, Runner};
 use crate::tools::approvals::{
     DecidedBy, Ending, Halt, HaltAsk, PendingApproval, Requester, Subject,
 };
@@ -31,6 +31,7 @@ impl Runner {
     /// An `approval` step: its output is `{approved, data, approvers}`.
     pub(super) async fn approval(
         &self,
+        frame: &Frame,
         step: &Step,
         path: &str,
         ctx: &Value,
@@ -118,9 +119,11 @@ impl Runner {
                         return Err(Failure("the step names no `revise` step".into()));
                     };
                     let round = MAX_REVISIONS.saturating_sub(revisions_left) + 2;
-                    tokens += self.redraft(draft, &guidance, &who(&by), round).await?;
+                    tokens += self
+                        .redraft(frame, draft, &guidance, &who(&by), round)
+                        .await?;
                     let data = match preview {
-                        Some(p) => Some(self.render_preview(p, &self.context(None))?),
+                        Some(p) => Some(self.render_preview(p, &self.context(frame, None))?),
                         None => None,
                     };
                     (data, Vec::new(), revisions_left.saturating_sub(1))
@@ -221,7 +224,7 @@ impl Runner {
     ) -> Result<PendingApproval, Failure> {
         let halt = Halt {
             run: self.run.id.clone(),
-            workflow: self.workflow.name.clone(),
+            workflow: self.run.workflow.clone(),
             step: path.to_string(),
             seq,
             prompt: prompt.to_string(),
@@ -298,6 +301,7 @@ impl Runner {
     /// it). The tokens spent and not counted yet (none).
     async fn redraft(
         &self,
+        frame: &Frame,
         draft: &str,
         guidance: &str,
         who: &str,
@@ -312,13 +316,13 @@ impl Runner {
                     repairs,
                 },
             ..
-        }) = self.workflow.steps.iter().find(|s| s.id == draft)
+        }) = frame.workflow.steps.iter().find(|s| s.id == draft)
         else {
             return Err(Failure(format!(
                 "`revise` names `{draft}`, not an llm step"
             )));
         };
-        let ctx = self.context(None);
+        let ctx = self.context(frame, None);
         let bad = |e: crate::workflow::template::TemplateError| Failure(e.to_string());
         let prompt = self.templates.render(prompt, &ctx).map_err(bad)?;
         let system = match system {
@@ -333,16 +337,14 @@ impl Runner {
         let prompt = format!(
             "{prompt}\n\nYour previous answer was:\n{previous}\n\n{who} asked for a new draft: {guidance}"
         );
+        let path = frame.path(draft);
         let (output, tokens) = self
-            .ask_model(draft, system, prompt, schema.as_ref(), *repairs)
+            .ask_model(&path, system, prompt, schema.as_ref(), *repairs)
             .await?;
-        self.values
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(draft.to_string(), json!({"output": output, "status": "ok"}));
+        frame.set_value(draft, json!({"output": output, "status": "ok"}));
         // Recorded here: `record` counts the tokens.
         self.record(
-            draft,
+            &path,
             attempt,
             StepState::Finished,
             Some(output),

@@ -13,9 +13,10 @@
 //! `for_each` and `parallel` run their inner steps side by side; their
 //! outputs are gathered in a canonical order (the items', the branches'),
 //! so the same inputs and results always give the same values. A retry's
-//! jitter comes from the run's seed.
+//! jitter comes from the run's seed. A `workflow` step walks its
+//! sub-workflow as a line of the same run (`frame.rs`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,9 +26,12 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 mod agent_step;
+mod frame;
 mod halt;
 
-use super::def::{Action, Next, OnError, Step, Wait, Workflow};
+use frame::Frame;
+
+use super::def::{Action, OnError, Step, Wait, Workflow};
 use super::replay::Recording;
 use super::store::{RunRow, RunStatus, RunStore, StepEnd, StepState};
 use super::template::Templates;
@@ -80,7 +84,6 @@ pub struct Runner {
     pub rt: Runtime,
     pub store: RunStore,
     pub templates: Arc<Templates>,
-    pub workflow: Workflow,
     pub run: RunRow,
     pub agent: AgentSettings,
     pub origin: ChatOrigin,
@@ -91,17 +94,13 @@ pub struct Runner {
     pub events: tokio::sync::mpsc::UnboundedSender<RunEvent>,
     /// The hub, for the session tools of `agent` steps.
     pub sessions: Arc<dyn SessionAccess>,
-    /// `steps.<id>` of the steps finished so far.
-    values: Mutex<BTreeMap<String, Value>>,
-    /// Outputs of attempts that finished before a restart, by path: not
-    /// run again. Each is taken once: a loop that comes back to the step
-    /// runs it.
-    recorded: Mutex<BTreeMap<String, Value>>,
+    /// The run's own line of steps.
+    top: Frame,
+    /// Steps that ended before a restart, by path: not run again.
+    recorded: Mutex<Recorded>,
     /// The daemon is stopping: the run halts at the next step boundary
     /// and resumes at the next start.
     stop: CancellationToken,
-    /// Backward jumps taken, per step.
-    iterations: BTreeMap<String, u32>,
     tokens: Mutex<u64>,
     /// US dollars spent on models so far, by their `[models.*]` prices.
     cost: Mutex<f64>,
@@ -112,12 +111,18 @@ pub struct Runner {
     replay: Option<Arc<Recording>>,
 }
 
+/// The steps that ended before a restart, by path, in the order they
+/// started: each attempt's ledger seq and output (`None`: `when` skipped
+/// it). Each is taken once, so a loop that comes back to a step takes the
+/// next, and runs the step when none is left.
+pub type Recorded = BTreeMap<String, VecDeque<(u64, Option<Value>)>>;
+
 /// Where a run picks up: the values of the steps finished before, the
 /// attempts of the cursor step that finished, and the daemon's stop.
 #[derive(Default)]
 pub struct Resume {
     pub values: BTreeMap<String, Value>,
-    pub recorded: BTreeMap<String, Value>,
+    pub recorded: Recorded,
     pub stop: CancellationToken,
     /// Set for a replay (`super::replay`).
     pub replay: Option<Arc<Recording>>,
@@ -145,12 +150,13 @@ impl Runner {
         resume: Resume,
     ) -> Self {
         let config = rt.config();
-        let iterations = run.iterations.clone();
+        let top = Frame::new(Arc::new(workflow), String::new(), run.inputs.clone());
+        *top.values.lock().unwrap_or_else(|e| e.into_inner()) = resume.values;
+        *top.iterations.lock().unwrap_or_else(|e| e.into_inner()) = run.iterations.clone();
         Self {
             rt,
             store,
             templates,
-            workflow,
             run,
             agent,
             origin,
@@ -160,10 +166,9 @@ impl Runner {
             cancel,
             events,
             sessions,
-            values: Mutex::new(resume.values),
+            top,
             recorded: Mutex::new(resume.recorded),
             stop: resume.stop,
-            iterations,
             tokens: Mutex::new(0),
             cost: Mutex::new(0.0),
             loops: tokio::sync::Mutex::default(),
@@ -174,9 +179,8 @@ impl Runner {
     /// Runs from the cursor to the end; the run's final status, output
     /// and error (also stored). `None` when the daemon stopped first: the
     /// run stays `running` and resumes at the next start.
-    pub async fn run(mut self) -> Option<(RunStatus, Option<Value>, Option<String>)> {
+    pub async fn run(self) -> Option<(RunStatus, Option<Value>, Option<String>)> {
         let (status, output, error) = self.steps().await?;
-        let output = output.or_else(|| self.default_output());
         if let Err(e) = self
             .store
             .set_status(&self.run.id, status, output.clone(), error.clone())
@@ -192,150 +196,25 @@ impl Runner {
         Some((status, output, error))
     }
 
-    async fn steps(&mut self) -> Option<(RunStatus, Option<Value>, Option<String>)> {
-        let cancelled = || {
-            Some((
-                RunStatus::Cancelled,
-                None,
-                Some("the run was cancelled".to_string()),
-            ))
-        };
-        let mut at = match &self.run.cursor {
-            Some(id) => self.workflow.index_of(id),
-            None => None,
-        };
-        while let Some(i) = at {
-            if self.stop.is_cancelled() {
-                return None;
-            }
-            if self.cancel.is_cancelled() {
-                return cancelled();
-            }
-            let step = self.workflow.steps[i].clone();
-            match self.top_step(&step, i).await {
-                Ok(next) => at = next,
-                Err(Stop::Fail(e)) => return Some((RunStatus::Failed, None, Some(e))),
-                Err(Stop::Cancelled) if self.stop.is_cancelled() => return None,
-                Err(Stop::Cancelled) => return cancelled(),
-                Err(Stop::Done) => break,
-            }
-        }
-        Some(match &self.workflow.output {
-            None => (RunStatus::Succeeded, None, None),
-            Some(t) => match self.templates.render(t, &self.context(None)) {
-                Ok(text) => (RunStatus::Succeeded, Some(Value::String(text)), None),
-                Err(e) => (
-                    RunStatus::Failed,
-                    None,
-                    Some(format!("the workflow's output: {e}")),
-                ),
-            },
-        })
-    }
-
-    /// The last finished step's output.
-    fn default_output(&self) -> Option<Value> {
-        let values = self.values.lock().unwrap_or_else(|e| e.into_inner());
-        self.workflow
-            .steps
-            .iter()
-            .rev()
-            .find_map(|s| values.get(&s.id).map(|v| v["output"].clone()))
-    }
-
-    /// The values templates see; `item` is a for_each's item and index.
-    fn context(&self, item: Option<(&str, &Value, usize)>) -> Value {
-        let steps = self
-            .values
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let mut ctx = json!({
-            "inputs": self.run.inputs,
-            "steps": steps,
-            "run": {"id": self.run.id, "workflow": self.workflow.name},
-        });
-        if let Some((var, value, index)) = item {
-            ctx[var] = value.clone();
-            ctx["index"] = json!(index);
-        }
-        ctx
-    }
-
-    /// One top-level step; where the run goes next.
-    async fn top_step(&mut self, step: &Step, i: usize) -> Result<Option<usize>, Stop> {
-        let following = |n: &Next| -> Option<usize> {
-            match n {
-                Next::Following => (i + 1 < self.workflow.steps.len()).then_some(i + 1),
-                Next::Step(id) => self.workflow.index_of(id),
-                Next::End => None,
-            }
-        };
-        let ctx = self.context(None);
-        let result = self.attempts(step, &step.id, &ctx).await?;
-        let output = result.clone().unwrap_or(Value::Null);
-        let status = if result.is_some() { "ok" } else { "skipped" };
-        let mut next = match (&step.action, &result) {
-            (
-                Action::Condition {
-                    then, otherwise, ..
-                },
-                Some(v),
-            ) => {
-                if v.as_bool() == Some(true) {
-                    following(then)
-                } else {
-                    following(otherwise)
-                }
-            }
-            _ => following(&step.next),
-        };
-        // A backward jump is a loop: past its bound the run goes on after
-        // the step instead.
-        if let Some(j) = next
-            && j <= i
-        {
-            let taken = self.iterations.entry(step.id.clone()).or_default();
-            if *taken >= step.max_iterations.unwrap_or(0) {
-                next = (i + 1 < self.workflow.steps.len()).then_some(i + 1);
-            } else {
-                *taken += 1;
-            }
-        }
-        self.values
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(step.id.clone(), json!({"output": output, "status": status}));
-        let cursor = next.map(|j| self.workflow.steps[j].id.clone());
-        if let Err(e) = self.store_cursor(cursor).await {
-            return Err(Stop::Fail(e));
-        }
-        Ok(next)
-    }
-
-    async fn store_cursor(&self, cursor: Option<String>) -> Result<(), String> {
-        self.store
-            .set_cursor(&self.run.id, cursor, &self.iterations)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
     /// A step with its `when`, retries, timeout and `on_error`: `None`
     /// when `when` skipped it.
     fn attempts<'a>(
         &'a self,
+        frame: &'a Frame,
         step: &'a Step,
         path: &'a str,
         ctx: &'a Value,
     ) -> BoxFuture<'a, Result<Option<Value>, Stop>> {
         async move {
-            let recorded = self
-                .recorded
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(path);
-            if let Some(output) = recorded {
-                return Ok(Some(output));
+            if let Some((seq, output)) = self.take_recorded(path) {
+                if let Action::Approval {
+                    revise: Some(draft),
+                    ..
+                } = &step.action
+                {
+                    self.take_redrafts(frame, draft, seq);
+                }
+                return Ok(output);
             }
             if let Some(when) = &step.when {
                 match self.templates.is_true(when, ctx) {
@@ -363,13 +242,20 @@ impl Runner {
                 // A halt waits for a person until it expires; it ends its
                 // request itself when the run is cancelled, and leaves it
                 // waiting when pincerd stops (the run resumes on it).
+                // A sub-workflow's steps do both themselves.
                 let halts = step.action.halts();
+                let waits = step.action.waits();
                 let acted = tokio::select! {
-                    r = self.act(step, path, ctx, seq, attempt) => r,
-                    () = tokio::time::sleep(timeout), if !halts => Err(Failure(format!("timed out after {} s", timeout.as_secs()))),
-                    () = self.cancel.cancelled(), if !halts => return Err(Stop::Cancelled),
+                    r = self.act(frame, step, path, ctx, seq, attempt) => r,
+                    () = tokio::time::sleep(timeout), if !waits => Err(Failure(format!("timed out after {} s", timeout.as_secs()))),
+                    () = self.cancel.cancelled(), if !waits => return Err(Stop::Cancelled),
                     () = self.stop.cancelled(), if halts => return Err(Stop::Cancelled),
                 };
+                // A sub-workflow stopped with pincerd: its step stays
+                // started, and a restart walks into it again.
+                if acted.is_err() && self.stop.is_cancelled() && waits && !halts {
+                    return Err(Stop::Cancelled);
+                }
                 match acted {
                     Ok((output, tokens)) => {
                         self.end(seq, path, StepState::Finished, Some(output.clone()), None, tokens)
@@ -404,6 +290,39 @@ impl Runner {
         .boxed()
     }
 
+    /// The output of the next attempt of the step at `path` that ended
+    /// before a restart, with its ledger seq.
+    fn take_recorded(&self, path: &str) -> Option<(u64, Option<Value>)> {
+        let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        let queue = recorded.get_mut(path)?;
+        let next = queue.pop_front();
+        if queue.is_empty() {
+            recorded.remove(path);
+        }
+        next
+    }
+
+    /// An approval that ended before a restart after a revise: the
+    /// redrafts of its `draft` step recorded while it waited (before its
+    /// attempt `seq` ended) are the step's output now.
+    fn take_redrafts(&self, frame: &Frame, draft: &str, seq: u64) {
+        let path = frame.path(draft);
+        let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(queue) = recorded.get_mut(&path) else {
+            return;
+        };
+        while let Some((_, output)) = queue.front().filter(|(s, _)| *s > seq).cloned() {
+            queue.pop_front();
+            frame.set_value(
+                draft,
+                json!({"output": output.unwrap_or(Value::Null), "status": "ok"}),
+            );
+        }
+        if queue.is_empty() {
+            recorded.remove(&path);
+        }
+    }
+
     /// A step that failed for good: its `on_error` decides.
     fn failed(&self, step: &Step, path: &str, error: String) -> Result<Option<Value>, Stop> {
         match step.on_error {
@@ -424,7 +343,7 @@ impl Runner {
 
     fn check_limits(&self) -> Result<(), Stop> {
         let spent = *self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(max) = self.workflow.max_tokens
+        if let Some(max) = self.top.workflow.max_tokens
             && spent > max
         {
             return Err(Stop::Fail(format!(
@@ -432,7 +351,7 @@ impl Runner {
             )));
         }
         let cost = *self.cost.lock().unwrap_or_else(|e| e.into_inner());
-        match self.workflow.max_cost_usd {
+        match self.top.workflow.max_cost_usd {
             Some(max) if cost > max => Err(Stop::Fail(format!(
                 "the run spent ${cost:.4}, over its limit of ${max} (max_cost_usd)"
             ))),
@@ -448,7 +367,7 @@ impl Runner {
         input: u64,
         output: u64,
     ) -> Result<(), Failure> {
-        match (target.cost(input, output), self.workflow.max_cost_usd) {
+        match (target.cost(input, output), self.top.workflow.max_cost_usd) {
             (Some(c), _) => {
                 *self.cost.lock().unwrap_or_else(|e| e.into_inner()) += c;
                 Ok(())
@@ -514,6 +433,7 @@ impl Runner {
     /// What the step does; its output and the model tokens it spent.
     fn act<'a>(
         &'a self,
+        frame: &'a Frame,
         step: &'a Step,
         path: &'a str,
         ctx: &'a Value,
@@ -532,6 +452,28 @@ impl Runner {
                         | Action::Agent { .. }
                 )
             {
+                // A revise redrafted the llm step while the approval
+                // waited: the redrafts are recorded again, as they were.
+                if let Action::Approval {
+                    revise: Some(draft),
+                    ..
+                } = &step.action
+                {
+                    let draft_path = frame.path(draft);
+                    for (round, output) in recording.redrafts(&draft_path) {
+                        frame.set_value(draft, json!({"output": output, "status": "ok"}));
+                        self.record(
+                            &draft_path,
+                            round,
+                            StepState::Finished,
+                            Some(output),
+                            None,
+                            0,
+                        )
+                        .await
+                        .map_err(|_| Failure("cannot record the redraft".into()))?;
+                    }
+                }
                 return match recording.answer(path, attempt) {
                     Some(Ok(output)) => Ok((output, 0)),
                     Some(Err(e)) => Err(Failure(e)),
@@ -585,9 +527,11 @@ impl Runner {
                     };
                     let mut items: Vec<BoxFuture<'_, Result<Option<Value>, Stop>>> = Vec::new();
                     for (i, item) in list.iter().enumerate() {
-                        let ctx = self.context(Some((var, item, i)));
+                        let ctx = self.context(frame, Some((var, item, i)));
                         let path = format!("{path}[{i}]");
-                        items.push(async move { self.attempts(body, &path, &ctx).await }.boxed());
+                        items.push(
+                            async move { self.attempts(frame, body, &path, &ctx).await }.boxed(),
+                        );
                     }
                     // `buffered` keeps the items' order whatever finishes first.
                     let outputs: Vec<Result<Option<Value>, Stop>> =
@@ -609,9 +553,9 @@ impl Runner {
                     Ok((Value::Array(out), 0))
                 }
                 Action::Parallel { branches, wait } => {
-                    self.parallel(path, branches, *wait, ctx).await
+                    self.parallel(frame, path, branches, *wait, ctx).await
                 }
-                Action::Approval { .. } => self.approval(step, path, ctx, seq).await,
+                Action::Approval { .. } => self.approval(frame, step, path, ctx, seq).await,
                 Action::Agent { prompt, max_calls } => {
                     let prompt = t.render(prompt, ctx).map_err(bad)?;
                     self.agent_turn(path, prompt, *max_calls).await
@@ -625,10 +569,9 @@ impl Runner {
                     self.input(path, prompt, schema.clone(), *expires, seq)
                         .await
                 }
-                other => Err(Failure(format!(
-                    "{} steps cannot run in this pincerd yet",
-                    other.kind()
-                ))),
+                Action::Workflow { name, inputs } => {
+                    self.sub_workflow(frame, path, name, inputs, ctx).await
+                }
             }
         }
         .boxed()
@@ -636,6 +579,7 @@ impl Runner {
 
     async fn parallel(
         &self,
+        frame: &Frame,
         path: &str,
         branches: &[Step],
         wait: Wait,
@@ -645,7 +589,7 @@ impl Runner {
         let mut runs: Vec<Branch<'_>> = Vec::new();
         for b in branches {
             let path = format!("{path}.{}", b.id);
-            runs.push(async move { (b, self.attempts(b, &path, ctx).await) }.boxed());
+            runs.push(async move { (b, self.attempts(frame, b, &path, ctx).await) }.boxed());
         }
         match wait {
             Wait::All => {
