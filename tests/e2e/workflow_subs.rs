@@ -72,6 +72,34 @@ async fn a_sub_workflow_runs_in_its_parents_run_and_gives_its_output_and_the_run
     std::fs::write(ws.join("workflows/outer.toml"), OUTER).unwrap();
     let _d = home.start();
 
+    // The dry run shows the sub-workflows' steps, inputs rendered.
+    let out = home
+        .cli(&[
+            "--json",
+            "workflows",
+            "run",
+            "outer",
+            "--input",
+            "w=hey",
+            "--dry-run",
+        ])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let plan = out.json()["steps"].clone();
+    let planned: Vec<&str> = plan
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(planned, ["one", "one/save", "two", "two/save", "report"]);
+    assert_eq!(
+        plan[1]["what"],
+        "write {\"content\":\"hey!\",\"path\":\"one.txt\"}"
+    );
+    assert_eq!(plan[1]["verdict"], "offered");
+    assert!(!ws.join("one.txt").exists(), "the dry run ran nothing");
+
     let out = home
         .cli(&["--json", "workflows", "run", "outer", "--input", "w=hey"])
         .await;

@@ -27,13 +27,25 @@ pub struct PlannedStep {
 
 /// The plan of `w` with `inputs` under `policy`.
 pub fn plan(w: &Workflow, inputs: &Value, policy: &Resolution<'_>) -> Vec<PlannedStep> {
-    let t = Templates::new();
+    let mut out = Vec::new();
+    line(&mut out, w, inputs, "", &Templates::new(), policy);
+    out
+}
+
+/// The steps of `w` (the run's own, or a sub-workflow's under `prefix`).
+fn line(
+    out: &mut Vec<PlannedStep>,
+    w: &Workflow,
+    inputs: &Value,
+    prefix: &str,
+    t: &Templates,
+    policy: &Resolution<'_>,
+) {
     let ctx = json!({
         "inputs": inputs,
         "steps": {},
         "run": {"id": "(dry run)", "workflow": w.name},
     });
-    let mut out = Vec::new();
     for (i, step) in w.steps.iter().enumerate() {
         let next = match &step.action {
             Action::Condition {
@@ -47,9 +59,23 @@ pub fn plan(w: &Workflow, inputs: &Value, policy: &Resolution<'_>) -> Vec<Planne
             ),
             _ => target(w, &step.next, i),
         };
-        add(&mut out, step, &step.id, next, &t, &ctx, policy);
+        let path = format!("{prefix}{}", step.id);
+        add(out, step, &path, next, t, &ctx, policy);
+        // A sub-workflow's steps, with its inputs as far as they render.
+        if let Action::Workflow { name, inputs } = &step.action
+            && let Some(sub) = w.subs.get(name)
+        {
+            let given = match t.render_value(inputs, &ctx) {
+                Ok(Value::Object(given)) => given,
+                _ => serde_json::Map::new(),
+            };
+            let inputs = sub
+                .fill_inputs(given)
+                .map(Value::Object)
+                .unwrap_or_else(|_| inputs.clone());
+            line(out, sub, &inputs, &format!("{path}/"), t, policy);
+        }
     }
-    out
 }
 
 fn add(
