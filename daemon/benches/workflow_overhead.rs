@@ -112,6 +112,7 @@ fn bench(c: &mut Criterion) {
                 subs: Default::default(),
                 inputs: serde_json::json!({}),
                 principal: "owner".into(),
+                chat: None,
                 session_key: "agent:main:workflow:bench".into(),
                 parent: None,
                 seed: 1,

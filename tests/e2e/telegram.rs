@@ -61,6 +61,17 @@ async fn rig_model(tg: TelegramEmulator, agent: &str, channel: &str, model: &str
 }
 
 impl Rig {
+    /// SIGKILLs pincerd, starts it again on the same home and waits for
+    /// the bridge.
+    pub(crate) async fn kill_and_start(&mut self) {
+        self.daemon.take().expect("running").kill9();
+        self.daemon = Some(
+            self.home
+                .start_with_env(&[("TELEGRAM_BOT_TOKEN", self.tg.token())]),
+        );
+        self.connected().await;
+    }
+
     /// Waits until `pincer channels status` says the bridge is connected.
     async fn connected(&self) {
         let start = Instant::now();

@@ -556,3 +556,80 @@ async fn a_run_started_by_a_group_member_cannot_do_what_the_member_may_not() {
     let out = r.home.cli(&["--json", "workflows", "runs"]).await;
     assert_eq!(out.json()["runs"].as_array().unwrap().len(), 0);
 }
+
+/// A run a group member started, halted at an approval, survives a
+/// `kill -9`: after the restart the group is routed again under the
+/// config and the run goes on as the group once the owner approves with
+/// the button they were sent before the kill.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_started_in_a_group_resumes_after_a_kill_as_that_group() {
+    let mut r = rig(
+        "tools = { profile = \"full\" }",
+        "[channels.telegram.groups.\"-100900\"]\nrequire_mention = false\n",
+    )
+    .await;
+    let ws = r.home.workspace();
+    std::fs::create_dir_all(ws.join("workflows")).unwrap();
+    std::fs::write(
+        ws.join("workflows/post.toml"),
+        r#"
+[inputs.text]
+type = "string"
+
+[[steps]]
+id = "ok"
+kind = "approval"
+prompt = "Post {{ inputs.text }}?"
+
+[[steps]]
+id = "post"
+kind = "tool"
+tool = "write"
+arguments = { path = "inbox/telegram-group--100900/posted.txt", content = "{{ inputs.text }}" }
+"#,
+    )
+    .unwrap();
+    let group = ChatSpec::supergroup(-100900, "Team");
+    let member = UserSpec::new(31, "Mia");
+    r.tg.user_says(&group, &member, "/run post text=hi").await;
+    let reply = until(&r, -100900, "the group's reply", |s| {
+        s.iter().any(|m| text(m).starts_with("Run "))
+    })
+    .await;
+    assert!(
+        text(&reply[0]).contains("waits at step ok for approval"),
+        "{reply:?}"
+    );
+    let asks = until(&r, OWNER, "the owner's request", |s| {
+        s.iter().any(|m| text(m).starts_with("Approval needed"))
+    })
+    .await;
+    let ask = asks
+        .iter()
+        .find(|m| text(m).starts_with("Approval needed"))
+        .unwrap()
+        .clone();
+    let id = approval_id(&ask);
+    let out = r.home.cli(&["--json", "workflows", "runs"]).await;
+    let run = out.json()["runs"][0].clone();
+    let run_id = run["id"].as_str().unwrap().to_string();
+    assert_eq!(run["principal"], "telegram:group:-100900", "{run}");
+
+    r.kill_and_start().await;
+    crate::workflows::status_until(&r.home, &run_id, "the run to wait again", |s| {
+        s["run"]["status"] == "waiting"
+    })
+    .await;
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    r.tg.press_button(&dm, &owner, ask.message_id, &format!("approve:{id}"))
+        .await;
+    let status = crate::workflows::status_until(&r.home, &run_id, "the run to succeed", |s| {
+        s["run"]["status"] == "succeeded"
+    })
+    .await;
+    // As the group: its own folder is the one it may write in.
+    let posted = ws.join("inbox/telegram-group--100900/posted.txt");
+    assert_eq!(std::fs::read_to_string(posted).unwrap(), "hi");
+    assert_eq!(status["run"]["principal"], "telegram:group:-100900");
+}

@@ -61,42 +61,7 @@ use crate::config::channels::CHANNELS;
 use crate::config::{ChannelSettings, ChatEntries, Config};
 use crate::session::key::KeyError;
 use crate::session::{Principal, SessionKey};
-pub use crate::tools::origin::{ChatOrigin, ChatPlace};
-
-/// The kind of chat a message arrived in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Chat {
-    /// A direct message with the sender.
-    Direct,
-    /// A group, guild channel or Telegram channel, by its id.
-    Group(String),
-}
-
-/// Who wrote a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sender {
-    /// The platform's user id.
-    pub id: String,
-    /// A display name; the id when the platform gives none.
-    pub name: String,
-}
-
-/// A message as a bridge receives it, before any agent is chosen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inbound {
-    /// `telegram`, `discord`, …
-    pub channel: String,
-    /// The bot account on that channel, when there are several.
-    pub account: Option<String>,
-    pub chat: Chat,
-    /// A thread or topic inside the chat: its own session.
-    pub thread: Option<String>,
-    /// The guild the chat belongs to (Discord); `None` elsewhere.
-    pub guild: Option<String>,
-    /// The sender's roles in that guild, by id (Discord); empty elsewhere.
-    pub roles: Vec<String>,
-    pub sender: Sender,
-}
+pub use crate::tools::origin::{Chat, ChatOrigin, ChatPlace, Inbound, Sender};
 
 /// Where a message goes and under which policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,6 +193,7 @@ pub fn route(config: &Config, inbound: &Inbound) -> Result<Route, RouteError> {
         .collect(),
         main_session: false,
         prompt: entries.prompt(),
+        source: Some(inbound.clone()),
     };
     Ok(Route { agent, key, origin })
 }
@@ -286,6 +252,19 @@ mod tests {
                 name: format!("user {peer}"),
             },
         }
+    }
+
+    #[test]
+    fn an_origin_keeps_the_message_it_was_routed_from_until_merged_with_anothers() {
+        let c = config_text(CHANNEL);
+        let mia = route(&c, &in_group("-100", "7")).unwrap().origin;
+        assert_eq!(mia.source, Some(in_group("-100", "7")));
+        // The same sender again keeps it; another sender's message does not.
+        let again = ChatOrigin::merge(&[mia.clone(), mia.clone()]);
+        assert_eq!(again.source, mia.source);
+        let ann = route(&c, &in_group("-100", "8")).unwrap().origin;
+        assert_eq!(ChatOrigin::merge(&[mia, ann]).source, None);
+        assert_eq!(owner(&SessionKey::main("main").unwrap()).source, None);
     }
 
     #[test]
@@ -472,6 +451,7 @@ mod tests {
         assert_eq!(
             ChatOrigin {
                 chat: seven.chat.clone(),
+                source: seven.source.clone(),
                 ..in_topic
             },
             seven
@@ -617,6 +597,7 @@ mod tests {
         assert_eq!(
             ChatOrigin {
                 chat: parent.origin.chat.clone(),
+                source: parent.origin.source.clone(),
                 ..thread.origin
             },
             parent.origin

@@ -149,6 +149,41 @@ impl std::fmt::Display for ChatAddress {
     }
 }
 
+/// The kind of chat a message arrived in.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Chat {
+    /// A direct message with the sender.
+    Direct,
+    /// A group, guild channel or Telegram channel, by its id.
+    Group(String),
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Sender {
+    /// The platform's user id.
+    pub id: String,
+    /// A display name; the id when the platform gives none.
+    pub name: String,
+}
+
+/// A message as a bridge receives it, before any agent is chosen.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Inbound {
+    /// `telegram`, `discord`, …
+    pub channel: String,
+    /// The bot account on that channel, when there are several.
+    pub account: Option<String>,
+    pub chat: Chat,
+    /// A thread or topic inside the chat: its own session.
+    pub thread: Option<String>,
+    /// The guild the chat belongs to (Discord); `None` elsewhere.
+    pub guild: Option<String>,
+    /// The sender's roles in that guild, by id (Discord); empty elsewhere.
+    pub roles: Vec<String>,
+    pub sender: Sender,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatOrigin {
     /// Shown in the audit table: `owner`, or `<channel>:<user id>` (several
@@ -183,6 +218,11 @@ pub struct ChatOrigin {
     /// entry's `prompt`), after the agent's own instructions; left behind
     /// when the message travels into another session.
     pub prompt: Option<String>,
+    /// The message the routing layer built this from, so that it can be
+    /// routed again under a later config (a workflow run a chat started,
+    /// resumed after a restart); `None` for the owner at the CLI and for a
+    /// turn merged from several senders' messages.
+    pub source: Option<Inbound>,
 }
 
 impl ChatOrigin {
@@ -206,6 +246,7 @@ impl ChatOrigin {
             sender_layers: Vec::new(),
             main_session,
             prompt: None,
+            source: None,
         }
     }
 
@@ -263,6 +304,10 @@ impl ChatOrigin {
                 }
                 (mine, theirs) => mine.or_else(|| theirs.clone()),
             };
+            // Messages of several senders or chats route apart.
+            if merged.source != o.source {
+                merged.source = None;
+            }
         }
         merged
     }
@@ -302,6 +347,7 @@ mod tests {
             }],
             main_session: false,
             prompt: None,
+            source: None,
         }
     }
 

@@ -158,6 +158,9 @@ impl Workflows {
                     .collect(),
                 inputs: Value::Object(inputs),
                 principal: origin.principal.to_string(),
+                chat: (!origin.is_owner())
+                    .then(|| origin.source.clone())
+                    .flatten(),
                 session_key: key.to_string(),
                 parent: None,
                 seed: rand_seed(),
@@ -320,13 +323,7 @@ impl Workflows {
     async fn resume(&self, run: RunRow, settled: Option<Settle>) -> Result<(), StartError> {
         let store = &self.inner.store;
         let rt = &self.inner.rt;
-        let (agent, origin) = self.as_owner(&run)?;
-        if run.principal != "owner" {
-            return Err(StartError::Inputs(format!(
-                "the run was started by {}, and only the owner's runs resume",
-                run.principal
-            )));
-        }
+        let (agent, origin) = self.as_starter(&run)?;
         let key = SessionKey::parse(&run.session_key)
             .map_err(|e| StartError::Transcript(e.to_string()))?;
         // The file as it ran, checked again against today's policy.
@@ -454,6 +451,32 @@ impl Workflows {
         let main =
             SessionKey::main(&run.agent).map_err(|e| StartError::Transcript(e.to_string()))?;
         Ok((agent, crate::routing::owner(&main)))
+    }
+
+    /// The agent of `run` under today's config, and the origin it resumes
+    /// as: the owner's, or the chat that started it routed again under
+    /// today's config (its policy as it is now), which must still be the
+    /// same principal.
+    fn as_starter(&self, run: &RunRow) -> Result<(AgentSettings, ChatOrigin), StartError> {
+        let (agent, owner) = self.as_owner(run)?;
+        if run.principal == owner.principal.to_string() {
+            return Ok((agent, owner));
+        }
+        let Some(chat) = &run.chat else {
+            return Err(StartError::Inputs(format!(
+                "the run was started by {} in a turn that answered several chats, which cannot be routed again",
+                run.principal
+            )));
+        };
+        let route = crate::routing::route(&self.inner.rt.config(), chat)
+            .map_err(|e| StartError::Inputs(format!("the chat that started the run: {e}")))?;
+        if route.origin.principal.to_string() != run.principal {
+            return Err(StartError::Inputs(format!(
+                "the chat that started the run now acts as {}, not {}",
+                route.origin.principal, run.principal
+            )));
+        }
+        Ok((agent, route.origin))
     }
 
     /// Runs run `id` again on what it recorded (with the workflow file as

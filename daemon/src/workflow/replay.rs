@@ -225,6 +225,7 @@ pub async fn scratch(
             subs: run.subs.clone(),
             inputs: run.inputs.clone(),
             principal: run.principal.clone(),
+            chat: run.chat.clone(),
             session_key: run.session_key.clone(),
             parent: None,
             seed: run.seed,

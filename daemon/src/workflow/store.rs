@@ -11,6 +11,8 @@ use std::path::Path;
 use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 
+use crate::tools::origin::Inbound;
+
 use crate::sqlite::{Db, DbError};
 use crate::util::now_rfc3339;
 
@@ -111,6 +113,9 @@ pub struct RunRow {
     pub inputs: Value,
     /// Who started it (`owner`, or the chat's principal).
     pub principal: String,
+    /// The chat message that started it, when a chat did: routed again
+    /// when the run resumes after a restart.
+    pub chat: Option<Inbound>,
     pub session_key: String,
     pub parent: Option<String>,
     pub seed: u64,
@@ -138,6 +143,7 @@ pub struct NewRun {
     pub subs: BTreeMap<String, String>,
     pub inputs: Value,
     pub principal: String,
+    pub chat: Option<Inbound>,
     pub session_key: String,
     pub parent: Option<String>,
     pub seed: u64,
@@ -208,6 +214,8 @@ const MIGRATIONS: &[&str] = &[
     );",
     // The sub-workflows' texts (JSON, by name).
     "ALTER TABLE runs ADD COLUMN subs TEXT NOT NULL DEFAULT '{}';",
+    // The chat message that started the run (JSON), if a chat did.
+    "ALTER TABLE runs ADD COLUMN chat TEXT;",
 ];
 
 /// The handle to the runs database.
@@ -229,8 +237,8 @@ impl RunStore {
             .call(move |conn| {
                 let now = now_rfc3339();
                 conn.execute(
-                    "INSERT INTO runs (id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, created_at, updated_at, subs)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, ?12, ?13)",
+                    "INSERT INTO runs (id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, created_at, updated_at, subs, chat)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, ?12, ?13, ?14)",
                     params![
                         new.id,
                         new.workflow,
@@ -245,6 +253,7 @@ impl RunStore {
                         new.first,
                         now,
                         serde_json::to_string(&new.subs).unwrap_or_else(|_| "{}".into()),
+                        new.chat.as_ref().and_then(|c| serde_json::to_string(c).ok()),
                     ],
                 )?;
                 Ok(())
@@ -458,7 +467,7 @@ impl RunStore {
     }
 }
 
-const RUN_COLUMNS: &str = "id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, output, error, tokens, created_at, updated_at, cursor_seq, iterations, subs";
+const RUN_COLUMNS: &str = "id, workflow, agent, hash, source, inputs, principal, session_key, parent, seed, status, cursor, output, error, tokens, created_at, updated_at, cursor_seq, iterations, subs, chat";
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -482,6 +491,9 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         cursor_seq: r.get::<_, i64>(17)? as u64,
         iterations: serde_json::from_str(&r.get::<_, String>(18)?).unwrap_or_default(),
         subs: serde_json::from_str(&r.get::<_, String>(19)?).unwrap_or_default(),
+        chat: r
+            .get::<_, Option<String>>(20)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -504,6 +516,7 @@ mod tests {
             subs: BTreeMap::new(),
             inputs: json!({"folder": "inbox"}),
             principal: "owner".into(),
+            chat: None,
             session_key: format!("agent:main:workflow:{id}"),
             parent: None,
             seed: 7,

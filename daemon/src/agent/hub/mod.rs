@@ -789,6 +789,7 @@ mod tests {
             }],
             main_session: false,
             prompt: None,
+            source: None,
         }
     }
 
