@@ -39,5 +39,6 @@ mod telegram_pairing;
 mod telegram_recovery;
 mod textformat;
 mod workflow_halts;
+mod workflow_readme;
 mod workflow_subs;
 mod workflows;

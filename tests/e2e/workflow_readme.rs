@@ -1,0 +1,178 @@
+//! README's example workflow, walked through as a user would (issue 25's
+//! "done when"): the example is read out of README.md itself, checked,
+//! dry-run and drawn; run from the owner's Telegram chat with `/run`;
+//! halted at its approval, pincerd killed, the approval pressed on the
+//! phone after the restart; the summary remembered and sent once, the new
+//! files moved out of the folder; the run replayed; and a second run
+//! finding no new files ends at its condition.
+
+use std::time::{Duration, Instant};
+
+use pincer_testkit::scripted::Step;
+use pincer_testkit::telegram::{BotMessage, ChatSpec, UserSpec};
+
+use crate::telegram::{OWNER, Rig, rig, text};
+use crate::workflows::status_until;
+
+/// The first TOML block of README's "Workflows" section.
+fn readme_example() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let section = &readme[readme.find("## Workflows").expect("a Workflows section")..];
+    let start = section.find("```toml\n").expect("a TOML example") + "```toml\n".len();
+    let end = section[start..].find("```").expect("the example's end");
+    section[start..start + end].to_string()
+}
+
+async fn until(r: &Rig, what: &str, done: impl Fn(&[BotMessage]) -> bool) -> Vec<BotMessage> {
+    let start = Instant::now();
+    loop {
+        let got = r.tg.bot_messages(OWNER).await;
+        if done(&got) {
+            return got;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: the owner's chat has {:?}\npincerd log:\n{}",
+            got.iter().map(text).collect::<Vec<_>>(),
+            r.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const SUMMARY: &str = "Ana moves the meeting to Friday. Bo needs the keys.";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn readmes_example_is_checked_run_from_the_phone_survives_a_kill_and_replays() {
+    let mut r = rig("tools = { profile = \"full\" }", "").await;
+    let ws = r.home.workspace();
+    std::fs::create_dir_all(ws.join("workflows")).unwrap();
+    std::fs::write(ws.join("workflows/summarise.toml"), readme_example()).unwrap();
+    let notes = ws.join("inbox/notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::write(notes.join("a.md"), "Ana: the meeting moves to Friday.\n").unwrap();
+    std::fs::write(notes.join("b.md"), "Bo: who has the keys?\n").unwrap();
+    r.llm
+        .script("Summarise these notes", vec![Step::text(SUMMARY)]);
+
+    // Checked, planned and drawn before it runs.
+    let out = r.home.cli(&["workflows", "check", "summarise"]).await;
+    assert!(
+        out.ok().contains("summarise: ok (8 steps)"),
+        "{}",
+        out.stdout
+    );
+    let out = r
+        .home
+        .cli(&["--json", "workflows", "run", "summarise", "--dry-run"])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let plan = out.json()["steps"].clone();
+    assert_eq!(
+        plan[0]["what"],
+        "glob {\"path\":\"inbox/notes\",\"pattern\":\"*.md\"}"
+    );
+    assert_eq!(plan[0]["verdict"], "offered");
+    let out = r.home.cli(&["workflows", "graph", "summarise"]).await;
+    assert!(out.ok().starts_with("flowchart TD"), "{}", out.stdout);
+
+    // Run from the phone: it halts at the approval, which the phone gets.
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    r.tg.user_says(&dm, &owner, "/run summarise").await;
+    let sent = until(&r, "the request and the reply", |s| {
+        s.iter().any(|m| text(m).starts_with("Approval needed"))
+            && s.iter().any(|m| text(m).starts_with("Run "))
+    })
+    .await;
+    let ask = sent
+        .iter()
+        .find(|m| text(m).starts_with("Approval needed"))
+        .unwrap()
+        .clone();
+    assert!(
+        text(&ask).contains("Send this summary of 2 new files?"),
+        "{ask:?}"
+    );
+    assert!(text(&ask).contains(SUMMARY), "{ask:?}");
+    let keyboard = ask.reply_markup.clone().expect("buttons");
+    let id = keyboard["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("approve:"))
+        .expect("an Approve button")
+        .to_string();
+    let out = r.home.cli(&["--json", "workflows", "runs"]).await;
+    let run = out.json()["runs"][0]["id"].as_str().unwrap().to_string();
+
+    // Killed while it waits; approved on the phone after the restart.
+    r.kill_and_start().await;
+    status_until(&r.home, &run, "the run to wait again", |s| {
+        s["run"]["status"] == "waiting"
+    })
+    .await;
+    r.tg.press_button(&dm, &owner, ask.message_id, &format!("approve:{id}"))
+        .await;
+    let status = status_until(&r.home, &run, "the run to succeed", |s| {
+        s["run"]["status"] == "succeeded"
+    })
+    .await;
+
+    // Remembered, sent once, the files out of the folder; the model was
+    // asked once.
+    assert_eq!(
+        std::fs::read_to_string(ws.join(format!("memory/summaries/{run}.md"))).unwrap(),
+        SUMMARY
+    );
+    let got = until(&r, "the summary", |s| s.iter().any(|m| text(m) == SUMMARY)).await;
+    assert_eq!(
+        got.iter().filter(|m| text(m) == SUMMARY).count(),
+        1,
+        "sent once"
+    );
+    assert!(notes.join("done/a.md").exists() && notes.join("done/b.md").exists());
+    assert!(!notes.join("a.md").exists());
+    let asked = |r: &Rig| {
+        r.llm
+            .journal()
+            .iter()
+            .filter(|b| b.to_string().contains("Summarise these notes"))
+            .count()
+    };
+    assert_eq!(asked(&r), 1);
+    let ran: Vec<&str> = status["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["state"] == "finished")
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            "files", "any", "each", "each[0]", "each[1]", "summary", "approve", "remember", "send",
+            "done"
+        ],
+        "each step finished once"
+    );
+
+    // The replay takes the same path and asks nobody.
+    let out = r.home.cli(&["workflows", "replay", &run]).await;
+    assert!(out.ok().starts_with("same path"), "{}", out.stdout);
+    assert_eq!(asked(&r), 1);
+
+    // No new files: the next run ends at its condition, asking nothing.
+    let out = r
+        .home
+        .cli(&["--json", "workflows", "run", "summarise"])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let events = out.json_lines();
+    assert_eq!(events.last().unwrap()["status"], "succeeded");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "step_started" && e["path"] == "approve")
+    );
+    assert_eq!(asked(&r), 1);
+}
