@@ -800,3 +800,109 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A workflow's approval on Discord: `/run` from the owner's DM halts at
+/// an approval with a quorum of two, the owner and a named approver each
+/// get it with buttons in their DMs, and both presses are needed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflows_approval_is_pressed_by_the_owner_and_a_named_approver_on_discord() {
+    let r = rig("tools = { profile = \"full\" }\n", "dm_policy = \"open\"\n").await;
+    let ws = r.home.workspace();
+    std::fs::create_dir_all(ws.join("workflows")).unwrap();
+    std::fs::write(
+        ws.join("workflows/post.toml"),
+        format!(
+            r#"
+[inputs.text]
+type = "string"
+
+[[steps]]
+id = "ok"
+kind = "approval"
+prompt = "Post {{{{ inputs.text }}}}?"
+approvers = ["owner", "discord:{}"]
+quorum = 2
+
+[[steps]]
+id = "post"
+kind = "tool"
+tool = "write"
+arguments = {{ path = "posted.txt", content = "{{{{ inputs.text }}}}" }}
+"#,
+            ann().id
+        ),
+    )
+    .unwrap();
+    let owner_dm = r.dc.dm_channel(&owner());
+    r.dc.user_says(&owner_dm, &owner(), Say::text("/run post text=hi"));
+    let ann_dm = r.dc.dm_channel(&ann());
+    let with_buttons = |dm: String| {
+        move |dc: &DiscordFake| {
+            dc.bot_messages(&dm)
+                .into_iter()
+                .find(|m| !m.request["components"].as_array().is_none_or(Vec::is_empty))
+        }
+    };
+    let mine =
+        r.dc.wait_for(
+            "the owner's request",
+            Duration::from_secs(20),
+            with_buttons(owner_dm.clone()),
+        )
+        .await;
+    let hers =
+        r.dc.wait_for(
+            "the approver's request",
+            Duration::from_secs(20),
+            with_buttons(ann_dm.clone()),
+        )
+        .await;
+    assert!(mine.content().contains("Post hi"), "{}", mine.content());
+    let approve = mine.request["components"][0]["components"][0]["custom_id"]
+        .as_str()
+        .expect("an Approve button")
+        .to_string();
+    assert!(approve.starts_with("approve:"), "{approve}");
+    let id = approve.trim_start_matches("approve:").to_string();
+
+    // The owner alone is one of two.
+    r.dc.press_button(&owner_dm, mine.id(), &owner(), &approve);
+    let start = Instant::now();
+    loop {
+        let pending = r.home.cli(&["--json", "approvals", "list"]).await.json();
+        if pending[0]["votes"].as_array().map(Vec::len) == Some(1) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{pending}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!ws.join("posted.txt").exists());
+    r.dc.press_button(&ann_dm, hers.id(), &ann(), &approve);
+    let start = Instant::now();
+    while !ws.join("posted.txt").exists() {
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", r.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("posted.txt")).unwrap(),
+        "hi"
+    );
+    let out = r.home.cli(&["--json", "workflows", "runs"]).await;
+    let run = out.json()["runs"][0]["id"].as_str().unwrap().to_string();
+    let status = crate::workflows::status_until(&r.home, &run, "the run to succeed", |s| {
+        s["run"]["status"] == "succeeded"
+    })
+    .await;
+    let ok = status["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["path"] == "ok")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        ok["output"]["approvers"].as_array().unwrap().len(),
+        2,
+        "{ok} ({id})"
+    );
+}

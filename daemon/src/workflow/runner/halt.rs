@@ -76,6 +76,12 @@ impl Runner {
                 Some(e) => e,
                 None => self.wait_for(&request).await?,
             };
+            // The votes counted while it waited are in the store, not in
+            // the request as it was asked.
+            let request = match self.rt.approvals().latest_halt(&self.run.id, path).await {
+                Ok(Some((now, _))) if now.id == request.id => now,
+                _ => request,
+            };
             let Some(Halt {
                 ask:
                     HaltAsk::Approval {
