@@ -65,6 +65,7 @@ fn list(ctx: &Ctx, pending: &[pb::PendingApproval]) -> Result<u8, CliError> {
                     "id": p.id, "kind": p.kind, "agent": p.agent, "session": p.session_key,
                     "run": p.run, "workflow": p.workflow, "step": p.step, "prompt": p.prompt,
                     "data": value(&p.data_json), "approvers": p.approvers, "quorum": p.quorum,
+                    "initiator": (!p.initiator.is_empty()).then_some(&p.initiator),
                     "votes": p.votes, "edit": p.edit, "revisions_left": p.revisions_left,
                     "schema": value(&p.schema_json), "requester": p.requester,
                     "age_s": p.age_s, "expires_in_s": p.expires_in_s,
@@ -103,8 +104,13 @@ fn list(ctx: &Ctx, pending: &[pb::PendingApproval]) -> Result<u8, CliError> {
                 if !p.data_json.is_empty() {
                     outln!("          data: {}", one_line(&p.data_json, 100));
                 }
+                let not = if p.initiator.is_empty() {
+                    String::new()
+                } else {
+                    format!(", not {}, who started the run", p.initiator)
+                };
                 outln!(
-                    "          approvals {} of {} ({}); `pincer workflows {} {}`; expires in {} s",
+                    "          approvals {} of {} ({}{not}); `pincer workflows {} {}`; expires in {} s",
                     p.votes.len(),
                     p.quorum,
                     p.approvers.join(", "),

@@ -400,3 +400,39 @@ quorum = 2
     let out = home.cli(&["--json", "approvals", "list"]).await;
     assert_eq!(out.json().as_array().unwrap().len(), 0, "{}", out.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn whoever_started_a_run_cannot_approve_a_step_that_asks_someone_else() {
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(
+        ws.join("workflows/pay.toml"),
+        "[[steps]]\nid = \"ok\"\nkind = \"approval\"\nprompt = \"Pay?\"\napprovers = [\"owner\", \"telegram:7\"]\nnot_initiator = true\n",
+    )
+    .unwrap();
+    let _d = home.start();
+    let run = start(&home, "pay", &[]).await;
+    let asked = request_of(&home, &run).await;
+    assert_eq!(asked["initiator"], "owner");
+    let id = asked["id"].as_str().unwrap().to_string();
+    let listed = home.cli(&["approvals", "list"]).await;
+    assert!(
+        listed
+            .ok()
+            .contains("(owner, telegram:7, not owner, who started the run)"),
+        "{}",
+        listed.stdout
+    );
+    let out = home.cli(&["workflows", "approve", &id]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("you started this run, and its step asks someone else to approve it"),
+        "{}",
+        out.stderr
+    );
+    // Still waiting; the owner may deny it.
+    status_is(&home, &run, "waiting").await;
+    home.cli(&["workflows", "deny", &id]).await.ok();
+    status_is(&home, &run, "failed").await;
+}

@@ -410,6 +410,7 @@ fn approval_request(pending: &PendingApproval) -> ApprovalRequest {
                     votes,
                     edit,
                     revisions_left,
+                    ..
                 } => (
                     data.as_ref().map(|d| d.to_string()).unwrap_or_default(),
                     HaltKind::Approval {

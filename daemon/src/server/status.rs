@@ -35,7 +35,9 @@ impl From<Refusal> for Status {
         let message = e.to_string();
         match e {
             Refusal::NotWaiting(_) => Status::not_found(message),
-            Refusal::OwnerOnly | Refusal::NotApprover(_) => Status::permission_denied(message),
+            Refusal::OwnerOnly | Refusal::NotApprover(_) | Refusal::Initiator => {
+                Status::permission_denied(message)
+            }
             Refusal::Voted { .. } => Status::already_exists(message),
             Refusal::NotInput(..)
             | Refusal::NotApproval(_)

@@ -276,8 +276,10 @@ fn pending_approval(p: PendingApproval, now: std::time::SystemTime) -> pb::Pendi
                     votes,
                     edit,
                     revisions_left,
+                    initiator,
                 } => {
                     out.data_json = data.as_ref().map(json).unwrap_or_default();
+                    out.initiator = initiator.unwrap_or_default();
                     out.approvers = approvers;
                     out.quorum = quorum;
                     out.votes = votes;

@@ -79,6 +79,7 @@ fn kind_keys(kind: &str) -> &'static [&'static str] {
             "expires_s",
             "edit",
             "revise",
+            "not_initiator",
         ],
         "input" => &["prompt", "schema", "expires_s"],
         "agent" => &["prompt", "max_calls"],
@@ -394,7 +395,7 @@ impl Checker<'_> {
 
     /// Keys set on a step whose kind does not take them.
     fn foreign_keys(&mut self, f: &StepFile, id: &str, kind: &str) {
-        let set: [(&str, Option<Range<usize>>); 24] = [
+        let set: [(&str, Option<Range<usize>>); 25] = [
             ("tool", f.tool.as_ref().map(Spanned::span)),
             ("arguments", f.arguments.as_ref().map(Spanned::span)),
             ("command", f.command.as_ref().map(Spanned::span)),
@@ -417,6 +418,7 @@ impl Checker<'_> {
             ("expires_s", f.expires_s.as_ref().map(Spanned::span)),
             ("edit", f.edit.as_ref().map(Spanned::span)),
             ("revise", f.revise.as_ref().map(Spanned::span)),
+            ("not_initiator", f.not_initiator.as_ref().map(Spanned::span)),
             ("max_calls", f.max_calls.as_ref().map(Spanned::span)),
             ("workflow", f.workflow.as_ref().map(Spanned::span)),
         ];
@@ -651,6 +653,19 @@ impl Checker<'_> {
                         ),
                     );
                 }
+                let not_initiator = f.not_initiator.as_ref().is_some_and(|n| *n.get_ref());
+                if let Some(n) = &f.not_initiator
+                    && not_initiator
+                    && distinct.len() <= quorum as usize
+                {
+                    self.at(
+                        n.span(),
+                        key("not_initiator"),
+                        format!(
+                            "with `not_initiator` name more approvers than the quorum ({quorum}): whoever starts the run does not count"
+                        ),
+                    );
+                }
                 Action::Approval {
                     prompt: prompt.get_ref().clone(),
                     preview: f.preview.as_ref().map(|p| p.get_ref().clone()),
@@ -662,6 +677,7 @@ impl Checker<'_> {
                         .map_or(DEFAULT_EXPIRY, |e| Duration::from_secs(*e.get_ref())),
                     edit: f.edit.as_ref().is_some_and(|e| *e.get_ref()),
                     revise: f.revise.as_ref().map(|r| r.get_ref().clone()),
+                    not_initiator,
                 }
             }
             "input" => {

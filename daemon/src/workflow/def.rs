@@ -318,6 +318,8 @@ pub enum Action {
         expires: Duration,
         edit: bool,
         revise: Option<String>,
+        /// Whoever started the run may not approve it (they may deny).
+        not_initiator: bool,
     },
     /// A durable halt until someone answers with data of the schema.
     Input {

@@ -103,6 +103,8 @@ pub struct StepFile {
     pub edit: Option<Spanned<bool>>,
     /// The `llm` step the approver may have redrafted with guidance.
     pub revise: Option<Spanned<String>>,
+    /// Whoever started the run may not approve it.
+    pub not_initiator: Option<Spanned<bool>>,
     // agent
     pub max_calls: Option<Spanned<u32>>,
     // workflow

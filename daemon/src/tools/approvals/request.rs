@@ -142,6 +142,10 @@ pub enum HaltAsk {
         edit: bool,
         /// Revisions left (0: none, or used up).
         revisions_left: u32,
+        /// Who started the run, when the step says they may not approve
+        /// it (`not_initiator`), as approvers are named.
+        #[serde(default)]
+        initiator: Option<String>,
     },
     /// Data that fits the schema.
     Input { schema: Option<Value> },
@@ -310,6 +314,10 @@ pub enum Refusal {
         "only the step's approvers ({0}) can approve this; the owner may always deny it or cancel the run"
     )]
     NotApprover(String),
+    #[error(
+        "you started this run, and its step asks someone else to approve it (`not_initiator`); you may still deny it"
+    )]
+    Initiator,
     #[error("your approval is counted already: {votes} of {quorum} so far")]
     Voted { votes: usize, quorum: u32 },
     #[error("`{0}` asks for a decision, not data: approve, deny{1}")]

@@ -55,6 +55,7 @@ pub fn judge(
             votes,
             edit,
             revisions_left,
+            initiator,
             ..
         } => {
             let names = voter.names();
@@ -74,6 +75,11 @@ pub fn judge(
                     Err(Refusal::NotInput(id, verbs))
                 }
                 (_, None) => Err(Refusal::NotApprover(approvers.join(", "))),
+                (Decision::Allow { .. }, Some(_))
+                    if initiator.as_ref().is_some_and(|i| names.contains(i)) =>
+                {
+                    Err(Refusal::Initiator)
+                }
                 (Decision::Allow { .. }, Some(named)) => {
                     if votes.iter().any(|v| names.contains(v)) {
                         return Err(Refusal::Voted {

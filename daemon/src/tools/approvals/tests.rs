@@ -274,6 +274,7 @@ fn approval(approvers: &[&str], quorum: u32) -> HaltAsk {
         votes: Vec::new(),
         edit: false,
         revisions_left: 0,
+        initiator: None,
     }
 }
 
@@ -475,4 +476,40 @@ async fn halts_outlive_a_restart_and_tool_calls_end_aborted_with_it() {
     assert!(third.pending().is_empty());
     let (_, ending) = third.latest_halt("r1", "ok").await.unwrap().unwrap();
     assert!(matches!(ending, Some(Ending::Allowed { .. })), "{ending:?}");
+}
+
+#[tokio::test]
+async fn whoever_started_the_run_may_deny_but_not_approve_a_not_initiator_step() {
+    let store = Approvals::default();
+    let mut ask = approval(&["owner", "telegram:7"], 1);
+    if let HaltAsk::Approval { initiator, .. } = &mut ask {
+        *initiator = Some("owner".into());
+    }
+    let id = ask_halt(&store, ask).await;
+    let allow = Decision::Allow { always: false };
+    // The owner started it: not from the CLI, nor from their chat.
+    for voter in [Voter::cli(), chat("1", true)] {
+        assert!(matches!(
+            store.decide(&id, allow.clone(), &voter).await,
+            Err(Refusal::Initiator)
+        ));
+    }
+    assert!(matches!(
+        store.decide(&id, allow.clone(), &chat("7", false)).await,
+        Ok(Decided::Ended(Ending::Allowed { .. }))
+    ));
+
+    let mut ask = approval(&["owner", "telegram:7"], 1);
+    if let HaltAsk::Approval { initiator, .. } = &mut ask {
+        *initiator = Some("telegram:7".into());
+    }
+    let id = ask_halt(&store, ask).await;
+    assert!(matches!(
+        store.decide(&id, allow, &chat("7", false)).await,
+        Err(Refusal::Initiator)
+    ));
+    assert!(matches!(
+        store.decide(&id, Decision::Deny, &chat("7", false)).await,
+        Ok(Decided::Ended(Ending::Denied { .. }))
+    ));
 }

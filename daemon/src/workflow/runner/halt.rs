@@ -45,6 +45,7 @@ impl Runner {
             expires,
             edit,
             revise,
+            not_initiator,
         } = &step.action
         else {
             return Err(Failure("not an approval step".into()));
@@ -52,6 +53,17 @@ impl Runner {
         let bad = |e: crate::workflow::template::TemplateError| Failure(e.to_string());
         let prompt = self.templates.render(prompt, ctx).map_err(bad)?;
         let mut tokens = 0;
+        // As approvers are named: `owner`, or `<channel>:<user id>`.
+        let initiator = not_initiator.then(|| match self.origin.is_owner() {
+            true => "owner".to_string(),
+            false => self
+                .origin
+                .sender
+                .split(',')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        });
         let mut asked = match self.current_request(path).await? {
             Some(found) => found,
             None => {
@@ -66,6 +78,7 @@ impl Runner {
                     votes: Vec::new(),
                     edit: *edit,
                     revisions_left: if revise.is_some() { MAX_REVISIONS } else { 0 },
+                    initiator: initiator.clone(),
                 };
                 (self.ask(path, &prompt, ask, *expires, seq).await?, None)
             }
@@ -147,6 +160,7 @@ impl Runner {
                 votes,
                 edit: *edit,
                 revisions_left,
+                initiator: initiator.clone(),
             };
             asked = (self.ask(path, &prompt, ask, *expires, seq).await?, None);
         }
