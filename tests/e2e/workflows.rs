@@ -832,14 +832,7 @@ fn normalised_transcript(home: &TestHome, run: &str) -> Vec<serde_json::Value> {
 async fn the_same_inputs_and_results_give_the_same_transcript_and_a_replay_says_same_path() {
     let (home, llm) = home().await;
     let ws = home.workspace();
-    // Items one at a time: concurrent items write their transcript
-    // entries in the order they finish (their outputs and the ledger are
-    // canonical either way).
-    std::fs::write(
-        ws.join("workflows/fruits.toml"),
-        FRUITS.replace("concurrency = 2", "concurrency = 1"),
-    )
-    .unwrap();
+    std::fs::write(ws.join("workflows/fruits.toml"), FRUITS).unwrap();
     std::fs::write(ws.join("notes.md"), "We bought apples and a pear.\n").unwrap();
     let answers = || {
         vec![
@@ -1049,4 +1042,53 @@ on_error = "continue"
     // An endless model is cut: `max_calls`, then the turn's closing
     // calls without tools.
     assert!((2..=4).contains(&calls), "{calls} calls");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_items_and_branches_write_the_transcript_in_their_order() {
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    // The later an item or branch, the sooner it finishes.
+    std::fs::write(
+        ws.join("workflows/race.toml"),
+        r#"
+[[steps]]
+id = "each"
+kind = "for_each"
+items = "[0, 1, 2]"
+concurrency = 3
+do = { id = "nap", kind = "command", command = "sleep 0.{{ 6 - 2 * item }}; echo item{{ item }}" }
+
+[[steps]]
+id = "both"
+kind = "parallel"
+branches = [
+  { id = "slow", kind = "command", command = "sleep 0.5; echo slow" },
+  { id = "fast", kind = "command", command = "echo fast" },
+]
+"#,
+    )
+    .unwrap();
+    let _d = home.start();
+    let out = home.cli(&["--json", "workflows", "run", "race"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let run = out.json_lines()[0]["run"].as_str().unwrap().to_string();
+    let entries: Vec<(String, String)> = normalised_transcript(&home, &run)
+        .into_iter()
+        .filter_map(|e| {
+            let kind = e["kind"].as_str()?.to_string();
+            let call = e["call_id"].as_str()?.to_string();
+            Some((kind, call))
+        })
+        .collect();
+    let want: Vec<(String, String)> = ["each[0]", "each[1]", "each[2]", "both.slow", "both.fast"]
+        .iter()
+        .flat_map(|p| {
+            [
+                ("tool_call".to_string(), format!("RUN:{p}")),
+                ("tool_result".to_string(), format!("RUN:{p}")),
+            ]
+        })
+        .collect();
+    assert_eq!(entries, want);
 }

@@ -56,21 +56,37 @@ pub fn record_call(
     call: &ToolCall<'_>,
     emit: &Emit,
 ) -> Result<(), String> {
-    let kept = shorten(call.arguments, env.settings.max_argument_chars);
-    log.append(
-        turn_id,
-        Body::ToolCall {
+    let body = call_entry(env, call);
+    log.append(turn_id, body.clone())?;
+    if let Body::ToolCall { arguments, .. } = body {
+        emit(Event::ToolStarted {
             call_id: call.id.to_string(),
             name: call.name.to_string(),
-            arguments: kept.to_string(),
-        },
-    )?;
-    emit(Event::ToolStarted {
+            arguments,
+        });
+    }
+    Ok(())
+}
+
+/// The transcript entry of a call, its arguments shortened as the
+/// settings say.
+pub fn call_entry(env: &CallEnv<'_>, call: &ToolCall<'_>) -> Body {
+    Body::ToolCall {
         call_id: call.id.to_string(),
         name: call.name.to_string(),
-        arguments: kept.into_owned(),
-    });
-    Ok(())
+        arguments: shorten(call.arguments, env.settings.max_argument_chars).into_owned(),
+    }
+}
+
+/// The transcript entry of a call's result; `started` is when it started.
+pub fn result_entry(call: &ToolCall<'_>, result: &CallResult, started: Instant) -> Body {
+    Body::ToolResult {
+        call_id: call.id.to_string(),
+        name: call.name.to_string(),
+        content: result.output.content.clone(),
+        is_error: result.output.is_error,
+        duration_ms: started.elapsed().as_millis() as u64,
+    }
 }
 
 /// Appends and reports a call's result; `started` is when it started.
@@ -82,17 +98,12 @@ pub fn record_result(
     started: Instant,
     emit: &Emit,
 ) -> Result<(), String> {
-    let duration_ms = started.elapsed().as_millis() as u64;
-    log.append(
-        turn_id,
-        Body::ToolResult {
-            call_id: call.id.to_string(),
-            name: call.name.to_string(),
-            content: result.output.content.clone(),
-            is_error: result.output.is_error,
-            duration_ms,
-        },
-    )?;
+    let body = result_entry(call, result, started);
+    let duration_ms = match &body {
+        Body::ToolResult { duration_ms, .. } => *duration_ms,
+        _ => 0,
+    };
+    log.append(turn_id, body)?;
     emit(Event::ToolFinished {
         call_id: call.id.to_string(),
         name: call.name.to_string(),

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 mod agent_step;
 mod frame;
 mod halt;
+mod order;
 
 use frame::Frame;
 
@@ -96,6 +97,8 @@ pub struct Runner {
     pub sessions: Arc<dyn SessionAccess>,
     /// The run's own line of steps.
     top: Frame,
+    /// The concurrent steps going on, by path: their transcript order.
+    groups: Mutex<BTreeMap<String, order::Group>>,
     /// Steps that ended before a restart, by path: not run again.
     recorded: Mutex<Recorded>,
     /// The daemon is stopping: the run halts at the next step boundary
@@ -167,6 +170,7 @@ impl Runner {
             events,
             sessions,
             top,
+            groups: Mutex::default(),
             recorded: Mutex::new(resume.recorded),
             stop: resume.stop,
             tokens: Mutex::new(0),
@@ -526,11 +530,19 @@ impl Runner {
                         return Err(Failure(format!("`items` is not a list but {list}")));
                     };
                     let mut items: Vec<BoxFuture<'_, Result<Option<Value>, Stop>>> = Vec::new();
+                    self.open_group(path, Vec::new());
                     for (i, item) in list.iter().enumerate() {
                         let ctx = self.context(frame, Some((var, item, i)));
-                        let path = format!("{path}[{i}]");
+                        let item_path = format!("{path}[{i}]");
                         items.push(
-                            async move { self.attempts(frame, body, &path, &ctx).await }.boxed(),
+                            async move {
+                                let r = self.attempts(frame, body, &item_path, &ctx).await;
+                                self.item_done(path, i)
+                                    .await
+                                    .map_err(|Failure(e)| Stop::Fail(e))?;
+                                r
+                            }
+                            .boxed(),
                         );
                     }
                     // `buffered` keeps the items' order whatever finishes first.
@@ -539,6 +551,7 @@ impl Runner {
                             .buffered(*concurrency as usize)
                             .collect()
                             .await;
+                    self.close_group(path).await?;
                     let mut out = Vec::new();
                     for (i, r) in outputs.into_iter().enumerate() {
                         match r {
@@ -585,12 +598,33 @@ impl Runner {
         wait: Wait,
         ctx: &Value,
     ) -> Result<(Value, u64), Failure> {
-        type Branch<'b> = BoxFuture<'b, (&'b Step, Result<Option<Value>, Stop>)>;
         let mut runs: Vec<Branch<'_>> = Vec::new();
-        for b in branches {
-            let path = format!("{path}.{}", b.id);
-            runs.push(async move { (b, self.attempts(frame, b, &path, ctx).await) }.boxed());
+        self.open_group(path, branches.iter().map(|b| b.id.clone()).collect());
+        for (i, b) in branches.iter().enumerate() {
+            let branch = format!("{path}.{}", b.id);
+            runs.push(
+                async move {
+                    let r = self.attempts(frame, b, &branch, ctx).await;
+                    let r = match self.item_done(path, i).await {
+                        Ok(()) => r,
+                        Err(Failure(e)) => Err(Stop::Fail(e)),
+                    };
+                    (b, r)
+                }
+                .boxed(),
+            );
         }
+        let joined = self.join(runs, wait).await;
+        self.close_group(path).await?;
+        joined
+    }
+
+    /// The branches of a parallel step joined as `wait` says.
+    async fn join<'b>(
+        &'b self,
+        runs: Vec<Branch<'b>>,
+        wait: Wait,
+    ) -> Result<(Value, u64), Failure> {
         match wait {
             Wait::All => {
                 let results = futures_util::future::join_all(runs).await;
@@ -668,14 +702,7 @@ impl Runner {
             arguments: &arguments,
         };
         let deadline = Instant::now() + timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
-        tool_step::record_call(
-            &env,
-            &mut *self.log.lock().await,
-            &self.run.id,
-            &call,
-            &emit,
-        )
-        .map_err(Failure)?;
+        self.write(path, tool_step::call_entry(&env, &call)).await?;
         let started = Instant::now();
         // A for_each item or parallel branch (`each[2]`, `both.a`) runs
         // beside others: it gets a window of its own.
@@ -688,15 +715,8 @@ impl Runner {
             env.run(&mut loops, &call_id, tool, &arguments, deadline)
                 .await
         };
-        tool_step::record_result(
-            &mut *self.log.lock().await,
-            &self.run.id,
-            &call,
-            &result,
-            started,
-            &emit,
-        )
-        .map_err(Failure)?;
+        self.write(path, tool_step::result_entry(&call, &result, started))
+            .await?;
         if result.output.is_error || result.status != "ok" {
             return Err(Failure(format!(
                 "{tool} ({}): {}",
@@ -726,10 +746,13 @@ impl Runner {
             None => None,
         };
         let mut messages = vec![Message::user(prompt.clone())];
-        self.append(Body::User {
-            text: prompt,
-            images: Vec::new(),
-        })
+        self.write(
+            path,
+            Body::User {
+                text: prompt,
+                images: Vec::new(),
+            },
+        )
         .await?;
         let models = self.rt.models();
         let mut tokens = 0;
@@ -746,15 +769,18 @@ impl Runner {
                 .map_err(|e| Failure(format!("the model: {e}")))?;
             tokens += reply.usage.input + reply.usage.output;
             self.count_cost(&target, reply.usage.input, reply.usage.output)?;
-            self.append(Body::Assistant {
-                text: reply.text.clone(),
-                model: target.label(),
-                usage: Some(crate::session::transcript::Usage {
-                    input: reply.usage.input,
-                    output: reply.usage.output,
-                }),
-                stop: "stop".into(),
-            })
+            self.write(
+                path,
+                Body::Assistant {
+                    text: reply.text.clone(),
+                    model: target.label(),
+                    usage: Some(crate::session::transcript::Usage {
+                        input: reply.usage.input,
+                        output: reply.usage.output,
+                    }),
+                    stop: "stop".into(),
+                },
+            )
             .await?;
             let Some(validator) = &validator else {
                 return Ok((Value::String(reply.text), tokens));
@@ -779,22 +805,20 @@ impl Runner {
                 parts: vec![crate::llm::Part::Text(reply.text)],
             });
             messages.push(Message::user(again.clone()));
-            self.append(Body::User {
-                text: again,
-                images: Vec::new(),
-            })
+            self.write(
+                path,
+                Body::User {
+                    text: again,
+                    images: Vec::new(),
+                },
+            )
             .await?;
         }
     }
-
-    async fn append(&self, body: Body) -> Result<(), Failure> {
-        self.log
-            .lock()
-            .await
-            .append(&self.run.id, body)
-            .map_err(Failure)
-    }
 }
+
+/// A parallel step's branch as it runs: the branch and how it ended.
+type Branch<'b> = BoxFuture<'b, (&'b Step, Result<Option<Value>, Stop>)>;
 
 /// Why the loop stops early.
 #[derive(Debug)]
