@@ -40,6 +40,30 @@ pub fn text(text: String, max_chars: usize) -> String {
     }
 }
 
+/// A JSON value as text within `max_bytes`: whole; with its long strings
+/// cut (head and tail kept); or, still too long (a list of many items),
+/// a JSON string saying so. `None` is the empty text.
+pub fn json(value: Option<&Value>, max_bytes: usize) -> String {
+    let Some(value) = value else {
+        return String::new();
+    };
+    let whole = value.to_string();
+    if whole.len() <= max_bytes {
+        return whole;
+    }
+    let mut cut = value.clone();
+    cap_json_strings(&mut cut, SMALL_FIELD_CHARS.min(max_bytes / 2));
+    let cut = cut.to_string();
+    if cut.len() <= max_bytes {
+        return cut;
+    }
+    Value::String(format!(
+        "(a value of {} bytes, more than this reply carries; `state/workflows.db` keeps it whole)",
+        whole.len()
+    ))
+    .to_string()
+}
+
 /// The texts of a turn's model calls (`TurnFinished.segments`) within
 /// twice [`EVENT_CHARS`] together, each getting an equal share, so the
 /// event stays under the limit however many calls the turn made.
@@ -185,6 +209,25 @@ mod tests {
                 arguments,
             },
         }
+    }
+
+    #[test]
+    fn a_json_value_fits_whole_cut_or_as_a_sentence() {
+        let small = serde_json::json!({"a": [1, 2]});
+        assert_eq!(json(Some(&small), 100), small.to_string());
+        assert_eq!(json(None, 100), "");
+        // One long string: cut, still JSON of the same shape.
+        let long = serde_json::json!({"text": "x".repeat(50_000)});
+        let cut: Value = serde_json::from_str(&json(Some(&long), 10_000)).unwrap();
+        assert!(cut["text"].as_str().unwrap().len() < 10_000);
+        // Many short strings: a sentence saying how big it was.
+        let many = Value::Array(
+            (0..10_000)
+                .map(|i| Value::from(format!("item {i}")))
+                .collect(),
+        );
+        let said: Value = serde_json::from_str(&json(Some(&many), 10_000)).unwrap();
+        assert!(said.as_str().unwrap().starts_with("(a value of "), "{said}");
     }
 
     #[test]

@@ -135,7 +135,11 @@ impl pb::workflows_server::Workflows for WorkflowsService {
         };
         let runs = self.state.workflows.runs(agent, limit).await?;
         Ok(Response::new(pb::ListRunsResponse {
-            runs: runs.iter().map(run_info).collect(),
+            runs: {
+                // Each run's output gets an equal share of the reply.
+                let share = (super::fit::REPLY_BYTES / 2 / (runs.len() + 1)).max(256);
+                runs.iter().map(|r| run_info(r, share)).collect()
+            },
         }))
     }
 
@@ -149,9 +153,11 @@ impl pb::workflows_server::Workflows for WorkflowsService {
                 "no workflow run `{id}` (pincer workflows runs lists them)"
             )));
         };
+        // Each attempt's output gets an equal share of the reply.
+        let share = (super::fit::REPLY_BYTES / 2 / (steps.len() + 1)).max(256);
         Ok(Response::new(pb::RunStatusResponse {
-            run: Some(run_info(&run)),
-            steps: steps.iter().map(step_attempt).collect(),
+            run: Some(run_info(&run, super::fit::REPLY_BYTES / 4)),
+            steps: steps.iter().map(|s| step_attempt(s, share)).collect(),
         }))
     }
 
@@ -368,10 +374,6 @@ fn inputs_of(raw: std::collections::HashMap<String, String>) -> serde_json::Map<
         .collect()
 }
 
-fn json_text(v: &Option<Value>) -> String {
-    v.as_ref().map(Value::to_string).unwrap_or_default()
-}
-
 fn run_event(e: RunEvent) -> pb::RunEvent {
     use pb::run_event::Event;
     let event = match e {
@@ -392,8 +394,8 @@ fn run_event(e: RunEvent) -> pb::RunEvent {
         } => Event::StepFinished(pb::StepFinished {
             path,
             state: state.as_str().to_string(),
-            output_json: output.to_string(),
-            error: error.unwrap_or_default(),
+            output_json: super::fit::json(Some(&output), super::fit::EVENT_CHARS),
+            error: super::fit::text(error.unwrap_or_default(), super::fit::NOTE_CHARS),
         }),
         RunEvent::Halted {
             path,
@@ -412,22 +414,22 @@ fn run_event(e: RunEvent) -> pb::RunEvent {
             error,
         } => Event::Finished(pb::RunFinished {
             status: status.as_str().to_string(),
-            output_json: json_text(&output),
-            error: error.unwrap_or_default(),
+            output_json: super::fit::json(output.as_ref(), super::fit::EVENT_CHARS),
+            error: super::fit::text(error.unwrap_or_default(), super::fit::NOTE_CHARS),
         }),
     };
     pb::RunEvent { event: Some(event) }
 }
 
-fn run_info(r: &RunRow) -> pb::RunInfo {
+fn run_info(r: &RunRow, max_bytes: usize) -> pb::RunInfo {
     pb::RunInfo {
         id: r.id.clone(),
         workflow: r.workflow.clone(),
         agent: r.agent.clone(),
         status: r.status.as_str().to_string(),
         cursor: r.cursor.clone().unwrap_or_default(),
-        output_json: json_text(&r.output),
-        error: r.error.clone().unwrap_or_default(),
+        output_json: super::fit::json(r.output.as_ref(), max_bytes),
+        error: super::fit::text(r.error.clone().unwrap_or_default(), super::fit::NOTE_CHARS),
         tokens: r.tokens,
         created_at: r.created_at.clone(),
         updated_at: r.updated_at.clone(),
@@ -438,14 +440,14 @@ fn run_info(r: &RunRow) -> pb::RunInfo {
     }
 }
 
-fn step_attempt(s: &StepRow) -> pb::StepAttempt {
+fn step_attempt(s: &StepRow, max_bytes: usize) -> pb::StepAttempt {
     pb::StepAttempt {
         seq: s.seq,
         path: s.path.clone(),
         attempt: s.attempt,
         state: s.state.as_str().to_string(),
-        output_json: json_text(&s.output),
-        error: s.error.clone().unwrap_or_default(),
+        output_json: super::fit::json(s.output.as_ref(), max_bytes),
+        error: super::fit::text(s.error.clone().unwrap_or_default(), super::fit::NOTE_CHARS),
         started_at: s.started_at.clone(),
         finished_at: s.finished_at.clone().unwrap_or_default(),
     }
