@@ -518,6 +518,12 @@ arguments = { path = "posted.txt", content = "{{ inputs.text }}" }
         std::fs::read_to_string(ws.join("posted.txt")).unwrap(),
         "hello"
     );
+    // The chat that started it is told how it ended.
+    until(&r, OWNER, "the run's end", |s| {
+        s.iter()
+            .any(|m| text(m).starts_with("Run ") && text(m).contains(" of post succeeded"))
+    })
+    .await;
     // A workflow that is not there: the reply says so, nothing runs.
     r.tg.user_says(&dm, &owner, "/run nosuch").await;
     until(&r, OWNER, "the refusal", |s| {

@@ -630,6 +630,7 @@ impl WorkflowRunner for Workflows {
                 };
                 match event {
                     Some(RunEvent::Halted { path, kind, id, .. }) => {
+                        self.tell_when_over(origin, name, &run, events);
                         return Ok(RunReport::Halted {
                             run,
                             step: path,
@@ -650,10 +651,53 @@ impl WorkflowRunner for Workflows {
                         });
                     }
                     Some(_) => {}
-                    None => return Ok(RunReport::Going { run }),
+                    None => {
+                        self.tell_when_over(origin, name, &run, events);
+                        return Ok(RunReport::Going { run });
+                    }
                 }
             }
         })
+    }
+}
+
+impl Workflows {
+    /// A run a chat started goes on after its start was answered (it
+    /// halted for a person, or took longer): the chat is told how it
+    /// ended, as `/run` would have said it.
+    fn tell_when_over(
+        &self,
+        origin: &ChatOrigin,
+        name: &str,
+        run: &str,
+        mut events: mpsc::UnboundedReceiver<RunEvent>,
+    ) {
+        let (Some(to), Some(outbox)) = (origin.chat.address(), self.inner.rt.outbox()) else {
+            return;
+        };
+        let (name, run) = (name.to_string(), run.to_string());
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                let RunEvent::Finished {
+                    status,
+                    output,
+                    error,
+                } = event
+                else {
+                    continue;
+                };
+                let report = RunReport::Finished {
+                    run: run.clone(),
+                    status: status.as_str().to_string(),
+                    output,
+                    error,
+                };
+                if let Err(e) = outbox.send_text(&to, &report.sentence(&name)).await {
+                    tracing::warn!(run = %run, error = %e, "cannot tell the chat how the run ended");
+                }
+                return;
+            }
+        });
     }
 }
 
