@@ -272,3 +272,77 @@ async fn a_run_whose_sub_workflow_cannot_run_is_refused_before_it_starts() {
         "{error}"
     );
 }
+
+/// A sub-workflow whose approval asks for a redraft.
+const DRAFTER: &str = r#"
+[[steps]]
+id = "draft"
+kind = "llm"
+prompt = "[wf-sub-draft] Write it."
+
+[[steps]]
+id = "ok"
+kind = "approval"
+prompt = "Good?"
+preview = "{{ steps.draft.output }}"
+revise = "draft"
+
+[[steps]]
+id = "keep"
+kind = "tool"
+tool = "write"
+arguments = { path = "kept.txt", content = "{{ steps.draft.output }}" }
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redraft_inside_a_sub_workflow_is_what_its_later_steps_read_after_a_kill() {
+    let (home, llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(ws.join("workflows/drafter.toml"), DRAFTER).unwrap();
+    std::fs::write(
+        ws.join("workflows/outer.toml"),
+        "[[steps]]\nid = \"sub\"\nkind = \"workflow\"\nworkflow = \"drafter\"\n",
+    )
+    .unwrap();
+    llm.script(
+        "[wf-sub-draft]",
+        vec![
+            pincer_testkit::scripted::Step::text("First draft."),
+            pincer_testkit::scripted::Step::text("Second draft."),
+        ],
+    );
+    let d = home.start();
+    let run = start(&home, "outer", &[]).await;
+    let first = request_of(&home, &run).await;
+    assert_eq!(first["step"], "sub/ok");
+    let id = first["id"].as_str().unwrap().to_string();
+    home.cli(&["workflows", "revise", &id, "again"]).await.ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let second = loop {
+        let r = request_of(&home, &run).await;
+        if r["id"] != id.as_str() {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "no second request");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(second["data"], "Second draft.");
+
+    // Killed while the second request waits: after the restart the
+    // sub-workflow's draft is the redraft, and the model is not asked
+    // again.
+    d.kill9();
+    let _d = home.start();
+    let again = request_of(&home, &run).await;
+    assert_eq!(again["id"], second["id"]);
+    let calls = llm.journal().len();
+    home.cli(&["workflows", "approve", again["id"].as_str().unwrap()])
+        .await
+        .ok();
+    status_is(&home, &run, "succeeded").await;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("kept.txt")).unwrap(),
+        "Second draft."
+    );
+    assert_eq!(llm.journal().len(), calls);
+}

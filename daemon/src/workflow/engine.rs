@@ -361,13 +361,13 @@ impl Workflows {
             }
             (_, Some(Settle::Skip)) => {
                 // The unknown steps count as finished with no output.
-                for (seq, path, _) in &reading.unknown {
+                for (_, path, _) in &reading.unknown {
                     reading
                         .resume
                         .recorded
                         .entry(path.clone())
                         .or_default()
-                        .push_back((*seq, Some(Value::Null)));
+                        .push_back(Some(Value::Null));
                 }
             }
             _ => {}

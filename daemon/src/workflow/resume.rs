@@ -68,7 +68,7 @@ pub fn read(w: &Workflow, run: &RunRow, rows: &[StepRow]) -> Reading {
                 recorded
                     .entry(row.path.clone())
                     .or_default()
-                    .push_back((row.seq, output));
+                    .push_back(output);
             }
             // Unknown: found started by an earlier start, and still
             // unsettled.

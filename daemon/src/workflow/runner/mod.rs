@@ -115,10 +115,9 @@ pub struct Runner {
 }
 
 /// The steps that ended before a restart, by path, in the order they
-/// started: each attempt's ledger seq and output (`None`: `when` skipped
-/// it). Each is taken once, so a loop that comes back to a step takes the
+/// started: each attempt's output (`None`: `when` skipped it). Each is taken once, so a loop that comes back to a step takes the
 /// next, and runs the step when none is left.
-pub type Recorded = BTreeMap<String, VecDeque<(u64, Option<Value>)>>;
+pub type Recorded = BTreeMap<String, VecDeque<Option<Value>>>;
 
 /// Where a run picks up: the values of the steps finished before, the
 /// attempts of the cursor step that finished, and the daemon's stop.
@@ -210,14 +209,17 @@ impl Runner {
         ctx: &'a Value,
     ) -> BoxFuture<'a, Result<Option<Value>, Stop>> {
         async move {
-            if let Some((seq, output)) = self.take_recorded(path) {
-                if let Action::Approval {
-                    revise: Some(draft),
-                    ..
-                } = &step.action
-                {
-                    self.take_redrafts(frame, draft, seq);
-                }
+            let recorded = self.take_recorded(path);
+            // Redrafts a revise recorded before a restart (while this
+            // approval waited) are its draft step's output now.
+            if let Action::Approval {
+                revise: Some(draft),
+                ..
+            } = &step.action
+            {
+                self.take_redrafts(frame, draft);
+            }
+            if let Some(output) = recorded {
                 return Ok(output);
             }
             if let Some(when) = &step.when {
@@ -295,8 +297,8 @@ impl Runner {
     }
 
     /// The output of the next attempt of the step at `path` that ended
-    /// before a restart, with its ledger seq.
-    fn take_recorded(&self, path: &str) -> Option<(u64, Option<Value>)> {
+    /// before a restart.
+    fn take_recorded(&self, path: &str) -> Option<Option<Value>> {
         let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
         let queue = recorded.get_mut(path)?;
         let next = queue.pop_front();
@@ -306,24 +308,22 @@ impl Runner {
         next
     }
 
-    /// An approval that ended before a restart after a revise: the
-    /// redrafts of its `draft` step recorded while it waited (before its
-    /// attempt `seq` ended) are the step's output now.
-    fn take_redrafts(&self, frame: &Frame, draft: &str, seq: u64) {
+    /// The redrafts of the llm step `draft` of `frame` recorded before a
+    /// restart: what is left of its recorded attempts once the step took
+    /// its own (the line reached the approval after it). The last is the
+    /// step's output.
+    fn take_redrafts(&self, frame: &Frame, draft: &str) {
         let path = frame.path(draft);
-        let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(queue) = recorded.get_mut(&path) else {
-            return;
-        };
-        while let Some((_, output)) = queue.front().filter(|(s, _)| *s > seq).cloned() {
-            queue.pop_front();
+        let left = self
+            .recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&path);
+        if let Some(output) = left.and_then(|mut q| q.pop_back()) {
             frame.set_value(
                 draft,
                 json!({"output": output.unwrap_or(Value::Null), "status": "ok"}),
             );
-        }
-        if queue.is_empty() {
-            recorded.remove(&path);
         }
     }
 
