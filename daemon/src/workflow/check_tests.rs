@@ -342,3 +342,24 @@ fn a_workflow_step_takes_no_timeout_and_stays_out_of_for_each_and_parallel() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn a_workflow_behind_a_symbolic_link_is_refused_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let wf = dir.path().join("workflows");
+    std::fs::create_dir(&wf).unwrap();
+    let elsewhere = dir.path().join("elsewhere.toml");
+    std::fs::write(
+        &elsewhere,
+        "[[steps]]\nid = \"x\"\nkind = \"llm\"\nprompt = \"hi\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&elsewhere, wf.join("linked.toml")).unwrap();
+    let lib = Library::open(dir.path(), &offered);
+    assert_eq!(lib.names().collect::<Vec<_>>(), ["linked"]);
+    let err = lib.get("linked").unwrap_err().to_string();
+    assert!(
+        err.ends_with("linked.toml:1:1: a workflow file is read only as a regular file, not through a symbolic link: copy the file here"),
+        "{err}"
+    );
+}

@@ -86,7 +86,17 @@ impl Library {
         let mut entries = BTreeMap::new();
         for name in &names {
             let path = dir.join(format!("{name}.toml"));
+            // Read only as the regular file it is: a link could make a
+            // workflow the owner never wrote out of a file a tool may.
+            let linked = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
             let entry = match std::fs::read_to_string(&path) {
+                _ if linked => Err(LibraryError::Invalid(vec![Problem {
+                    path: path.clone(),
+                    line: 1,
+                    column: 1,
+                    key: None,
+                    reason: "a workflow file is read only as a regular file, not through a symbolic link: copy the file here".into(),
+                }])),
                 Err(source) => Err(LibraryError::Read { path, source }),
                 Ok(text) => {
                     let cx = Context {
@@ -347,7 +357,8 @@ pub fn names(dir: &Path) -> Vec<String> {
     };
     let mut names: Vec<String> = read
         .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        // Links too, so the library can say why it will not read them.
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file() || t.is_symlink()))
         .filter_map(|e| {
             let name = e.file_name().to_str()?.strip_suffix(".toml")?.to_string();
             valid_name(&name).then_some(name)
