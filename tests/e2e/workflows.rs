@@ -1092,3 +1092,49 @@ branches = [
         .collect();
     assert_eq!(entries, want);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_any_step_replays_its_recorded_winner() {
+    let (home, _llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(
+        ws.join("workflows/first.toml"),
+        r#"
+[[steps]]
+id = "race"
+kind = "parallel"
+wait = "any"
+branches = [
+  { id = "slow", kind = "command", command = "sleep 5; echo slow" },
+  { id = "fast", kind = "command", command = "echo fast" },
+]
+"#,
+    )
+    .unwrap();
+    let _d = home.start();
+    let out = home.cli(&["--json", "workflows", "run", "first"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let events = out.json_lines();
+    let run = events[0]["run"].as_str().unwrap().to_string();
+    let status = status_until(&home, &run, "the run to succeed", |s| {
+        s["run"]["status"] == "succeeded"
+    })
+    .await;
+    let race = status["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["path"] == "race")
+        .unwrap()
+        .clone();
+    assert_eq!(race["output"]["winner"], "fast", "{race}");
+    // Replayed, every result is there at once: the run's winner wins
+    // again, and the branch it cancelled does not start.
+    let out = home.cli(&["workflows", "replay", &run]).await;
+    assert!(
+        out.ok().starts_with("same path"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+}

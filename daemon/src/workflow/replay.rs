@@ -68,6 +68,16 @@ impl Recording {
         })
     }
 
+    /// The recorded result [`Self::answer`] would give next, left there.
+    pub fn peek(&self, path: &str, attempt: u32) -> Option<Result<Value, String>> {
+        let attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        let r = attempts.get(&(path.to_string(), attempt))?.front()?.clone();
+        Some(match r {
+            Recorded::Finished(v) => Ok(v),
+            Recorded::Failed(e) => Err(e),
+        })
+    }
+
     /// The redrafts a revise asked of the llm step at `path` (recorded as
     /// its attempts 2 and on while an approval waited), each with its
     /// attempt: what is left of them once the step itself took its own.

@@ -566,7 +566,8 @@ impl Runner {
                     Ok((Value::Array(out), 0))
                 }
                 Action::Parallel { branches, wait } => {
-                    self.parallel(frame, path, branches, *wait, ctx).await
+                    self.parallel(frame, path, branches, *wait, ctx, attempt)
+                        .await
                 }
                 Action::Approval { .. } => self.approval(frame, step, path, ctx, seq).await,
                 Action::Agent { prompt, max_calls } => {
@@ -597,7 +598,13 @@ impl Runner {
         branches: &[Step],
         wait: Wait,
         ctx: &Value,
+        attempt: u32,
     ) -> Result<(Value, u64), Failure> {
+        if let (Some(recording), Wait::Any) = (&self.replay, wait) {
+            return self
+                .replay_any(frame, path, branches, ctx, attempt, recording)
+                .await;
+        }
         let mut runs: Vec<Branch<'_>> = Vec::new();
         self.open_group(path, branches.iter().map(|b| b.id.clone()).collect());
         for (i, b) in branches.iter().enumerate() {
@@ -617,6 +624,42 @@ impl Runner {
         let joined = self.join(runs, wait).await;
         self.close_group(path).await?;
         joined
+    }
+
+    /// A wait-any step replayed: the branches that ended in the run end
+    /// again on their recorded results (those it cancelled do not start),
+    /// and the run's winner wins again, whichever ends first here.
+    async fn replay_any(
+        &self,
+        frame: &Frame,
+        path: &str,
+        branches: &[Step],
+        ctx: &Value,
+        attempt: u32,
+        recording: &Recording,
+    ) -> Result<(Value, u64), Failure> {
+        let winner = match recording.peek(path, attempt) {
+            Some(Ok(v)) => v["winner"].as_str().map(str::to_string),
+            _ => None,
+        };
+        let mut output = None;
+        for b in branches {
+            let branch = format!("{path}.{}", b.id);
+            if recording.peek(&branch, 1).is_none() {
+                continue;
+            }
+            let r = self.attempts(frame, b, &branch, ctx).await;
+            if winner.as_deref() == Some(b.id.as_str()) {
+                output = Some(r);
+            }
+        }
+        match (winner, output) {
+            (Some(id), Some(Ok(v))) => {
+                Ok((json!({"winner": id, "output": v.unwrap_or(Value::Null)}), 0))
+            }
+            (_, Some(Err(Stop::Fail(e)))) => Err(Failure(e)),
+            _ => Err(Failure("the run recorded no winner for this step".into())),
+        }
     }
 
     /// The branches of a parallel step joined as `wait` says.
