@@ -39,13 +39,14 @@ impl Workflow {
         self.steps.iter().position(|s| s.id == id)
     }
 
-    /// The sub-workflows this one starts, anywhere in its steps.
-    pub fn sub_workflows(&self) -> Vec<&str> {
+    /// The sub-workflows this one starts, each with the line of the step
+    /// that starts it.
+    pub fn sub_workflows(&self) -> Vec<(&str, usize)> {
         let mut out = Vec::new();
         for step in &self.steps {
             step.visit(&mut |s| {
                 if let Action::Workflow { name, .. } = &s.action {
-                    out.push(name.as_str());
+                    out.push((name.as_str(), s.line));
                 }
             });
         }

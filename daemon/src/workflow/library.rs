@@ -173,7 +173,14 @@ impl Library {
         let subs: BTreeMap<String, Vec<(String, usize)>> = self
             .entries
             .iter()
-            .filter_map(|(name, e)| e.as_ref().ok().map(|w| (name.clone(), steps_starting(w))))
+            .filter_map(|(name, e)| {
+                let w = e.as_ref().ok()?;
+                let starts = w.sub_workflows().into_iter();
+                Some((
+                    name.clone(),
+                    starts.map(|(n, l)| (n.to_string(), l)).collect(),
+                ))
+            })
             .collect();
         let mut found: Vec<(String, Problem)> = Vec::new();
         for (start, starts) in &subs {
@@ -253,17 +260,22 @@ fn resolve(
         key: None,
         reason,
     };
+    let starts: Vec<(String, usize)> = w
+        .sub_workflows()
+        .into_iter()
+        .map(|(n, l)| (n.to_string(), l))
+        .collect();
     let mut refused = None;
     // Circles were refused; the bound only guards against a bug there.
     if depth <= MAX_DEPTH + 1 {
-        for (sub, line) in steps_starting(&w) {
-            match resolve(&sub, entries, linked, depth + 1) {
+        for (sub, line) in &starts {
+            match resolve(sub, entries, linked, depth + 1) {
                 Some(s) => {
-                    w.subs.insert(sub, s);
+                    w.subs.insert(sub.clone(), s);
                 }
                 None => {
                     refused.get_or_insert(problem(
-                        line,
+                        *line,
                         format!(
                             "the sub-workflow `{sub}` cannot run (`pincer workflows check {sub}` says why)"
                         ),
@@ -274,10 +286,10 @@ fn resolve(
     }
     let chain = deepest(&w);
     if refused.is_none() && chain.len() > MAX_DEPTH + 1 {
-        let line = steps_starting(&w)
-            .into_iter()
+        let line = starts
+            .iter()
             .find(|(sub, _)| Some(sub) == chain.get(1))
-            .map_or(1, |(_, line)| line);
+            .map_or(1, |(_, line)| *line);
         refused = Some(problem(
             line,
             format!(
@@ -307,19 +319,6 @@ fn deepest(w: &Workflow) -> Vec<String> {
     let mut chain = vec![w.name.clone()];
     chain.extend(below);
     chain
-}
-
-/// The sub-workflows a workflow starts, with the line of the step.
-fn steps_starting(w: &Workflow) -> Vec<(String, usize)> {
-    let mut out = Vec::new();
-    for step in &w.steps {
-        step.visit(&mut |s| {
-            if let super::def::Action::Workflow { name, .. } = &s.action {
-                out.push((name.clone(), s.line));
-            }
-        });
-    }
-    out
 }
 
 /// Whether a path leads from `path`'s last workflow back to `start`; the
