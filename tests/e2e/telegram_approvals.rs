@@ -17,7 +17,7 @@ use crate::telegram::{OWNER, Rig, rig, text};
 const ASK_EXEC: &str = "tools = { profile = \"coding\", ask = [\"exec\"] }";
 
 /// Waits (20 s at most) until the bot's messages in `chat` satisfy `done`.
-async fn until(
+pub(crate) async fn until(
     r: &Rig,
     chat: i64,
     what: &str,
@@ -40,7 +40,7 @@ async fn until(
 }
 
 /// The approval id behind a message's Approve button.
-fn approval_id(m: &BotMessage) -> String {
+pub(crate) fn approval_id(m: &BotMessage) -> String {
     let keyboard = m.reply_markup.clone().expect("an approval has buttons");
     keyboard["inline_keyboard"][0][0]["callback_data"]
         .as_str()

@@ -9,7 +9,7 @@ use pincer_testkit::harness::{TestHome, provider_config};
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 use serde_json::Value;
 
-async fn home() -> (TestHome, ScriptedLlm) {
+pub(crate) async fn home() -> (TestHome, ScriptedLlm) {
     let llm = ScriptedLlm::start().await.expect("scripted llm");
     let home = TestHome::new();
     home.write_config(&provider_config(
@@ -43,6 +43,20 @@ pub(crate) async fn request_of(home: &TestHome, run: &str) -> Value {
             out.stdout,
             out.stderr
         );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until run `run` asks again, with a request other than `asked`;
+/// the new request.
+pub(crate) async fn next_request(home: &TestHome, run: &str, asked: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = request_of(home, run).await;
+        if r["id"] != asked {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "no request after {asked}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -323,15 +337,7 @@ async fn a_revise_redrafts_with_the_guidance_and_asks_again() {
     assert!(out.ok().contains("Asked for a new draft"), "{}", out.stdout);
 
     // A new request with the new draft and one revision fewer.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let second = loop {
-        let r = request_of(&home, &run).await;
-        if r["id"] != id.as_str() {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "no second request");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let second = next_request(&home, &run, &id).await;
     assert_eq!(second["data"], "Short digest.");
     assert_eq!(second["revisions_left"], 2);
     let journal = llm.journal();

@@ -6,12 +6,11 @@
 //! files moved out of the folder; the run replayed; and a second run
 //! finding no new files ends at its condition.
 
-use std::time::{Duration, Instant};
-
 use pincer_testkit::scripted::Step;
-use pincer_testkit::telegram::{BotMessage, ChatSpec, UserSpec};
+use pincer_testkit::telegram::{ChatSpec, UserSpec};
 
 use crate::telegram::{OWNER, Rig, rig, text};
+use crate::telegram_approvals::{approval_id, until};
 use crate::workflows::status_until;
 
 /// The first TOML block of README's "Workflows" section.
@@ -22,23 +21,6 @@ fn readme_example() -> String {
     let start = section.find("```toml\n").expect("a TOML example") + "```toml\n".len();
     let end = section[start..].find("```").expect("the example's end");
     section[start..start + end].to_string()
-}
-
-async fn until(r: &Rig, what: &str, done: impl Fn(&[BotMessage]) -> bool) -> Vec<BotMessage> {
-    let start = Instant::now();
-    loop {
-        let got = r.tg.bot_messages(OWNER).await;
-        if done(&got) {
-            return got;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{what}: the owner's chat has {:?}\npincerd log:\n{}",
-            got.iter().map(text).collect::<Vec<_>>(),
-            r.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 const SUMMARY: &str = "Ana moves the meeting to Friday. Bo needs the keys.";
@@ -81,7 +63,7 @@ async fn readmes_example_is_checked_run_from_the_phone_survives_a_kill_and_repla
     let owner = UserSpec::new(OWNER, "Owner");
     let dm = ChatSpec::private(&owner);
     r.tg.user_says(&dm, &owner, "/run summarise").await;
-    let sent = until(&r, "the request and the reply", |s| {
+    let sent = until(&r, OWNER, "the request and the reply", |s| {
         s.iter().any(|m| text(m).starts_with("Approval needed"))
             && s.iter().any(|m| text(m).starts_with("Run "))
     })
@@ -96,12 +78,7 @@ async fn readmes_example_is_checked_run_from_the_phone_survives_a_kill_and_repla
         "{ask:?}"
     );
     assert!(text(&ask).contains(SUMMARY), "{ask:?}");
-    let keyboard = ask.reply_markup.clone().expect("buttons");
-    let id = keyboard["inline_keyboard"][0][0]["callback_data"]
-        .as_str()
-        .and_then(|d| d.strip_prefix("approve:"))
-        .expect("an Approve button")
-        .to_string();
+    let id = approval_id(&ask);
     let out = r.home.cli(&["--json", "workflows", "runs"]).await;
     let run = out.json()["runs"][0]["id"].as_str().unwrap().to_string();
 
@@ -124,7 +101,10 @@ async fn readmes_example_is_checked_run_from_the_phone_survives_a_kill_and_repla
         std::fs::read_to_string(ws.join(format!("memory/summaries/{run}.md"))).unwrap(),
         SUMMARY
     );
-    let got = until(&r, "the summary", |s| s.iter().any(|m| text(m) == SUMMARY)).await;
+    let got = until(&r, OWNER, "the summary", |s| {
+        s.iter().any(|m| text(m) == SUMMARY)
+    })
+    .await;
     assert_eq!(
         got.iter().filter(|m| text(m) == SUMMARY).count(),
         1,

@@ -5,22 +5,7 @@
 //! and replays; a parent whose sub-workflow cannot run is refused before
 //! it starts.
 
-use pincer_testkit::harness::{TestHome, provider_config};
-use pincer_testkit::scripted::ScriptedLlm;
-
-use crate::workflow_halts::{request_of, start, status_is};
-
-async fn home() -> (TestHome, ScriptedLlm) {
-    let llm = ScriptedLlm::start().await.expect("scripted llm");
-    let home = TestHome::new();
-    home.write_config(&provider_config(
-        "openai",
-        &format!("{}/v1", llm.base_url()),
-        "",
-    ));
-    std::fs::create_dir_all(home.workspace().join("workflows")).unwrap();
-    (home, llm)
-}
+use crate::workflow_halts::{home, next_request, request_of, start, status_is};
 
 /// Saves a word to a file and says so.
 const SAVE: &str = r#"
@@ -317,15 +302,7 @@ async fn a_redraft_inside_a_sub_workflow_is_what_its_later_steps_read_after_a_ki
     assert_eq!(first["step"], "sub/ok");
     let id = first["id"].as_str().unwrap().to_string();
     home.cli(&["workflows", "revise", &id, "again"]).await.ok();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let second = loop {
-        let r = request_of(&home, &run).await;
-        if r["id"] != id.as_str() {
-            break r;
-        }
-        assert!(std::time::Instant::now() < deadline, "no second request");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    };
+    let second = next_request(&home, &run, &id).await;
     assert_eq!(second["data"], "Second draft.");
 
     // Killed while the second request waits: after the restart the
