@@ -638,4 +638,15 @@ arguments = { path = "inbox/telegram-group--100900/posted.txt", content = "{{ in
     let posted = ws.join("inbox/telegram-group--100900/posted.txt");
     assert_eq!(std::fs::read_to_string(posted).unwrap(), "hi");
     assert_eq!(status["run"]["principal"], "telegram:group:-100900");
+    // The group, answered before the kill, is told how the run ended,
+    // once.
+    let told = until(&r, -100900, "the group told of the end", |s| {
+        s.iter().any(|m| text(m).contains("succeeded"))
+    })
+    .await;
+    let ends = told
+        .iter()
+        .filter(|m| text(m).starts_with(&format!("Run {run_id} of post succeeded")))
+        .count();
+    assert_eq!(ends, 1, "{told:?}");
 }

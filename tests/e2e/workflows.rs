@@ -1093,6 +1093,78 @@ branches = [
     assert_eq!(entries, want);
 }
 
+/// Agent turns write straight to the transcript: a turn inside a
+/// parallel or for_each waits for the items before it, so a fast turn
+/// beside a slow command still comes after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_turns_in_branches_and_items_keep_the_transcript_in_their_order() {
+    let (home, llm) = home().await;
+    let ws = home.workspace();
+    std::fs::write(
+        ws.join("workflows/turns.toml"),
+        r#"
+[[steps]]
+id = "intro"
+kind = "llm"
+prompt = "[wf-turns] Begin"
+
+[[steps]]
+id = "both"
+kind = "parallel"
+branches = [
+  { id = "slow", kind = "command", command = "sleep 0.5; echo slow" },
+  { id = "think", kind = "agent", prompt = "[wf-think] Say hi", max_calls = 1 },
+]
+
+[[steps]]
+id = "each"
+kind = "for_each"
+items = "[0, 1, 2]"
+concurrency = 3
+do = { id = "ask", kind = "agent", prompt = "[wf-item-{{ item }}] Say {{ item }}", max_calls = 1 }
+"#,
+    )
+    .unwrap();
+    // Every turn's conversation starts with the intro: the answers go out
+    // in the order the model is called.
+    llm.script(
+        "[wf-turns]",
+        ["begun", "hi", "said 0", "said 1", "said 2"]
+            .map(Step::text)
+            .to_vec(),
+    );
+    let _d = home.start();
+    let out = home.cli(&["--json", "workflows", "run", "turns"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let run = out.json_lines()[0]["run"].as_str().unwrap().to_string();
+    let entries: Vec<String> = normalised_transcript(&home, &run)
+        .into_iter()
+        .filter_map(|e| match e["kind"].as_str()? {
+            kind @ ("tool_call" | "tool_result") => {
+                Some(format!("{kind} {}", e["call_id"].as_str()?))
+            }
+            "user" => Some(e["text"].as_str()?.split(' ').next()?.to_string()),
+            "assistant" => Some(e["text"].as_str()?.to_string()),
+            _ => None,
+        })
+        .collect();
+    let want = [
+        "[wf-turns]",
+        "begun",
+        "tool_call RUN:both.slow",
+        "tool_result RUN:both.slow",
+        "[wf-think]",
+        "hi",
+        "[wf-item-0]",
+        "said 0",
+        "[wf-item-1]",
+        "said 1",
+        "[wf-item-2]",
+        "said 2",
+    ];
+    assert_eq!(entries, want, "{entries:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_any_step_replays_its_recorded_winner() {
     let (home, _llm) = home().await;

@@ -390,7 +390,10 @@ impl Workflows {
             .map_err(|_| StartError::Busy {
                 workflow: workflow.name.clone(),
             })?;
-        let (events, _) = mpsc::unbounded_channel();
+        // The chat that started it was answered before the stop: it is
+        // told how the run ends, as it would have been without one.
+        let (events, ended) = mpsc::unbounded_channel();
+        self.tell_when_over(&origin, &workflow.name, &run.id, ended);
         self.spawn(
             workflow,
             run,

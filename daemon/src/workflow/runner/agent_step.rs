@@ -2,7 +2,9 @@
 //! is the agent's own — its prompt, its tools under the run's origin and
 //! policy, hooks, approvals, loop guard — in the run's session, so it sees
 //! what the steps before it did; `max_calls` bounds its model calls. Its
-//! output is the turn's final answer.
+//! output is the turn's final answer. Inside a `for_each` or `parallel`
+//! the turns run one at a time in the items' order, so the transcript
+//! stays canonical (`super::order`).
 
 use std::sync::Arc;
 
@@ -45,6 +47,10 @@ impl Runner {
             sessions: self.sessions.clone(),
             origin: self.origin.clone(),
         };
+        // The turn writes straight to the transcript and reads what the
+        // steps before it wrote: an item of a for_each or parallel waits
+        // until the items before it have finished.
+        self.wait_turn(path).await;
         let mut log = self.log.lock().await;
         let from = log.entries.len();
         if let Some((error, _)) = turn.run(&mut log, prompt, Vec::new()).await {

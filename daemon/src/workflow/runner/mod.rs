@@ -99,6 +99,9 @@ pub struct Runner {
     top: Frame,
     /// The concurrent steps going on, by path: their transcript order.
     groups: Mutex<BTreeMap<String, order::Group>>,
+    /// Told when an item of a group finishes: an item waiting for its
+    /// turn to write (an `agent` step) looks again.
+    turns: tokio::sync::Notify,
     /// Steps that ended before a restart, by path: not run again.
     recorded: Mutex<Recorded>,
     /// The daemon is stopping: the run halts at the next step boundary
@@ -170,6 +173,7 @@ impl Runner {
             sessions,
             top,
             groups: Mutex::default(),
+            turns: tokio::sync::Notify::new(),
             recorded: Mutex::new(resume.recorded),
             stop: resume.stop,
             tokens: Mutex::new(0),

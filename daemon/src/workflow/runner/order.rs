@@ -62,7 +62,37 @@ impl Runner {
         for body in ready {
             self.write(path, body).await?;
         }
+        self.turns.notify_waiters();
         Ok(())
+    }
+
+    /// Waits until the step at `path` is the live item of every group it
+    /// is in, so what it writes goes straight to the transcript.
+    pub(super) async fn wait_turn(&self, path: &str) {
+        loop {
+            let told = self.turns.notified();
+            tokio::pin!(told);
+            // Registered before looking, so a finish in between is seen.
+            told.as_mut().enable();
+            if self.is_live(path) {
+                return;
+            }
+            told.await;
+        }
+    }
+
+    fn is_live(&self, path: &str) -> bool {
+        let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+        let mut at = path.to_string();
+        while let Some((group, item)) = group_of(&at) {
+            if let Some(g) = groups.get(&group)
+                && g.index(&item) != g.next
+            {
+                return false;
+            }
+            at = group;
+        }
+        true
     }
 
     /// Closes the group at `path`: what its items still hold (a wait-any
@@ -73,6 +103,7 @@ impl Runner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(path);
+        self.turns.notify_waiters();
         for body in left
             .into_iter()
             .flat_map(|g| g.waiting.into_values().flatten())
@@ -98,10 +129,7 @@ impl Runner {
             {
                 let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(g) = groups.get_mut(&group) {
-                    let index = match item {
-                        Item::Index(i) => i,
-                        Item::Branch(id) => g.branches.iter().position(|b| *b == id).unwrap_or(0),
-                    };
+                    let index = g.index(&item);
                     if index != g.next {
                         g.waiting.entry(index).or_default().push(body);
                         return Ok(());
@@ -109,6 +137,15 @@ impl Runner {
                 }
             }
             at = group;
+        }
+    }
+}
+
+impl Group {
+    fn index(&self, item: &Item) -> usize {
+        match item {
+            Item::Index(i) => *i,
+            Item::Branch(id) => self.branches.iter().position(|b| b == id).unwrap_or(0),
         }
     }
 }
