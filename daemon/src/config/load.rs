@@ -161,6 +161,8 @@ fn resolve(
     let bindings = super::bindings::parse(&loc, &file, &agents)?;
     let channels = super::channels::parse(&loc, &names, home, &file, &agents)?;
     let policy = policy_settings(&loc, &names, &file)?;
+    let agent_ids: Vec<&str> = agents.keys().map(String::as_str).collect();
+    let schedules = super::schedules::from_file(&loc, &file, &agent_ids, &default_agent)?;
     Ok(Config {
         source: path.map(Path::to_path_buf),
         daemon,
@@ -181,6 +183,7 @@ fn resolve(
         tool_names_to_check: names.into_to_check(),
         bindings,
         channels,
+        schedules,
         text_hash: if path.is_some() {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -244,6 +247,26 @@ mod tests {
                 .starts_with("/h/config.toml:2:1: key `daemon.max_concurent_turns`"),
             "{p}"
         );
+    }
+
+    #[test]
+    fn schedules_parse_and_a_bad_one_is_located_with_its_key() {
+        let c = parse_text(
+            "[schedules.morning]\ncron = \"0 8 * * mon-fri\"\ntz = \"Europe/Paris\"\nprompt = \"Summarise my notes\"\ndeliver = \"telegram:owner\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.schedules.len(), 1);
+        assert_eq!(c.schedules[0].0, "morning");
+        assert_eq!(c.schedules[0].1.tz.as_deref(), Some("Europe/Paris"));
+        let p = problem("\n[schedules.bad]\ncron = \"0 25 * * *\"\ncommand = \"ls\"\n");
+        assert_eq!(p.line, 2, "{p}");
+        assert!(
+            p.reason
+                .contains("[schedules.bad] cron: `0 25 * * *` is not a cron expression"),
+            "{p}"
+        );
+        let p = problem("[schedules.x]\nevery = \"1h\"\ncommand = \"ls\"\nwhen = \"now\"\n");
+        assert_eq!(p.key.as_deref(), Some("schedules.x.when"), "{p}");
     }
 
     #[test]

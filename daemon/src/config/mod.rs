@@ -22,10 +22,12 @@ pub mod mcp;
 pub mod memory;
 mod models;
 pub mod plugins;
+pub mod schedules;
 pub mod secret;
 pub mod tool_names;
 pub mod tools;
 mod url;
+pub mod when;
 
 pub use load::load;
 pub use locate::{ConfigError, Problem};
@@ -75,6 +77,8 @@ pub struct Config {
     /// `[channels.<name>]` by name (`telegram`, `discord`): only the
     /// channels the file has a table for.
     pub channels: BTreeMap<String, ChannelSettings>,
+    /// `[schedules.<name>]`, checked, by name.
+    pub schedules: Vec<(String, schedules::ScheduleFields)>,
     /// A hash of the file's text (0 without a file): tells whether the
     /// file on disk is still the one the daemon runs (`pincer doctor`).
     pub text_hash: u64,

@@ -1,0 +1,500 @@
+//! Schedules (SPEC §13a): the fields a schedule is written with — in
+//! `[schedules.<name>]`, by `pincer schedules add`, over gRPC or by the
+//! `schedule` tool — and the one check that turns them into a
+//! [`ScheduleSpec`]: when it fires ([`When`]), what it runs, where the
+//! answer goes and what a missed fire does. Every way in goes through
+//! [`ScheduleFields::check`], so a schedule means the same wherever it was
+//! made.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::when::{When, WhenError};
+
+/// The misfire lookback when a schedule names none: a day.
+pub const DEFAULT_LOOKBACK: SignedDuration = SignedDuration::from_hours(24);
+
+/// A schedule as written: every key optional, checked by
+/// [`ScheduleFields::check`]. Stored as JSON for schedules made at run
+/// time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleFields {
+    /// A cron expression: 5 fields, or 6 with seconds first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// An interval: `30m`, `2h`, `1h 30m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// One instant: `2026-12-24 18:00` (in `tz`) or RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The IANA time zone of `cron` and `at`; the host's by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    /// The agent that runs it; the default agent by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Target: a prompt for the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The prompt's session, by name (kept across runs); a fresh one per
+    /// run by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Target: a workflow of the agent's workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// The workflow's inputs.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub inputs: Map<String, Value>,
+    /// Target: a shell command through the exec sandbox, no model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Where the answer goes: `telegram:owner` (the owner's DM on that
+    /// channel), a chat (`telegram:-100123`, `discord:<channel id>`), or
+    /// `none` (the default: the run's transcript only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver: Option<String>,
+    /// `once` (the default) or `skip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misfire: Option<String>,
+    /// How old a missed fire `once` still runs: `24h` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookback: Option<String>,
+}
+
+/// A checked schedule.
+#[derive(Debug, Clone)]
+pub struct ScheduleSpec {
+    pub name: String,
+    pub when: When,
+    pub agent: String,
+    pub target: Target,
+    pub deliver: Delivery,
+    pub misfire: Misfire,
+    pub lookback: SignedDuration,
+}
+
+/// What a schedule runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// A turn of the agent with `text`, in the session named `session`
+    /// or a fresh one.
+    Prompt {
+        text: String,
+        session: Option<String>,
+    },
+    Workflow {
+        name: String,
+        inputs: Map<String, Value>,
+    },
+    /// A shell command: its output is delivered as it is, an empty one
+    /// not at all.
+    Command { command: String },
+}
+
+impl Target {
+    /// `prompt`, `workflow` or `command`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Prompt { .. } => "prompt",
+            Self::Workflow { .. } => "workflow",
+            Self::Command { .. } => "command",
+        }
+    }
+}
+
+/// Where a run's answer goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The run's transcript only.
+    Nowhere,
+    /// The owner's DM on `channel`.
+    Owner { channel: String },
+    /// A chat, written `channel:chat` or `channel:chat/thread`.
+    Chat { channel: String, chat: String },
+}
+
+impl std::fmt::Display for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Nowhere => f.write_str("none"),
+            Self::Owner { channel } => write!(f, "{channel}:owner"),
+            Self::Chat { channel, chat } => write!(f, "{channel}:{chat}"),
+        }
+    }
+}
+
+/// What a fire missed (pincerd down, the machine asleep) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Misfire {
+    /// The most recent missed fire runs once, if within the lookback.
+    Once,
+    /// Missed fires are recorded and not run.
+    Skip,
+}
+
+impl Misfire {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Once => "once",
+            Self::Skip => "skip",
+        }
+    }
+}
+
+/// A field that cannot be used, and why (a sentence).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{why}")]
+pub struct FieldError {
+    /// The key at fault (`cron`, `deliver`, …); empty for the schedule as
+    /// a whole.
+    pub key: &'static str,
+    pub why: String,
+}
+
+fn fault(key: &'static str, why: impl Into<String>) -> FieldError {
+    FieldError {
+        key,
+        why: why.into(),
+    }
+}
+
+/// The chat platforms a schedule can deliver to.
+pub const CHANNELS: &[&str] = &["telegram", "discord"];
+
+impl ScheduleFields {
+    /// Checks the fields of schedule `name`: `agents` are the configured
+    /// agents' ids, `default_agent` the one a schedule without `agent`
+    /// gets, `anchor` when an `every` schedule counts from.
+    pub fn check(
+        &self,
+        name: &str,
+        agents: &[&str],
+        default_agent: &str,
+        anchor: Timestamp,
+    ) -> Result<ScheduleSpec, FieldError> {
+        if !super::agents::valid_id(name) {
+            return Err(fault(
+                "",
+                format!("`{name}` is not a schedule name: use letters, digits, - and _"),
+            ));
+        }
+        let when_err = |key: &'static str| move |e: WhenError| fault(key, e.to_string());
+        let tz = self.tz.as_deref();
+        let when = match (&self.cron, &self.every, &self.at) {
+            (Some(c), None, None) => When::cron(c, tz).map_err(when_err("cron"))?,
+            (None, Some(e), None) => {
+                if self.tz.is_some() {
+                    return Err(fault(
+                        "tz",
+                        "`tz` is for `cron` and `at`; an `every` interval is the same in every zone",
+                    ));
+                }
+                When::every(e, anchor).map_err(when_err("every"))?
+            }
+            (None, None, Some(a)) => When::at(a, tz).map_err(when_err("at"))?,
+            (None, None, None) => {
+                return Err(fault(
+                    "",
+                    "a schedule needs one of `cron = \"0 8 * * mon-fri\"`, `every = \"2h\"` or `at = \"2026-12-24 18:00\"`",
+                ));
+            }
+            _ => {
+                return Err(fault(
+                    "",
+                    "a schedule has one of `cron`, `every` and `at`, not several",
+                ));
+            }
+        };
+        let agent = self.agent.clone().unwrap_or_else(|| default_agent.into());
+        if !agents.contains(&agent.as_str()) {
+            return Err(fault(
+                "agent",
+                format!(
+                    "there is no agent `{agent}` (agents: {})",
+                    agents.join(", ")
+                ),
+            ));
+        }
+        let target = self.target()?;
+        Ok(ScheduleSpec {
+            name: name.to_string(),
+            when,
+            agent,
+            target,
+            deliver: delivery(self.deliver.as_deref())?,
+            misfire: match self.misfire.as_deref() {
+                None | Some("once") => Misfire::Once,
+                Some("skip") => Misfire::Skip,
+                Some(other) => {
+                    return Err(fault(
+                        "misfire",
+                        format!("`{other}` is not a misfire policy: `once` or `skip`"),
+                    ));
+                }
+            },
+            lookback: match self.lookback.as_deref() {
+                None => DEFAULT_LOOKBACK,
+                Some(text) => text
+                    .trim()
+                    .parse::<SignedDuration>()
+                    .ok()
+                    .filter(|d| !d.is_negative())
+                    .ok_or_else(|| {
+                        fault(
+                            "lookback",
+                            format!("`{text}` is not a lookback: write e.g. \"24h\" or \"90m\""),
+                        )
+                    })?,
+            },
+        })
+    }
+
+    fn target(&self) -> Result<Target, FieldError> {
+        if self.session.is_some() && self.prompt.is_none() {
+            return Err(fault("session", "`session` is for a `prompt` schedule"));
+        }
+        if !self.inputs.is_empty() && self.workflow.is_none() {
+            return Err(fault("inputs", "`inputs` are for a `workflow` schedule"));
+        }
+        if let Some(session) = &self.session
+            && !super::agents::valid_id(session)
+        {
+            return Err(fault(
+                "session",
+                format!("`{session}` is not a session name: use letters, digits, - and _"),
+            ));
+        }
+        let nonempty = |key: &'static str, text: &str| {
+            if text.trim().is_empty() {
+                Err(fault(key, format!("`{key}` is empty")))
+            } else {
+                Ok(text.to_string())
+            }
+        };
+        match (&self.prompt, &self.workflow, &self.command) {
+            (Some(p), None, None) => Ok(Target::Prompt {
+                text: nonempty("prompt", p)?,
+                session: self.session.clone(),
+            }),
+            (None, Some(w), None) => Ok(Target::Workflow {
+                name: nonempty("workflow", w)?,
+                inputs: self.inputs.clone(),
+            }),
+            (None, None, Some(c)) => Ok(Target::Command {
+                command: nonempty("command", c)?,
+            }),
+            _ => Err(fault(
+                "",
+                "a schedule runs one of `prompt = \"…\"`, `workflow = \"NAME\"` or `command = \"…\"`",
+            )),
+        }
+    }
+}
+
+fn delivery(text: Option<&str>) -> Result<Delivery, FieldError> {
+    let Some(text) = text.map(str::trim) else {
+        return Ok(Delivery::Nowhere);
+    };
+    if text == "none" {
+        return Ok(Delivery::Nowhere);
+    }
+    let bad = || {
+        fault(
+            "deliver",
+            format!(
+                "`{text}` is not a delivery: write `telegram:owner` (your DM), a chat such as `telegram:-1001234567890` or `discord:<channel id>`, or `none`"
+            ),
+        )
+    };
+    let (channel, chat) = text.split_once(':').ok_or_else(bad)?;
+    if !CHANNELS.contains(&channel) {
+        return Err(fault(
+            "deliver",
+            format!(
+                "`{channel}` is not a channel a schedule can deliver to ({})",
+                CHANNELS.join(", ")
+            ),
+        ));
+    }
+    let (id, thread) = match chat.split_once('/') {
+        Some((id, thread)) => (id, Some(thread)),
+        None => (chat, None),
+    };
+    let number = |s: &str| {
+        let digits = s.strip_prefix('-').unwrap_or(s);
+        !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+    };
+    match (id, thread) {
+        ("owner", None) => Ok(Delivery::Owner {
+            channel: channel.into(),
+        }),
+        (id, thread) if number(id) && thread.is_none_or(number) => Ok(Delivery::Chat {
+            channel: channel.into(),
+            chat: chat.into(),
+        }),
+        _ => Err(bad()),
+    }
+}
+
+/// `[schedules.<name>]` of the file, checked; a problem names the table
+/// and the key.
+pub(super) fn from_file(
+    loc: &super::locate::Locator<'_>,
+    file: &super::file::ConfigFile,
+    agents: &[&str],
+    default_agent: &str,
+) -> Result<Vec<(String, ScheduleFields)>, super::locate::ConfigError> {
+    let now = Timestamp::now();
+    let mut out = Vec::new();
+    for (name, section) in &file.schedules {
+        let fields = section.get_ref();
+        if let Err(e) = fields.check(name, agents, default_agent, now) {
+            let key = if e.key.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", e.key)
+            };
+            return Err(loc.at(
+                section.span(),
+                format!("[schedules.{name}]{key}: {}", e.why),
+            ));
+        }
+        out.push((name.clone(), fields.clone()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(toml_text: &str) -> Result<ScheduleSpec, FieldError> {
+        let fields: ScheduleFields = toml::from_str(toml_text).unwrap();
+        fields.check("morning", &["main", "work"], "main", Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn a_weekday_morning_prompt_to_the_owners_telegram() {
+        let s = check(
+            "cron = \"0 8 * * mon-fri\"\ntz = \"Europe/Paris\"\nprompt = \"Summarise my inbox notes\"\ndeliver = \"telegram:owner\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.agent, "main");
+        assert_eq!(s.when.zone_name(), "Europe/Paris");
+        assert_eq!(
+            s.deliver,
+            Delivery::Owner {
+                channel: "telegram".into()
+            }
+        );
+        assert_eq!(s.misfire, Misfire::Once);
+        assert_eq!(s.lookback, DEFAULT_LOOKBACK);
+        assert!(matches!(s.target, Target::Prompt { session: None, .. }));
+    }
+
+    #[test]
+    fn each_bad_field_is_named_with_a_sentence() {
+        let cases = [
+            ("prompt = \"x\"\n", "", "needs one of"),
+            (
+                "cron = \"0 8 * * *\"\nevery = \"1h\"\nprompt = \"x\"\n",
+                "",
+                "not several",
+            ),
+            (
+                "cron = \"0 8 * *\"\nprompt = \"x\"\n",
+                "cron",
+                "has 4 fields",
+            ),
+            ("cron = \"0 8 * * *\"\n", "", "runs one of"),
+            (
+                "cron = \"0 8 * * *\"\nprompt = \"x\"\ncommand = \"ls\"\n",
+                "",
+                "runs one of",
+            ),
+            (
+                "every = \"1h\"\ntz = \"UTC\"\ncommand = \"ls\"\n",
+                "tz",
+                "same in every zone",
+            ),
+            (
+                "cron = \"0 8 * * *\"\nprompt = \"x\"\nagent = \"nope\"\n",
+                "agent",
+                "no agent `nope`",
+            ),
+            (
+                "cron = \"0 8 * * *\"\ncommand = \"ls\"\nsession = \"s\"\n",
+                "session",
+                "for a `prompt`",
+            ),
+            (
+                "cron = \"0 8 * * *\"\nprompt = \"x\"\ninputs = { a = 1 }\n",
+                "inputs",
+                "for a `workflow`",
+            ),
+            (
+                "cron = \"0 8 * * *\"\nprompt = \"x\"\ndeliver = \"slack:owner\"\n",
+                "deliver",
+                "not a channel",
+            ),
+            (
+                "cron = \"0 8 * * *\"\nprompt = \"x\"\ndeliver = \"telegram:bob\"\n",
+                "deliver",
+                "not a delivery",
+            ),
+            (
+                "cron = \"0 8 * * *\"\nprompt = \"x\"\nmisfire = \"twice\"\n",
+                "misfire",
+                "`once` or `skip`",
+            ),
+            (
+                "cron = \"0 8 * * *\"\nprompt = \"x\"\nlookback = \"-1h\"\n",
+                "lookback",
+                "not a lookback",
+            ),
+            (
+                "cron = \"0 8 * * *\"\nprompt = \"  \"\n",
+                "prompt",
+                "is empty",
+            ),
+        ];
+        for (text, key, says) in cases {
+            let e = check(text).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.why.contains(says), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn deliveries_read_chats_topics_and_none() {
+        for (text, want) in [
+            ("none", "none"),
+            ("telegram:-100123/7", "telegram:-100123/7"),
+            ("discord:123456789012345678", "discord:123456789012345678"),
+            ("discord:owner", "discord:owner"),
+        ] {
+            assert_eq!(delivery(Some(text)).unwrap().to_string(), want);
+        }
+    }
+
+    #[test]
+    fn fields_round_trip_through_json() {
+        let fields: ScheduleFields = toml::from_str(
+            "every = \"2h\"\nworkflow = \"digest\"\ninputs = { folder = \"inbox\" }\n",
+        )
+        .unwrap();
+        let json = serde_json::to_string(&fields).unwrap();
+        assert_eq!(
+            json,
+            r#"{"every":"2h","workflow":"digest","inputs":{"folder":"inbox"}}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ScheduleFields>(&json).unwrap(),
+            fields
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! Schedules (SPEC §13a): when each schedule fires ([`crate::config::when`]),
+//! the pure rules of what a due deadline means ([`plan`]), their ledger in
+//! SQLite ([`store`]), and the wall clock they wait on ([`clock`]).
+
+pub mod clock;
+pub mod plan;
+pub mod store;
