@@ -34,11 +34,14 @@ use std::path::{Path, PathBuf};
 /// beside `session`, whose principals name the chats' folders, and under
 /// everything that writes there (daemon, channels, agent, tools); `logging`, `children` (processes that die with pincerd) and
 /// `launch` (who started pincerd; the service's environment file) use nothing of ours.
+/// `schedule` starts workflows and agent turns at their times, so it sits
+/// above `workflow`; the chats reach it through a trait of `tools`.
 const LAYERS: &[&[&str]] = &[
     &["main"],
     &["daemon"],
     &["server"],
     &["channels"],
+    &["schedule"],
     &["workflow"],
     &["agent", "doctor", "routing"],
     &["context", "tools", "memory", "model_fetch"],

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use toml::Spanned;
 
 #[derive(Debug, Default, Deserialize)]
@@ -35,7 +36,7 @@ pub struct ConfigFile {
     pub channels: ChannelsSection,
     /// Schedules, by name (SPEC §13a).
     #[serde(default)]
-    pub schedules: BTreeMap<String, Spanned<super::schedules::ScheduleFields>>,
+    pub schedules: BTreeMap<String, Spanned<ScheduleFields>>,
 }
 
 /// `[channels]`: one table per platform pincer has a bridge for; any other
@@ -525,4 +526,54 @@ pub struct ExecSection {
     /// Extra folders sandboxed commands may write.
     #[serde(default)]
     pub write_paths: Vec<String>,
+}
+
+/// A schedule as written: every key optional, checked by
+/// `ScheduleFields::check` (`super::schedules`). Stored as JSON for
+/// schedules made at run time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleFields {
+    /// A cron expression: 5 fields, or 6 with seconds first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// An interval: `30m`, `2h`, `1h 30m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// One instant: `2026-12-24 18:00` (in `tz`) or RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The IANA time zone of `cron` and `at`; the host's by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    /// The agent that runs it; the default agent by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Target: a prompt for the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The prompt's session, by name (kept across runs); a fresh one per
+    /// run by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Target: a workflow of the agent's workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// The workflow's inputs.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub inputs: Map<String, Value>,
+    /// Target: a shell command through the exec sandbox, no model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Where the answer goes: `telegram:owner` (the owner's DM on that
+    /// channel), a chat (`telegram:-100123`, `discord:<channel id>`), or
+    /// `none` (the default: the run's transcript only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver: Option<String>,
+    /// `once` (the default) or `skip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misfire: Option<String>,
+    /// How old a missed fire `once` still runs: `24h` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookback: Option<String>,
 }

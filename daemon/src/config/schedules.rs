@@ -7,7 +7,6 @@
 //! made.
 
 use jiff::{SignedDuration, Timestamp};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::when::{When, WhenError};
@@ -15,55 +14,7 @@ use super::when::{When, WhenError};
 /// The misfire lookback when a schedule names none: a day.
 pub const DEFAULT_LOOKBACK: SignedDuration = SignedDuration::from_hours(24);
 
-/// A schedule as written: every key optional, checked by
-/// [`ScheduleFields::check`]. Stored as JSON for schedules made at run
-/// time.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScheduleFields {
-    /// A cron expression: 5 fields, or 6 with seconds first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cron: Option<String>,
-    /// An interval: `30m`, `2h`, `1h 30m`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub every: Option<String>,
-    /// One instant: `2026-12-24 18:00` (in `tz`) or RFC 3339.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at: Option<String>,
-    /// The IANA time zone of `cron` and `at`; the host's by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tz: Option<String>,
-    /// The agent that runs it; the default agent by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<String>,
-    /// Target: a prompt for the agent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<String>,
-    /// The prompt's session, by name (kept across runs); a fresh one per
-    /// run by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// Target: a workflow of the agent's workspace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workflow: Option<String>,
-    /// The workflow's inputs.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub inputs: Map<String, Value>,
-    /// Target: a shell command through the exec sandbox, no model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
-    /// Where the answer goes: `telegram:owner` (the owner's DM on that
-    /// channel), a chat (`telegram:-100123`, `discord:<channel id>`), or
-    /// `none` (the default: the run's transcript only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deliver: Option<String>,
-    /// `once` (the default) or `skip`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub misfire: Option<String>,
-    /// How old a missed fire `once` still runs: `24h` by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lookback: Option<String>,
-}
+pub use super::file::ScheduleFields;
 
 /// A checked schedule.
 #[derive(Debug, Clone)]
