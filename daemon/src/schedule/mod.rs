@@ -5,3 +5,4 @@
 pub mod clock;
 pub mod plan;
 pub mod store;
+pub mod tick;

@@ -533,6 +533,36 @@ impl ScheduleStore {
             .await?)
     }
 
+    /// Fire `id`, if there is one.
+    pub async fn fire(&self, id: i64) -> Result<Option<FireRow>, StoreError> {
+        Ok(self
+            .db
+            .call(move |c| {
+                c.query_row(
+                    &format!("SELECT {FIRE_COLUMNS} FROM fires WHERE id = ?1"),
+                    [id],
+                    fire_row,
+                )
+                .optional()
+            })
+            .await?)
+    }
+
+    /// Disables schedule `name` for `why` (its deadline cleared).
+    pub async fn disable(&self, name: &str, why: String) -> Result<(), StoreError> {
+        let name = name.to_string();
+        Ok(self
+            .db
+            .call(move |c| {
+                c.execute(
+                    "UPDATE schedules SET disabled = ?2, next_at = NULL WHERE name = ?1",
+                    params![name, why],
+                )?;
+                Ok(())
+            })
+            .await?)
+    }
+
     /// Queues the answer of fire `id` for `to`.
     pub async fn queue_delivery(
         &self,
