@@ -45,6 +45,11 @@ pub enum StartError {
         path: String,
         source: crate::sqlite::DbError,
     },
+    #[error("cannot open the schedules store {path}: {source}")]
+    Schedules {
+        path: String,
+        source: crate::schedule::store::StoreError,
+    },
     #[error("the gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -168,6 +173,16 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     )?;
     hub.runtime()
         .set_workflows(std::sync::Arc::new(workflows.clone()));
+    let schedules_db = home.schedules_db();
+    let scheduler = crate::schedule::scheduler::Scheduler::open(
+        hub.clone(),
+        &schedules_db,
+        crate::schedule::clock::clock(),
+    )
+    .map_err(|source| StartError::Schedules {
+        path: schedules_db.display().to_string(),
+        source,
+    })?;
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let failures = Failures::default();
@@ -192,6 +207,8 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             // After MCP (their tools), before the channels and the server:
             // stopped after them, so a run's last step can still send.
             .with(workflows)
+            // Stopped before the workflows it starts.
+            .with(scheduler)
             // Stopped after the server (reverse order): answers of turns
             // that finish within the grace still go out.
             .with(crate::channels::part::ChannelsPart::new(channels))

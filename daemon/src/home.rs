@@ -72,6 +72,11 @@ impl Home {
     pub fn workflows_db(&self) -> PathBuf {
         self.state_dir().join("workflows.db")
     }
+    /// Schedules, the ledger of their fires and their deliveries (SPEC
+    /// §13a).
+    pub fn schedules_db(&self) -> PathBuf {
+        self.state_dir().join("schedules.db")
+    }
     /// Everything that waits on a person: tool calls' approvals and
     /// workflow halts (SPEC §8.4, §13).
     pub fn approvals_db(&self) -> PathBuf {

@@ -28,6 +28,7 @@ mod package;
 mod plugins;
 mod policy;
 mod sandbox;
+mod schedules;
 mod scripted;
 mod service;
 mod sessions_tools;

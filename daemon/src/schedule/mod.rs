@@ -3,6 +3,8 @@
 //! SQLite ([`store`]), and the wall clock they wait on ([`clock`]).
 
 pub mod clock;
+pub mod fire;
 pub mod plan;
+pub mod scheduler;
 pub mod store;
 pub mod tick;

@@ -1,0 +1,389 @@
+//! Running a claimed fire: its target as the schedule's principal — a
+//! `command` through the `exec` tool's pipeline (policy, sandbox, audit),
+//! a `prompt` as a turn of the agent, a `workflow` through the engine —
+//! then its answer queued for delivery and sent. A run's failure and a
+//! delivery's are kept apart: a delivery that fails is retried from its
+//! row (a minute, then five, then fifteen) without running the fire again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::sync::mpsc;
+
+use crate::agent::hub::Hub;
+use crate::agent::session_log::{Emit, SessionLog};
+use crate::agent::tool_step::{self, ToolCall};
+use crate::agent::{Event, call_env};
+use crate::config::schedules::{Delivery, Target};
+use crate::session::SessionKey;
+use crate::session::registry::NewSession;
+use crate::session::transcript::Transcript;
+use crate::tools::origin::{ChatAddress, ChatOrigin};
+use crate::tools::workflow_run::RunReport;
+
+use super::plan::{self, DISABLE_AFTER};
+use super::store::{DeliveryRow, ScheduleStore};
+use super::tick::Claimed;
+
+/// How long a command or a turn of a schedule may run.
+const RUN_LIMIT: Duration = Duration::from_secs(600);
+
+/// How long a scheduled workflow is waited on before the fire counts as
+/// started (a run halted for a person goes on without it).
+const WORKFLOW_WAIT: Duration = Duration::from_secs(600);
+
+/// When a failed delivery is tried again, after its first, second and
+/// third failure; then it is given up (and kept in the ledger).
+const DELIVERY_LADDER: [SignedDuration; 3] = [
+    SignedDuration::from_mins(1),
+    SignedDuration::from_mins(5),
+    SignedDuration::from_mins(15),
+];
+
+/// Why a run failed, and whether it reached the model.
+#[derive(Debug)]
+pub struct Failed {
+    pub why: String,
+    /// It failed before the model (or the command) was reached: tried
+    /// again on the 5/15/30-minute ladder.
+    pub before_model: bool,
+}
+
+/// Runs fire `c` as its schedule's principal and records how it ended;
+/// its answer is queued for delivery. Messages for the owner (a schedule
+/// disabled) come back.
+pub async fn run(
+    hub: &Hub,
+    store: &ScheduleStore,
+    c: Claimed,
+    now: impl Fn() -> Timestamp,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let name = c.schedule.name.clone();
+    if let Err(e) = store.running(c.fire, None).await {
+        tracing::error!(schedule = %name, error = %e, "cannot record a fire as running");
+    }
+    let outcome = target(hub, &c).await;
+    let result = match outcome {
+        Ok(answer) => {
+            let delivered = answer.trim().to_string();
+            let r = store
+                .succeeded(&name, c.fire, Some(delivered.clone()), now())
+                .await;
+            if !delivered.is_empty()
+                && let Some(to) = address(hub, &c.spec.deliver)
+            {
+                match store
+                    .queue_delivery(c.fire, &name, &to.to_string(), &delivered)
+                    .await
+                {
+                    Ok(id) => {
+                        deliver(
+                            hub,
+                            store,
+                            &DeliveryRow {
+                                id,
+                                fire: c.fire,
+                                schedule: name.clone(),
+                                to: to.to_string(),
+                                text: delivered,
+                                tries: 0,
+                                next_try_at: None,
+                            },
+                            &now,
+                        )
+                        .await
+                    }
+                    Err(e) => {
+                        tracing::error!(schedule = %name, error = %e, "cannot queue a delivery")
+                    }
+                }
+            }
+            r
+        }
+        Err(failed) => {
+            tracing::warn!(schedule = %name, error = %failed.why, "a scheduled run failed");
+            let at = now();
+            let retry = if failed.before_model {
+                plan::retry_at(at, c.schedule.retries + 1)
+            } else {
+                None
+            };
+            let when = c.spec.when.clone();
+            let disabled_name = name.clone();
+            let r = store
+                .failed(
+                    &name,
+                    c.fire,
+                    failed.why.clone(),
+                    retry,
+                    move |failures| {
+                        let disabled = (failures >= DISABLE_AFTER).then(|| {
+                            format!("its last {failures} runs failed in a row; `pincer schedules resume {disabled_name}` starts it again")
+                        });
+                        let next = if disabled.is_some() {
+                            None
+                        } else {
+                            plan::after_failure(&when, at, failures)
+                        };
+                        (next, disabled)
+                    },
+                    at,
+                )
+                .await;
+            if let Ok(failures) = &r
+                && *failures == DISABLE_AFTER
+                && retry.is_none()
+            {
+                notes.push(format!(
+                    "Schedule {name} is disabled: its last {failures} runs failed in a row, the last with: {}. `pincer schedules resume {name}` starts it again.",
+                    failed.why
+                ));
+            }
+            r.map(|_| ())
+        }
+    };
+    if let Err(e) = result {
+        tracing::error!(schedule = %name, error = %e, "cannot record how a fire ended");
+    }
+    notes
+}
+
+/// Runs the target; its answer (the text to deliver).
+async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
+    let rt = hub.runtime();
+    let config = rt.config();
+    let Some(agent) = config.agent(&c.spec.agent).cloned() else {
+        return Err(Failed {
+            why: format!("there is no agent `{}`", c.spec.agent),
+            before_model: false,
+        });
+    };
+    let origin = ChatOrigin::owner(false);
+    match &c.spec.target {
+        Target::Command { command } => {
+            let key = session_key(&agent.id, &c.schedule.name, None)?;
+            let row = rt
+                .registry()
+                .get_or_create(
+                    &key.to_string(),
+                    &agent.id,
+                    key.channel(),
+                    NewSession::of(origin.principal.clone()),
+                )
+                .await
+                .map_err(|e| Failed {
+                    why: e.to_string(),
+                    before_model: true,
+                })?;
+            let path = rt.home().transcript(&agent.id, &row.id);
+            let (transcript, entries, _) =
+                tokio::task::spawn_blocking(move || Transcript::open(&path))
+                    .await
+                    .map_err(|e| Failed {
+                        why: e.to_string(),
+                        before_model: true,
+                    })?
+                    .map_err(|e| Failed {
+                        why: e.to_string(),
+                        before_model: true,
+                    })?;
+            let mut log = SessionLog::new(row.id.clone(), transcript, entries);
+            let emit: Emit = Arc::new(|_: Event| {});
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let scope = call_env::CallScope {
+                rt,
+                config: &config,
+                agent: &agent,
+                key: &key,
+                session_id: &row.id,
+                origin: &origin,
+                spawn_layer: None,
+                cancel: &cancel,
+                emit: &emit,
+                sessions: None,
+            };
+            let registry = rt.tool_registry().await;
+            let env = call_env::build(&scope, &registry);
+            let arguments = serde_json::json!({ "command": command }).to_string();
+            let call_id = format!("schedule:{}:{}", c.schedule.name, c.fire);
+            let result = tool_step::run_recorded(
+                &env,
+                &mut log,
+                &call_id,
+                ToolCall {
+                    id: &call_id,
+                    name: "exec",
+                    arguments: &arguments,
+                },
+                Instant::now() + RUN_LIMIT,
+                &emit,
+            )
+            .await
+            .map_err(|why| Failed {
+                why,
+                before_model: true,
+            })?;
+            if result.output.is_error || result.status != "ok" {
+                return Err(Failed {
+                    why: format!(
+                        "exec ({}): {}",
+                        result.status,
+                        crate::util::preview(&result.output.content, 500)
+                    ),
+                    before_model: false,
+                });
+            }
+            Ok(command_output(&result.output.content))
+        }
+        Target::Prompt { text, session } => {
+            // A named session is kept across fires; else each has its own.
+            let fresh = format!("fire-{}", c.fire);
+            let key = session_key(
+                &agent.id,
+                &c.schedule.name,
+                Some(session.as_deref().unwrap_or(&fresh)),
+            )?;
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            hub.chat(key, text.clone(), origin, tx)
+                .await
+                .map_err(|e| Failed {
+                    why: e.to_string(),
+                    before_model: true,
+                })?;
+            let mut reached = false;
+            while let Some(event) = rx.recv().await {
+                match event {
+                    Event::TurnStarted { .. } => reached = true,
+                    Event::Finished { text, .. } => return Ok(text),
+                    Event::Error { message, .. } => {
+                        return Err(Failed {
+                            why: message,
+                            before_model: !reached,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            Err(Failed {
+                why: "the turn ended without an answer".into(),
+                before_model: !reached,
+            })
+        }
+        Target::Workflow { name, inputs } => {
+            let Some(engine) = rt.workflows() else {
+                return Err(Failed {
+                    why: "workflows are not running".into(),
+                    before_model: true,
+                });
+            };
+            let report = engine
+                .run(&agent.id, &origin, name, inputs.clone(), WORKFLOW_WAIT)
+                .await
+                .map_err(|why| Failed {
+                    why,
+                    before_model: false,
+                })?;
+            match &report {
+                RunReport::Finished { status, error, .. } if status != "succeeded" => Err(Failed {
+                    why: error.clone().unwrap_or_else(|| report.sentence(name)),
+                    before_model: false,
+                }),
+                _ => Ok(report.sentence(name)),
+            }
+        }
+    }
+}
+
+/// A schedule's session: `agent:<agent>:schedule:<name>[:<session>]`.
+fn session_key(agent: &str, schedule: &str, session: Option<&str>) -> Result<SessionKey, Failed> {
+    let text = match session {
+        Some(s) => format!("agent:{agent}:schedule:{schedule}:{s}"),
+        None => format!("agent:{agent}:schedule:{schedule}"),
+    };
+    SessionKey::parse(&text).map_err(|e| Failed {
+        why: e.to_string(),
+        before_model: true,
+    })
+}
+
+/// The output of `exec` as a command's answer: without its status line
+/// (`exit code 0 (12 ms)`), so an empty output delivers nothing.
+fn command_output(content: &str) -> String {
+    match content.split_once('\n') {
+        Some((first, rest)) if first.starts_with("exit code") => rest.to_string(),
+        _ if content.starts_with("exit code") => String::new(),
+        _ => content.to_string(),
+    }
+}
+
+/// Where `deliver` sends, under the config in force.
+fn address(hub: &Hub, deliver: &Delivery) -> Option<ChatAddress> {
+    match deliver {
+        Delivery::Nowhere => None,
+        Delivery::Owner { channel } => {
+            let config = hub.runtime().config();
+            let owner = config.channels.get(channel)?.owner.clone()?;
+            Some(ChatAddress::person(channel, &owner))
+        }
+        Delivery::Chat { channel, chat } => ChatAddress::parse(&format!("{channel}:{chat}")).ok(),
+    }
+}
+
+/// Sends delivery `d`, recording how it went; a failure is tried again
+/// on the ladder.
+pub async fn deliver(
+    hub: &Hub,
+    store: &ScheduleStore,
+    d: &DeliveryRow,
+    now: &impl Fn() -> Timestamp,
+) {
+    let sent = match (hub.runtime().outbox(), ChatAddress::parse(&d.to)) {
+        (Some(outbox), Ok(to)) => {
+            // The owner's DM is addressed to the person (the platform
+            // opens the DM).
+            let to = if is_owner_dm(hub, &to) {
+                ChatAddress::person(&to.channel, &to.chat_id)
+            } else {
+                to
+            };
+            outbox.send_text(&to, &d.text).await.map(|_| ())
+        }
+        (None, _) => Err("no channel is running".to_string()),
+        (_, Err(e)) => Err(e),
+    };
+    let r = match sent {
+        Ok(()) => store.delivered(d.id).await,
+        Err(why) => {
+            tracing::warn!(schedule = %d.schedule, to = %d.to, error = %why, "a scheduled delivery failed");
+            let next = DELIVERY_LADDER
+                .get(d.tries as usize)
+                .and_then(|step| now().checked_add(*step).ok());
+            store.delivery_failed(d.id, why, next).await
+        }
+    };
+    if let Err(e) = r {
+        tracing::error!(schedule = %d.schedule, error = %e, "cannot record a delivery");
+    }
+}
+
+fn is_owner_dm(hub: &Hub, to: &ChatAddress) -> bool {
+    let config = hub.runtime().config();
+    config
+        .channels
+        .get(&to.channel)
+        .is_some_and(|c| c.is_owner(&to.chat_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commands_answer_is_its_output_without_the_status_line() {
+        assert_eq!(command_output("exit code 0 (3 ms)\nhello\n"), "hello\n");
+        assert_eq!(command_output("exit code 0 (3 ms)"), "");
+        assert_eq!(command_output("exit code 0 (3 ms)\n"), "");
+    }
+}

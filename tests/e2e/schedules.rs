@@ -1,0 +1,73 @@
+//! Schedules through the real pincerd (SPEC §13a): a `command` schedule
+//! from config.toml fires on the machine's clock, runs through the `exec`
+//! pipeline and leaves its ledger in `state/schedules.db`; a restart
+//! neither runs a finished fire again nor loses the deadline.
+
+use std::time::{Duration, Instant};
+
+use pincer_testkit::harness::TestHome;
+
+/// The ledger's rows: (due_at ms, state, output), oldest first.
+fn fires(home: &TestHome) -> Vec<(i64, String, Option<String>)> {
+    let path = home.path().join("state/schedules.db");
+    let Ok(db) = rusqlite::Connection::open(path) else {
+        return Vec::new();
+    };
+    let Ok(mut st) =
+        db.prepare("SELECT due_at, state, output FROM fires WHERE attempt > 0 ORDER BY id")
+    else {
+        return Vec::new();
+    };
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn until(home: &TestHome, what: &str, done: impl Fn(&[(i64, String, Option<String>)]) -> bool) {
+    let start = Instant::now();
+    loop {
+        let rows = fires(home);
+        if done(&rows) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "{what}: the ledger is {rows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_schedule_fires_on_the_clock_and_a_restart_runs_nothing_twice() {
+    let home = TestHome::new();
+    home.write_config("[schedules.tick]\nevery = \"10s\"\ncommand = \"echo tick\"\n");
+    let daemon = home.start();
+    until(&home, "the first fire", |rows| {
+        rows.iter()
+            .any(|(_, state, out)| state == "succeeded" && out.as_deref() == Some("tick"))
+    });
+    let _ = daemon.stop();
+    let before = fires(&home);
+    let _daemon = home.start();
+    until(&home, "a later fire", |rows| rows.len() > before.len());
+    let after = fires(&home);
+    // Each fire's instant once, and every one of them ended.
+    let mut dues: Vec<i64> = after.iter().map(|(due, _, _)| *due).collect();
+    dues.dedup();
+    assert_eq!(dues.len(), after.len(), "a fire ran twice: {after:?}");
+    assert!(
+        after
+            .iter()
+            .all(|(_, state, _)| state == "succeeded" || state == "running" || state == "claimed"),
+        "{after:?}"
+    );
+    // Its commands ran through exec, in the schedule's session.
+    let sessions = home.path().join("sessions/main");
+    let transcripts: String = std::fs::read_dir(sessions)
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert!(transcripts.contains("\"name\":\"exec\""), "{transcripts}");
+}
