@@ -1,7 +1,8 @@
 //! Schedules through the real pincerd (SPEC §13a): a `command` schedule
 //! from config.toml fires on the machine's clock, runs through the `exec`
 //! pipeline and leaves its ledger in `state/schedules.db`; a restart
-//! neither runs a finished fire again nor loses the deadline.
+//! neither runs a finished fire again nor loses the deadline. A prompt
+//! schedule's answer reaches the owner's DM on the Telegram emulator.
 
 use std::time::{Duration, Instant};
 
@@ -70,4 +71,48 @@ async fn a_command_schedule_fires_on_the_clock_and_a_restart_runs_nothing_twice(
         .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
         .collect();
     assert!(transcripts.contains("\"name\":\"exec\""), "{transcripts}");
+}
+
+/// A prompt schedule's answer reaches the owner's Telegram DM through the
+/// emulator, once per fire.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompt_schedules_answer_reaches_the_owners_telegram() {
+    use crate::telegram::{OWNER, rig, text};
+    use crate::telegram_approvals::until as chat_until;
+    use pincer_testkit::scripted::Step;
+
+    let r = rig(
+        "",
+        "\n[schedules.morning]\nevery = \"10s\"\nprompt = \"[sched-morning] Summarise my notes\"\ndeliver = \"telegram:owner\"\n",
+    )
+    .await;
+    r.llm
+        .script_cycle("[sched-morning]", vec![Step::text("Nothing new today.")]);
+    let got = chat_until(&r, OWNER, "the morning summary", |s| {
+        s.iter().any(|m| text(m) == "Nothing new today.")
+    })
+    .await;
+    let fired = fires(&r.home)
+        .iter()
+        .filter(|(_, state, _)| state == "succeeded")
+        .count();
+    let sent = got
+        .iter()
+        .filter(|m| text(m) == "Nothing new today.")
+        .count();
+    // Each finished fire's answer once, none twice.
+    assert!(
+        sent >= 1 && sent <= fired.max(1),
+        "{sent} sent for {fired} fires"
+    );
+    // The turn ran in the schedule's own session, as the owner.
+    let sessions: Vec<String> = std::fs::read_dir(r.home.path().join("sessions/main"))
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
+        .filter(|t| t.contains("[sched-morning]"))
+        .collect();
+    assert!(
+        !sessions.is_empty(),
+        "no transcript has the scheduled prompt"
+    );
 }

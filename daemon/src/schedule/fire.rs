@@ -74,8 +74,12 @@ pub async fn run(
             if !delivered.is_empty()
                 && let Some(to) = address(hub, &c.spec.deliver)
             {
+                // The loop's retries leave it alone while this sends it.
+                let retry_from = now()
+                    .checked_add(DELIVERY_LADDER[0])
+                    .unwrap_or_else(|_| now());
                 match store
-                    .queue_delivery(c.fire, &name, &to.to_string(), &delivered)
+                    .queue_delivery(c.fire, &name, &to.to_string(), &delivered, retry_from)
                     .await
                 {
                     Ok(id) => {

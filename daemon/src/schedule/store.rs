@@ -563,21 +563,24 @@ impl ScheduleStore {
             .await?)
     }
 
-    /// Queues the answer of fire `id` for `to`.
+    /// Queues the answer of fire `id` for `to`. The caller sends it now;
+    /// the scheduler's retries look at it from `retry_from` on (when the
+    /// caller's attempt recorded no outcome: a crash).
     pub async fn queue_delivery(
         &self,
         fire: i64,
         schedule: &str,
         to: &str,
         text: &str,
+        retry_from: Timestamp,
     ) -> Result<i64, StoreError> {
         let (schedule, to, text) = (schedule.to_string(), to.to_string(), text.to_string());
         Ok(self
             .db
             .call(move |c| {
                 c.execute(
-                    "INSERT INTO deliveries (fire, schedule, to_addr, text, state) VALUES (?1, ?2, ?3, ?4, 'pending')",
-                    params![fire, schedule, to, text],
+                    "INSERT INTO deliveries (fire, schedule, to_addr, text, state, next_try_at) VALUES (?1, ?2, ?3, ?4, 'pending', ?5)",
+                    params![fire, schedule, to, text, ms(retry_from)],
                 )?;
                 Ok(c.last_insert_rowid())
             })
@@ -913,9 +916,14 @@ mod tests {
         assert_eq!(h[0].state, FireState::Skipped);
         assert_eq!(h[0].missed, Some((5, at("2026-11-26T08:00:00Z"))));
         let d = store
-            .queue_delivery(7, "m", "telegram:owner", "hi")
+            .queue_delivery(7, "m", "telegram:owner", "hi", at("2026-11-27T10:00:30Z"))
             .await
             .unwrap();
+        // While its first attempt is made it is not the retries' yet.
+        assert_eq!(
+            store.pending_deliveries().await.unwrap()[0].next_try_at,
+            Some(at("2026-11-27T10:00:30Z"))
+        );
         store
             .delivery_failed(
                 d,
