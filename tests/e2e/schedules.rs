@@ -116,3 +116,54 @@ async fn a_prompt_schedules_answer_reaches_the_owners_telegram() {
         "no transcript has the scheduled prompt"
     );
 }
+
+/// Sets the test clock pincerd reads (`PINCER_TEST_CLOCK`).
+fn set_clock(file: &std::path::Path, at: &str) {
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, at).unwrap();
+    std::fs::rename(tmp, file).unwrap();
+}
+
+/// On the tests' clock: nothing fires before 08:00; at 08:00 the fire
+/// runs once; pincerd killed while the next day's fire runs leaves it
+/// `unknown` after the restart and runs nothing again, and the day after
+/// fires as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_the_test_clock_a_fire_killed_mid_run_is_unknown_and_never_run_again() {
+    let home = TestHome::new();
+    home.write_config(
+        "[schedules.morning]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"if [ -e slow ]; then sleep 60; fi; echo morning\"\n",
+    );
+    let clock = home.path().join("clock");
+    let clock_env = clock.to_str().unwrap().to_string();
+    set_clock(&clock, "2026-11-27T07:59:50Z");
+    let env = [("PINCER_TEST_CLOCK", clock_env.as_str())];
+    let daemon = home.start_with_env(&env);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(fires(&home).is_empty(), "fired before 08:00");
+    set_clock(&clock, "2026-11-27T08:00:00Z");
+    until(&home, "the 08:00 fire", |rows| {
+        rows.iter()
+            .any(|(_, s, out)| s == "succeeded" && out.as_deref() == Some("morning"))
+    });
+    assert_eq!(fires(&home).len(), 1);
+    // The next day's run hangs; pincerd is killed while it runs.
+    std::fs::write(home.workspace().join("slow"), "").unwrap();
+    set_clock(&clock, "2026-11-28T08:00:00Z");
+    until(&home, "the second fire running", |rows| {
+        rows.len() == 2 && rows[1].1 == "running"
+    });
+    daemon.kill9();
+    std::fs::remove_file(home.workspace().join("slow")).unwrap();
+    set_clock(&clock, "2026-11-28T08:00:30Z");
+    let _daemon = home.start_with_env(&env);
+    until(&home, "the killed fire unknown", |rows| {
+        rows.len() == 2 && rows[1].1 == "unknown"
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(fires(&home).len(), 2, "the unknown fire ran again");
+    set_clock(&clock, "2026-11-29T08:00:00Z");
+    until(&home, "the third day's fire", |rows| {
+        rows.len() == 3 && rows[2].1 == "succeeded"
+    });
+}
