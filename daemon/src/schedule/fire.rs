@@ -124,7 +124,7 @@ pub async fn run(
                     retry,
                     move |failures| {
                         let disabled = (failures >= DISABLE_AFTER).then(|| {
-                            format!("its last {failures} runs failed in a row; `pincer schedules resume {disabled_name}` starts it again")
+                            format!("its last {failures} runs failed in a row; change [schedules.{disabled_name}] in config.toml and reload to start it again")
                         });
                         let next = if disabled.is_some() {
                             None
@@ -141,7 +141,7 @@ pub async fn run(
                 && retry.is_none()
             {
                 notes.push(format!(
-                    "Schedule {name} is disabled: its last {failures} runs failed in a row, the last with: {}. `pincer schedules resume {name}` starts it again.",
+                    "Schedule {name} is disabled: its last {failures} runs failed in a row, the last with: {}. Change [schedules.{name}] in config.toml and reload to start it again.",
                     failed.why
                 ));
             }

@@ -189,11 +189,14 @@ impl Part for Scheduler {
         })
     }
 
-    fn reload(&self, _old: &Config, new: &Config) -> Reloaded {
+    fn reload(&self, old: &Config, new: &Config) -> Reloaded {
+        if old.schedules == new.schedules {
+            return Reloaded::Unchanged;
+        }
         let me = self.clone();
-        let new = new.clone();
-        tokio::spawn(async move { me.sync(&new).await });
-        Reloaded::Unchanged
+        let config = new.clone();
+        tokio::spawn(async move { me.sync(&config).await });
+        Reloaded::Applied(format!("{} from the file", new.schedules.len()))
     }
 
     fn stop(&self, grace: Duration) -> StopFuture<'_> {
