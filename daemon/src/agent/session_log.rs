@@ -36,6 +36,16 @@ impl SessionLog {
         }
     }
 
+    /// Opens the transcript at `path` of session `session_id` off the
+    /// async threads (it is read whole, and a torn last line repaired).
+    pub async fn open(path: std::path::PathBuf, session_id: String) -> std::io::Result<Self> {
+        let (transcript, entries, _recovery) =
+            tokio::task::spawn_blocking(move || Transcript::open(&path))
+                .await
+                .map_err(std::io::Error::other)??;
+        Ok(Self::new(session_id, transcript, entries))
+    }
+
     pub fn append(&mut self, turn: &str, body: Body) -> Result<(), String> {
         let entry = self.transcript.append(Some(turn), body).map_err(|e| {
             format!(

@@ -18,7 +18,6 @@ use crate::agent::{Event, call_env};
 use crate::config::schedules::{Delivery, Target};
 use crate::session::SessionKey;
 use crate::session::registry::NewSession;
-use crate::session::transcript::Transcript;
 use crate::tools::origin::{ChatAddress, ChatOrigin};
 use crate::tools::workflow_run::RunReport;
 
@@ -182,18 +181,12 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
                     before_model: true,
                 })?;
             let path = rt.home().transcript(&agent.id, &row.id);
-            let (transcript, entries, _) =
-                tokio::task::spawn_blocking(move || Transcript::open(&path))
-                    .await
-                    .map_err(|e| Failed {
-                        why: e.to_string(),
-                        before_model: true,
-                    })?
-                    .map_err(|e| Failed {
-                        why: e.to_string(),
-                        before_model: true,
-                    })?;
-            let mut log = SessionLog::new(row.id.clone(), transcript, entries);
+            let mut log = SessionLog::open(path, row.id.clone())
+                .await
+                .map_err(|e| Failed {
+                    why: e.to_string(),
+                    before_model: true,
+                })?;
             let emit: Emit = Arc::new(|_: Event| {});
             let cancel = tokio_util::sync::CancellationToken::new();
             let scope = call_env::CallScope {

@@ -202,11 +202,9 @@ impl Workflows {
             .await
             .map_err(|e| StartError::Transcript(e.to_string()))?;
         let path = rt.home().transcript(agent, &row.id);
-        let (transcript, entries, _) = tokio::task::spawn_blocking(move || Transcript::open(&path))
+        SessionLog::open(path, row.id)
             .await
-            .map_err(|e| StartError::Transcript(e.to_string()))?
-            .map_err(|e| StartError::Transcript(e.to_string()))?;
-        Ok(SessionLog::new(row.id, transcript, entries))
+            .map_err(|e| StartError::Transcript(e.to_string()))
     }
 
     /// What a run of `name` with `given` would do, nothing run (a dry

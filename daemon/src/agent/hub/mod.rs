@@ -27,7 +27,6 @@ use super::{Event, Runtime};
 use crate::config::ToolLayer;
 use crate::session::SessionKey;
 use crate::session::registry::{NewSession, SessionRow};
-use crate::session::transcript::Transcript;
 use crate::tools::policy::ChatOrigin;
 
 pub type Subscriber = mpsc::UnboundedSender<Event>;
@@ -628,12 +627,11 @@ impl Hub {
             return Ok(());
         }
         let path = self.rt.home.transcript(key.agent(), &row.id);
-        let opened = tokio::task::spawn_blocking(move || Transcript::open(&path))
-            .await
-            .map_err(|e| HubError::Transcript(std::io::Error::other(e)))?
-            .map_err(HubError::Transcript)?;
-        let (transcript, entries, _recovery) = opened;
-        *log = Some(SessionLog::new(row.id.clone(), transcript, entries));
+        *log = Some(
+            SessionLog::open(path, row.id.clone())
+                .await
+                .map_err(HubError::Transcript)?,
+        );
         Ok(())
     }
 
