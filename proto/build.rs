@@ -13,6 +13,7 @@ const PROTOS: &[&str] = &[
     "pincer/v1/skills.proto",
     "pincer/v1/channels.proto",
     "pincer/v1/workflows.proto",
+    "pincer/v1/schedules.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -93,6 +93,11 @@ pub enum Command {
         #[command(subcommand)]
         command: WorkflowsCommand,
     },
+    /// Schedules: when each fires (in its zone and yours), make and change them, pause, run now, and each one's ledger of fires.
+    Schedules {
+        #[command(subcommand)]
+        command: SchedulesCommand,
+    },
     /// Search an agent's long-term memory, see its index, or rebuild it.
     Memory {
         #[command(subcommand)]
@@ -316,6 +321,88 @@ pub enum WorkflowsCommand {
         #[arg(value_name = "JSON")]
         data: String,
     },
+}
+
+#[derive(Subcommand)]
+pub enum SchedulesCommand {
+    /// Every schedule: when it fires, its next fire in its zone and in yours, its last outcome.
+    List,
+    /// One schedule: its fields, next fire, failures, why it is disabled, its last fire.
+    Show { name: String },
+    /// Make a schedule: one of --cron, --every, --at; one of --prompt, --workflow, --command (the keys of [schedules.NAME]).
+    Add {
+        name: String,
+        #[command(flatten)]
+        fields: Box<ScheduleArgs>,
+    },
+    /// Change a schedule made at run time: each option given replaces that field.
+    Edit {
+        name: String,
+        #[command(flatten)]
+        fields: Box<ScheduleArgs>,
+        /// Remove a field (tz, agent, session, deliver, misfire, lookback, inputs); repeat for more.
+        #[arg(long, value_name = "KEY")]
+        unset: Vec<String>,
+    },
+    /// Remove a schedule made at run time (its ledger stays for `history`).
+    Remove { name: String },
+    /// Stop a schedule firing until it is resumed (fires meanwhile are not made up).
+    Pause { name: String },
+    /// Start a paused or disabled schedule again, its failures cleared.
+    Resume { name: String },
+    /// Fire a schedule now, apart from its times.
+    RunNow { name: String },
+    /// A schedule's ledger of fires, newest first: due, state, why.
+    History {
+        name: String,
+        /// How many.
+        #[arg(short = 'n', default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+/// The fields of a schedule, as options (README "Schedules" explains each).
+#[derive(Args, Clone, Default)]
+pub struct ScheduleArgs {
+    /// A cron expression: 5 fields, or 6 with seconds first (`0 8 * * mon-fri`).
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// An interval: `30m`, `2h`, `1h 30m`.
+    #[arg(long)]
+    pub every: Option<String>,
+    /// One instant: `2026-12-24 18:00` (in --tz) or RFC 3339.
+    #[arg(long)]
+    pub at: Option<String>,
+    /// The IANA time zone of --cron and --at (default: this machine's).
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// The agent that runs it (default: the default agent).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Run: a prompt for the agent.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// The prompt's session by name, kept across fires (default: a fresh one each fire).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Run: a workflow of the agent's workspace.
+    #[arg(long)]
+    pub workflow: Option<String>,
+    /// A workflow input: `name=value` (the value as JSON, else a string); repeat for more.
+    #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
+    /// Run: a shell command, no model (its output is delivered as it is).
+    #[arg(long)]
+    pub command: Option<String>,
+    /// Where the answer goes: `telegram:owner` (your DM), a chat (`telegram:-100…`, `discord:<channel id>`) or `none`.
+    #[arg(long)]
+    pub deliver: Option<String>,
+    /// A fire missed while pincerd was down: `once` (the latest runs once) or `skip`.
+    #[arg(long, value_parser = ["once", "skip"])]
+    pub misfire: Option<String>,
+    /// How far back `once` looks for a missed fire (default 24h).
+    #[arg(long)]
+    pub lookback: Option<String>,
 }
 
 #[derive(Subcommand)]

@@ -27,6 +27,7 @@ mod pincerd;
 mod render;
 mod rpc;
 mod sanitize;
+mod schedules;
 mod service;
 mod sessions;
 mod skills;
@@ -149,6 +150,7 @@ async fn run(ctx: &Ctx, command: Command) -> Result<u8, CliError> {
             command: SkillsCommand::List { agent },
         } => skills::list(ctx, agent.agent).await,
         Command::Workflows { command } => workflows::run(ctx, command).await,
+        Command::Schedules { command } => schedules::run(ctx, command).await,
         Command::Doctor { fix } => doctor::run(ctx, fix).await,
         Command::Completions { shell } => completions::completions(shell),
         Command::Man { dir } => completions::man(dir.as_deref()),

@@ -15,6 +15,7 @@ use pincer_proto::v1::agent_client::AgentClient;
 use pincer_proto::v1::channels_client::ChannelsClient;
 use pincer_proto::v1::daemon_client::DaemonClient;
 use pincer_proto::v1::memory_client::MemoryClient;
+use pincer_proto::v1::schedules_client::SchedulesClient;
 use pincer_proto::v1::sessions_client::SessionsClient;
 use pincer_proto::v1::skills_client::SkillsClient;
 use pincer_proto::v1::tools_client::ToolsClient;
@@ -33,6 +34,7 @@ pub struct Clients {
     pub skills: SkillsClient<Channel>,
     pub channels: ChannelsClient<Channel>,
     pub workflows: WorkflowsClient<Channel>,
+    pub schedules: SchedulesClient<Channel>,
 }
 
 pub fn socket_path(home: &Path) -> PathBuf {
@@ -195,7 +197,8 @@ pub async fn connect(home: &Path, explicit_home: bool) -> Result<Clients, CliErr
         memory: MemoryClient::new(channel.clone()),
         skills: SkillsClient::new(channel.clone()),
         channels: ChannelsClient::new(channel.clone()),
-        workflows: WorkflowsClient::new(channel),
+        workflows: WorkflowsClient::new(channel.clone()),
+        schedules: SchedulesClient::new(channel),
     })
 }
 

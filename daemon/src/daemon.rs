@@ -183,6 +183,8 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         path: schedules_db.display().to_string(),
         source,
     })?;
+    hub.runtime()
+        .set_schedules(std::sync::Arc::new(scheduler.clone()));
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let failures = Failures::default();
@@ -192,6 +194,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             hub: hub.clone(),
             channels: channels.clone(),
             workflows: workflows.clone(),
+            schedules: scheduler.clone(),
             started,
             stop: stop.clone(),
             reload: reload_tx.clone(),

@@ -80,6 +80,9 @@ pub enum Command {
     Input(String, String),
     /// `/run NAME key=value …`: run a workflow (the text after `/run`).
     Run(String),
+    /// `/schedules [pause|resume|run|remove NAME]`: the owner's schedules
+    /// (the text after `/schedules`).
+    Schedules(String),
 }
 
 impl Command {
@@ -106,10 +109,14 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("status", "Show the agent, model and session"),
     ("help", "List the commands"),
     ("run", "Run a workflow: /run NAME key=value"),
+    (
+        "schedules",
+        "Your schedules: /schedules [pause|resume|run|remove NAME]",
+    ),
 ];
 
 /// The `/help` answer.
-pub const HELP: &str = "Commands:\n/new or /reset: start a new conversation\n/stop: stop the answer being written\n/status: the agent, model and session\n/help: this list\n/run NAME key=value…: run a workflow\nFor what waits on you (a tool call, a workflow's approval or question): /approve ID, /deny ID, /edit ID <json>, /revise ID <guidance>, /input ID <json>.";
+pub const HELP: &str = "Commands:\n/new or /reset: start a new conversation\n/stop: stop the answer being written\n/status: the agent, model and session\n/help: this list\n/run NAME key=value…: run a workflow\n/schedules: your schedules (/schedules pause|resume|run|remove NAME)\nFor what waits on you (a tool call, a workflow's approval or question): /approve ID, /deny ID, /edit ID <json>, /revise ID <guidance>, /input ID <json>.";
 
 impl Command {
     /// Reads a command at the start of `text`. `/cmd@name` is ours only
@@ -160,6 +167,7 @@ impl Command {
                 Self::Input(id, json)
             }
             "run" if !arg.is_empty() => Self::Run(arg.to_string()),
+            "schedules" => Self::Schedules(arg.to_string()),
             _ => return None,
         })
     }

@@ -103,6 +103,7 @@ pub fn build<'r>(scope: &CallScope<'_>, registry: &'r ToolRegistry) -> CallEnv<'
             sessions: scope.sessions.clone(),
             outbox: rt.outbox(),
             workflows: rt.workflows(),
+            schedules: rt.schedules(),
             turn_spawns: Arc::default(),
             origin: Arc::new((*origin).clone()),
             memory,

@@ -31,6 +31,7 @@ use crate::tools::approvals::Approvals;
 use crate::tools::jobs::Jobs;
 use crate::tools::mcp::McpManager;
 use crate::tools::message::Outbox;
+use crate::tools::schedule_book::ScheduleBook;
 use crate::tools::workflow_run::WorkflowRunner;
 
 /// What a running turn reports, in order.
@@ -135,6 +136,9 @@ pub struct Runtime {
     /// The workflow engine as `workflow_run` and `/run` see it; installed
     /// by the daemon (the engine sits above the agent).
     workflows: Arc<OnceLock<Arc<dyn WorkflowRunner>>>,
+    /// The scheduler as `schedule` and `/schedules` see it; installed by
+    /// the daemon (the scheduler sits above the agent).
+    schedules: Arc<OnceLock<Arc<dyn ScheduleBook>>>,
 }
 
 impl Runtime {
@@ -189,6 +193,16 @@ impl Runtime {
         self.workflows.get().cloned()
     }
 
+    /// Installs the scheduler for `schedule` and `/schedules`.
+    pub fn set_schedules(&self, book: Arc<dyn ScheduleBook>) {
+        let _ = self.schedules.set(book);
+    }
+
+    /// The scheduler, once installed.
+    pub fn schedules(&self) -> Option<Arc<dyn ScheduleBook>> {
+        self.schedules.get().cloned()
+    }
+
     /// The chat bridges, once installed.
     pub fn outbox(&self) -> Option<Arc<dyn Outbox>> {
         self.outbox.get().cloned()
@@ -206,6 +220,7 @@ impl Runtime {
             prompts: Default::default(),
             outbox: Arc::default(),
             workflows: Arc::default(),
+            schedules: Arc::default(),
             live: Arc::new(RwLock::new(Live {
                 mcp: Arc::new(McpManager::new(
                     config.mcp.clone(),

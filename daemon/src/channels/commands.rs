@@ -19,6 +19,9 @@
 //!
 //! - `/run NAME key=value …` runs a workflow as the chat's origin, when
 //!   that origin's policy offers the `workflow_run` tool.
+//! - `/schedules` lists the schedules to the owner in their DM, and
+//!   `/schedules pause|resume|run|remove NAME` changes one; anyone else is
+//!   told it is the owner's.
 //!
 //! Who is the owner: the channel's `owner` id, and never a sender without
 //! an id (`ChannelSettings::is_owner`).
@@ -91,6 +94,8 @@ pub async fn answer(
             Ok(text)
         }
         Command::Run(text) => run_workflow(hub, route, text).await,
+        Command::Schedules(text) if route.origin.is_owner() => schedules(hub, route, text).await,
+        Command::Schedules(_) => Ok("Only the owner sees schedules, in their own DM.".into()),
         Command::Help
         | Command::Approve(_)
         | Command::Deny(_)
@@ -130,6 +135,35 @@ async fn run_workflow(hub: &Hub, route: &Route, text: &str) -> Result<String, Ho
         Ok(report) => Ok(report.sentence(name)),
         Err(e) => Ok(format!("Not run: {e}")),
     }
+}
+
+/// `/schedules [pause|resume|run|remove NAME]`, for the owner in their
+/// DM: the same verbs as the `schedule` tool.
+async fn schedules(hub: &Hub, route: &Route, text: &str) -> Result<String, HostError> {
+    use crate::tools::schedule_book::{Asker, BookVerb};
+    let mut words = text.split_whitespace();
+    let verb = match (words.next(), words.next()) {
+        (None, _) => BookVerb::List,
+        (Some("pause"), Some(n)) => BookVerb::Pause(n.into()),
+        (Some("resume"), Some(n)) => BookVerb::Resume(n.into()),
+        (Some("run"), Some(n)) => BookVerb::RunNow(n.into()),
+        (Some("remove"), Some(n)) => BookVerb::Remove(n.into()),
+        _ => {
+            return Ok(
+                "Write /schedules to list them, or /schedules pause|resume|run|remove NAME.".into(),
+            );
+        }
+    };
+    let Some(book) = hub.runtime().schedules() else {
+        return Ok("No scheduler runs in this pincerd.".into());
+    };
+    let key = route.key.to_string();
+    let asker = Asker {
+        agent: &route.agent,
+        session_key: &key,
+        origin: &route.origin,
+    };
+    Ok(book.act(asker, verb).await.unwrap_or_else(|e| e))
 }
 
 /// How long `/run` waits for the run to end or halt before it answers.

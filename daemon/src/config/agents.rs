@@ -117,6 +117,7 @@ pub(super) fn agent_settings(
                 }
             },
         },
+        scheduled_runs_may_schedule: section.scheduled_runs_may_schedule.unwrap_or(false),
         visibility: match &section.visibility {
             None => None,
             Some(v) => Some(match v.get_ref().trim() {

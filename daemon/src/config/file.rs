@@ -382,6 +382,9 @@ pub struct AgentSection {
     pub memory: Option<Spanned<String>>,
     /// Which sessions the session tools see: self | tree | agent.
     pub visibility: Option<Spanned<String>>,
+    /// A scheduled run of this agent may make schedules with the
+    /// `schedule` tool (off: a schedule cannot multiply itself).
+    pub scheduled_runs_may_schedule: Option<bool>,
 }
 
 /// One layer of the tool policy (SPEC §8.3).

@@ -239,6 +239,9 @@ pub struct AgentSettings {
     /// whole agent for the owner, a session and its sub-agents for
     /// everyone else.
     pub visibility: Option<Visibility>,
+    /// `scheduled_runs_may_schedule`: a scheduled run may use the
+    /// `schedule` tool to make schedules (off by default).
+    pub scheduled_runs_may_schedule: bool,
 }
 
 /// Whose an agent's memory (`MEMORY.md`, `memory/`, `[memory] paths` and

@@ -62,6 +62,7 @@ pub const CORE_TOOL_NAMES: &[&str] = &[
     "sessions_spawn",
     "message",
     "workflow_run",
+    "schedule",
 ];
 
 /// Whether a pattern is a glob (otherwise a name, compared as is): the one

@@ -123,7 +123,7 @@ pub async fn run(
                     retry,
                     move |failures| {
                         let disabled = (failures >= DISABLE_AFTER).then(|| {
-                            format!("its last {failures} runs failed in a row; change [schedules.{disabled_name}] in config.toml and reload to start it again")
+                            format!("its last {failures} runs failed in a row; `pincer schedules resume {disabled_name}` starts it again")
                         });
                         let next = if disabled.is_some() {
                             None
@@ -140,7 +140,7 @@ pub async fn run(
                 && retry.is_none()
             {
                 notes.push(format!(
-                    "Schedule {name} is disabled: its last {failures} runs failed in a row, the last with: {}. Change [schedules.{name}] in config.toml and reload to start it again.",
+                    "Schedule {name} is disabled: its last {failures} runs failed in a row, the last with: {}. `pincer schedules resume {name}` starts it again.",
                     failed.why
                 ));
             }
@@ -163,7 +163,7 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
             before_model: false,
         });
     };
-    let origin = ChatOrigin::owner(false);
+    let origin = origin_of(&config, c)?;
     match &c.spec.target {
         Target::Command { command } => {
             let key = session_key(&agent.id, &c.schedule.name, None)?;
@@ -293,6 +293,25 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
     }
 }
 
+/// Who a fire runs as: the owner for a schedule the owner made, else the
+/// chat that made it, routed again under the config in force (its
+/// principal and policy as if it wrote now).
+fn origin_of(config: &crate::config::Config, c: &Claimed) -> Result<ChatOrigin, Failed> {
+    let refused = |why: String| Failed {
+        why,
+        before_model: false,
+    };
+    match (c.schedule.principal.as_str(), &c.schedule.chat) {
+        ("owner", _) => Ok(ChatOrigin::owner(false)),
+        (_, Some(chat)) => crate::routing::route(config, chat)
+            .map(|r| r.origin)
+            .map_err(|e| refused(format!("the chat that made it no longer routes: {e}"))),
+        (principal, None) => Err(refused(format!(
+            "it was made for {principal} by no chat pincer can route"
+        ))),
+    }
+}
+
 /// A schedule's session: `agent:<agent>:schedule:<name>[:<session>]`.
 fn session_key(agent: &str, schedule: &str, session: Option<&str>) -> Result<SessionKey, Failed> {
     let text = match session {
@@ -363,6 +382,16 @@ pub async fn deliver(
     if let Err(e) = r {
         tracing::error!(schedule = %d.schedule, error = %e, "cannot record a delivery");
     }
+}
+
+/// The owner's DM where messages about schedules go: on the first
+/// channel (by name) that names its owner; `None` when none does.
+pub fn owner_dm(hub: &Hub) -> Option<ChatAddress> {
+    let config = hub.runtime().config();
+    config
+        .channels
+        .iter()
+        .find_map(|(name, c)| c.owner.as_ref().map(|o| ChatAddress::person(name, o)))
 }
 
 fn is_owner_dm(hub: &Hub, to: &ChatAddress) -> bool {

@@ -20,7 +20,7 @@ use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
 use super::clock::Clock;
 use super::fire;
 use super::store::{ScheduleStore, StoreError};
-use super::tick::{self, Agents};
+use super::tick::{self, Agents, Claimed};
 
 /// How long the scheduler waits when a pass failed (the database is
 /// busy or gone) before it tries again.
@@ -79,6 +79,47 @@ impl Scheduler {
         self.inner.changed.notify_one();
     }
 
+    /// The config in force.
+    pub(super) fn runtime_config(&self) -> Arc<Config> {
+        self.inner.hub.runtime().config()
+    }
+
+    /// Runs claimed fire `c` in the background (the stop's grace waits
+    /// for it); what it has to tell the owner is sent to them.
+    pub(super) fn spawn_fire(&self, c: Claimed) {
+        let me = self.clone();
+        self.inner.runs.spawn(async move {
+            let clock = me.inner.clock.clone();
+            let (name, id) = (c.schedule.name.clone(), c.fire);
+            let notes = fire::run(&me.inner.hub, &me.inner.store, c, move || clock.now()).await;
+            for note in notes {
+                me.tell_owner(&name, id, note).await;
+            }
+            me.poke();
+        });
+    }
+
+    /// Tells the owner `text` about schedule `name` (fire `fire`, 0 for
+    /// none): in the log, and queued for their DM like a fire's answer, so
+    /// it is sent once the channel runs and retried if it fails.
+    async fn tell_owner(&self, name: &str, fire: i64, text: String) {
+        tracing::warn!(schedule = %name, "{text}");
+        let Some(to) = fire::owner_dm(&self.inner.hub) else {
+            return;
+        };
+        let r = self
+            .inner
+            .store
+            .queue_delivery(fire, name, &to.to_string(), &text, self.now())
+            .await;
+        match r {
+            Ok(_) => self.poke(),
+            Err(e) => {
+                tracing::error!(schedule = %name, error = %e, "cannot queue a message to the owner")
+            }
+        }
+    }
+
     /// Brings the store in line with `config`'s `[schedules.*]`.
     async fn sync(&self, config: &Config) {
         let ids: Vec<&str> = config.agents.keys().map(String::as_str).collect();
@@ -113,20 +154,11 @@ impl Scheduler {
             match tick::tick(&inner.store, &agents, now).await {
                 Ok(t) => {
                     for (name, why) in t.disabled {
-                        tracing::warn!(schedule = %name, "schedule {name} is disabled: {why}");
+                        self.tell_owner(&name, 0, format!("Schedule {name} is disabled: {why}."))
+                            .await;
                     }
                     for c in t.claimed {
-                        let me = self.clone();
-                        inner.runs.spawn(async move {
-                            let clock = me.inner.clock.clone();
-                            let notes =
-                                fire::run(&me.inner.hub, &me.inner.store, c, move || clock.now())
-                                    .await;
-                            for note in notes {
-                                tracing::warn!("{note}");
-                            }
-                            me.poke();
-                        });
+                        self.spawn_fire(c);
                     }
                     if let Some(t) = t.wake {
                         wake = wake.min(t);
@@ -171,12 +203,11 @@ impl Part for Scheduler {
             match self.inner.store.settle_crashed(self.now()).await {
                 Ok(fires) => {
                     for f in fires {
-                        tracing::warn!(
-                            schedule = %f.schedule,
-                            "schedule {}: the fire due at {} was running when pincerd stopped; whether it finished is unknown, so it is not run again",
-                            f.schedule,
-                            f.due_at
-                        );
+                        self.tell_owner(&f.schedule, f.id, format!(
+                            "Schedule {}: the fire due at {} was running when pincerd stopped; whether it finished is unknown, so it is not run again (`pincer schedules run-now {}` runs it by hand).",
+                            f.schedule, f.due_at, f.schedule
+                        ))
+                        .await;
                     }
                 }
                 Err(e) => {

@@ -381,6 +381,36 @@ impl ScheduleStore {
             .await?)
     }
 
+    /// Claims a fire of `name` asked for by hand (`run-now`), due `now`:
+    /// its regular deadline stays as it is. The fire's id.
+    pub async fn claim_now(&self, name: &str, now: Timestamp) -> Result<i64, StoreError> {
+        let name = name.to_string();
+        Ok(self
+            .db
+            .call(move |c| {
+                c.execute(
+                    "INSERT INTO fires (schedule, due_at, attempt, state, claimed_at, detail)
+                     VALUES (?1, ?2, 1, 'claimed', ?2, 'run now')",
+                    params![name, ms(now)],
+                )?;
+                Ok(c.last_insert_rowid())
+            })
+            .await?)
+    }
+
+    /// The fire of each schedule that is newest in the ledger.
+    pub async fn last_fires(&self) -> Result<Vec<FireRow>, StoreError> {
+        Ok(self
+            .db
+            .call(|c| {
+                let mut st = c.prepare(&format!(
+                    "SELECT {FIRE_COLUMNS} FROM fires WHERE id IN (SELECT MAX(id) FROM fires GROUP BY schedule)"
+                ))?;
+                st.query_map([], fire_row)?.collect()
+            })
+            .await?)
+    }
+
     /// Records missed fires that do not run and moves the deadline.
     pub async fn skip(
         &self,

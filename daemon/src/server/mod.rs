@@ -1,6 +1,6 @@
 //! The gRPC server (SPEC §3): the socket ([`socket`]), one module per
 //! service ([`agent`], [`sessions`], [`daemon`], [`tools`], [`memory`],
-//! [`skills`], [`channels`], [`workflows`]), plus gRPC health and
+//! [`skills`], [`channels`], [`workflows`], [`schedules`]), plus gRPC health and
 //! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
 //! request passes the peer-uid check first.
 
@@ -9,6 +9,7 @@ pub mod channels;
 pub mod daemon;
 pub mod fit;
 pub mod memory;
+pub mod schedules;
 pub mod sessions;
 pub mod skills;
 pub mod socket;
@@ -22,6 +23,7 @@ use pincer_proto::v1::agent_server::AgentServer;
 use pincer_proto::v1::channels_server::ChannelsServer;
 use pincer_proto::v1::daemon_server::DaemonServer;
 use pincer_proto::v1::memory_server::MemoryServer;
+use pincer_proto::v1::schedules_server::SchedulesServer;
 use pincer_proto::v1::sessions_server::SessionsServer;
 use pincer_proto::v1::skills_server::SkillsServer;
 use pincer_proto::v1::tools_server::ToolsServer;
@@ -42,6 +44,8 @@ pub struct State {
     pub channels: crate::channels::Channels,
     /// The workflow engine (runs).
     pub workflows: crate::workflow::engine::Workflows,
+    /// The scheduler (schedules made and changed at run time).
+    pub schedules: crate::schedule::scheduler::Scheduler,
     pub started: Instant,
     /// Cancelled to stop the daemon (Daemon.Shutdown, signals).
     pub stop: CancellationToken,
@@ -83,6 +87,9 @@ pub async fn serve(
         .await;
     health
         .set_serving::<WorkflowsServer<workflows::WorkflowsService>>()
+        .await;
+    health
+        .set_serving::<SchedulesServer<schedules::SchedulesService>>()
         .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
@@ -126,6 +133,9 @@ pub async fn serve(
             state.clone(),
         )))
         .add_service(WorkflowsServer::new(workflows::WorkflowsService::new(
+            state.clone(),
+        )))
+        .add_service(SchedulesServer::new(schedules::SchedulesService::new(
             state.clone(),
         )));
     match (reflection_v1, reflection_v1alpha) {

@@ -6,6 +6,7 @@
 use tonic::Status;
 
 use crate::agent::hub::HubError;
+use crate::schedule::manage::ManageError;
 use crate::tools::approvals::Refusal;
 use crate::workflow::engine::StartError;
 use crate::workflow::library::LibraryError;
@@ -86,6 +87,19 @@ impl From<HubError> for Status {
             // the daemon, failed.
             HubError::Compaction(_) => Status::aborted(message),
             HubError::Registry(_) | HubError::Transcript(_) => Status::internal(message),
+        }
+    }
+}
+
+impl From<ManageError> for Status {
+    fn from(e: ManageError) -> Self {
+        let message = e.to_string();
+        match e {
+            ManageError::NotFound(_) => Status::not_found(message),
+            ManageError::Exists(_) => Status::already_exists(message),
+            ManageError::InConfig(_) => Status::failed_precondition(message),
+            ManageError::Invalid { .. } => Status::invalid_argument(message),
+            ManageError::Store(_) => Status::internal(message),
         }
     }
 }

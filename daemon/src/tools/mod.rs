@@ -34,6 +34,7 @@ pub mod policy;
 mod policy_tests;
 pub mod redact;
 pub mod registry;
+pub mod schedule_book;
 pub mod sessions;
 #[cfg(test)]
 mod tests;
@@ -111,6 +112,8 @@ pub struct ToolContext {
     pub outbox: Option<Arc<dyn message::Outbox>>,
     /// The workflow engine, for `workflow_run` (`None`: none runs here).
     pub workflows: Option<Arc<dyn workflow_run::WorkflowRunner>>,
+    /// The scheduler, for `schedule` (`None`: none runs here).
+    pub schedules: Option<Arc<dyn schedule_book::ScheduleBook>>,
     /// Sub-agents spawned in this turn so far.
     pub turn_spawns: Arc<std::sync::atomic::AtomicU32>,
     /// Where the turn's message came from (carried into other sessions).

@@ -2,7 +2,9 @@
 //! tools first, then MCP and plugin tools). Which of them an agent is
 //! offered is the [`super::policy`] pipeline's decision.
 
-use super::{ToolDef, exec, fs, jobs, memory, message, patch, sessions, web, workflow_run};
+use super::{
+    ToolDef, exec, fs, jobs, memory, message, patch, schedule_book, sessions, web, workflow_run,
+};
 use crate::llm::ToolSpec;
 
 #[derive(Debug, Clone)]
@@ -24,6 +26,7 @@ impl ToolRegistry {
         tools.extend(sessions::tools());
         tools.push(message::tool());
         tools.push(workflow_run::tool());
+        tools.push(schedule_book::tool());
         Self {
             tools,
             skipped: Vec::new(),

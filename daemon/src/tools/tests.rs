@@ -19,6 +19,7 @@ pub(super) fn ctx(dir: &std::path::Path) -> ToolContext {
         sessions: None,
         outbox: None,
         workflows: None,
+        schedules: None,
         turn_spawns: Default::default(),
         origin: Arc::new(super::policy::ChatOrigin::owner(true)),
         memory: super::memory::MemoryAccess::Unavailable(Arc::from(
