@@ -3,6 +3,11 @@
 //! pipeline and leaves its ledger in `state/schedules.db`; a restart
 //! neither runs a finished fire again nor loses the deadline. A prompt
 //! schedule's answer reaches the owner's DM on the Telegram emulator.
+//! On the tests' clock (`PINCER_TEST_CLOCK`): a fire killed mid-run is
+//! never run again; `pincer schedules …` makes, shows, pauses, runs and
+//! removes schedules; a reminder the agent's `schedule` tool makes is
+//! listed, fired and delivered; a failing schedule is disabled after ten
+//! with the owner told once; a failed delivery is retried alone.
 
 use std::time::{Duration, Instant};
 
@@ -166,4 +171,327 @@ async fn on_the_test_clock_a_fire_killed_mid_run_is_unknown_and_never_run_again(
     until(&home, "the third day's fire", |rows| {
         rows.len() == 3 && rows[2].1 == "succeeded"
     });
+}
+
+/// Runs `pincer --json args…`, asserting it succeeds; its JSON.
+async fn cli_json(home: &TestHome, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = home.cli(&all).await;
+    out.ok();
+    out.json()
+}
+
+fn ms(at: &str) -> i64 {
+    at.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+}
+
+/// `pincer schedules …` on the tests' clock: a schedule made by the CLI is
+/// checked like config.toml's, shown with its next fire in its own zone,
+/// paused, run by hand, resumed, changed and removed (its ledger stays);
+/// one of config.toml is changed only in the file.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_makes_shows_pauses_runs_edits_and_removes_a_schedule() {
+    let home = TestHome::new();
+    home.write_config(
+        "[schedules.from-file]\ncron = \"0 7 * * *\"\ntz = \"UTC\"\ncommand = \"echo file\"\n",
+    );
+    let clock = home.path().join("clock");
+    // Friday 27 November 2026, 10:00 in New York.
+    set_clock(&clock, "2026-11-27T15:00:00Z");
+    let _daemon = home.start_with_env(&[("PINCER_TEST_CLOCK", clock.to_str().unwrap())]);
+
+    let made = cli_json(
+        &home,
+        &[
+            "schedules",
+            "add",
+            "standup",
+            "--cron",
+            "0 9 * * mon-fri",
+            "--tz",
+            "America/New_York",
+            "--command",
+            "echo standup",
+        ],
+    )
+    .await;
+    assert_eq!(made["source"], "made");
+    assert_eq!(made["principal"], "owner");
+    assert_eq!(made["zone"], "America/New_York");
+    // The weekend is skipped: Monday 09:00 in New York.
+    assert_eq!(
+        made["next_local"],
+        "2026-11-30 09:00:00 EST (America/New_York)"
+    );
+    assert_eq!(made["next_at_ms"], ms("2026-11-30T14:00:00Z"));
+
+    // Checked like the file's: the field and why.
+    let bad = home
+        .cli(&[
+            "schedules",
+            "add",
+            "bad",
+            "--cron",
+            "61 * * * *",
+            "--command",
+            "true",
+        ])
+        .await;
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("`cron`"), "{}", bad.stderr);
+    let twice = home
+        .cli(&[
+            "schedules",
+            "add",
+            "standup",
+            "--every",
+            "1h",
+            "--command",
+            "true",
+        ])
+        .await;
+    assert!(twice.stderr.contains("exists already"), "{}", twice.stderr);
+
+    let list = cli_json(&home, &["schedules", "list"]).await;
+    let names: Vec<&str> = list["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["from-file", "standup"]);
+    let human = home.cli(&["schedules", "list"]).await;
+    assert!(
+        human
+            .ok()
+            .contains("2026-11-30 09:00:00 EST (America/New_York)"),
+        "{}",
+        human.stdout
+    );
+
+    let paused = cli_json(&home, &["schedules", "pause", "standup"]).await;
+    assert_eq!(paused["state"], "paused");
+    assert_eq!(paused["next_at_ms"], serde_json::Value::Null);
+
+    // Run by hand while paused: it runs once, its deadline untouched.
+    home.cli(&["schedules", "run-now", "standup"]).await.ok();
+    let start = Instant::now();
+    let history = loop {
+        let h = cli_json(&home, &["schedules", "history", "standup"]).await;
+        if h["fires"][0]["state"] == "succeeded" {
+            break h;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{h}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(history["fires"].as_array().unwrap().len(), 1);
+    assert_eq!(history["fires"][0]["output"], "standup");
+
+    let resumed = cli_json(&home, &["schedules", "resume", "standup"]).await;
+    assert_eq!(resumed["state"], "active");
+    assert_eq!(resumed["next_at_ms"], ms("2026-11-30T14:00:00Z"));
+
+    // `--every` replaces `--cron` (and the zone goes with it).
+    let edited = cli_json(
+        &home,
+        &[
+            "schedules",
+            "edit",
+            "standup",
+            "--every",
+            "2h",
+            "--unset",
+            "tz",
+        ],
+    )
+    .await;
+    assert_eq!(edited["kind"], "every");
+    assert!(edited["fields"].get("cron").is_none(), "{edited}");
+
+    let file = home
+        .cli(&["schedules", "edit", "from-file", "--command", "echo other"])
+        .await;
+    assert_ne!(file.code, 0);
+    assert!(file.stderr.contains("config.toml"), "{}", file.stderr);
+    let file = home.cli(&["schedules", "remove", "from-file"]).await;
+    assert!(file.stderr.contains("config.toml"), "{}", file.stderr);
+
+    home.cli(&["schedules", "remove", "standup"]).await.ok();
+    let gone = home.cli(&["schedules", "show", "standup"]).await;
+    assert!(
+        gone.stderr.contains("no schedule `standup`"),
+        "{}",
+        gone.stderr
+    );
+    let kept = cli_json(&home, &["schedules", "history", "standup"]).await;
+    assert_eq!(kept["fires"][0]["output"], "standup", "{kept}");
+}
+
+/// End to end: the owner asks the agent in their Telegram DM for a
+/// reminder; the agent's `schedule` tool makes it (as the owner, to be
+/// delivered to that DM); the CLI lists it; the tests' clock reaches its
+/// instant and the reminder's answer arrives in the DM once. The
+/// scheduled run itself cannot make another schedule.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reminder_made_by_the_agent_is_listed_fired_by_the_clock_and_delivered_to_telegram() {
+    use crate::telegram::{OWNER, rig_on_clock, text};
+    use crate::telegram_approvals::until as chat_until;
+    use pincer_testkit::scripted::Step;
+    use pincer_testkit::telegram::{ChatSpec, UserSpec};
+    use serde_json::json;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = dir.path().join("clock");
+    set_clock(&clock, "2026-11-27T09:00:00Z");
+    let r = rig_on_clock("", "", clock.to_str().unwrap()).await;
+    r.llm.script(
+        "[sched-ask]",
+        vec![
+            Step::tool(
+                "schedule",
+                json!({"action": "add", "name": "call-bob", "at": "2026-11-27 18:00", "tz": "UTC",
+                       "prompt": "[sched-remind] Remind the owner to call Bob"}),
+            ),
+            Step::text("I will remind you at 18:00."),
+        ],
+    );
+    r.llm.script(
+        "[sched-remind]",
+        vec![
+            Step::tool(
+                "schedule",
+                json!({"action": "add", "name": "again", "every": "1h", "prompt": "more"}),
+            ),
+            Step::text("Time to call Bob!"),
+        ],
+    );
+    let owner = UserSpec::new(OWNER, "Owner");
+    let dm = ChatSpec::private(&owner);
+    r.tg.user_says(&dm, &owner, "remind me at 6pm to call Bob [sched-ask]")
+        .await;
+    chat_until(&r, OWNER, "the agent's confirmation", |s| {
+        s.iter().any(|m| text(m) == "I will remind you at 18:00.")
+    })
+    .await;
+
+    let shown = cli_json(&r.home, &["schedules", "show", "call-bob"]).await;
+    assert_eq!(shown["principal"], "owner");
+    assert_eq!(shown["deliver"], "telegram:owner");
+    assert_eq!(shown["kind"], "at");
+    assert_eq!(shown["next_at_ms"], ms("2026-11-27T18:00:00Z"));
+
+    set_clock(&clock, "2026-11-27T18:00:00Z");
+    let got = chat_until(&r, OWNER, "the reminder", |s| {
+        s.iter().any(|m| text(m) == "Time to call Bob!")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let got_now = r.tg.bot_messages(OWNER).await;
+    assert_eq!(
+        got_now
+            .iter()
+            .filter(|m| text(m) == "Time to call Bob!")
+            .count(),
+        1,
+        "{got:?}"
+    );
+    // The scheduled run's own `schedule` call was refused.
+    let list = cli_json(&r.home, &["schedules", "list"]).await;
+    assert_eq!(list["schedules"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["schedules"][0]["state"], "done");
+}
+
+/// A schedule whose runs keep failing backs off and is disabled after ten
+/// failures in a row, and the owner is told once, in their Telegram DM.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_schedule_is_disabled_after_ten_and_the_owner_is_told_once() {
+    use crate::telegram::{OWNER, rig_on_clock, text};
+    use crate::telegram_approvals::until as chat_until;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = dir.path().join("clock");
+    let mut at = "2026-11-27T00:00:00Z".parse::<jiff::Timestamp>().unwrap();
+    set_clock(&clock, &at.to_string());
+    let r = rig_on_clock(
+        "",
+        "\n[schedules.broken]\nevery = \"10s\"\ncommand = \"exit 3\"\n",
+        clock.to_str().unwrap(),
+    )
+    .await;
+    let failed = |home: &TestHome| fires(home).iter().filter(|(_, s, _)| s == "failed").count();
+    for n in 1..=10 {
+        // Past any back-off (an hour at most).
+        at = at.checked_add(jiff::SignedDuration::from_hours(2)).unwrap();
+        set_clock(&clock, &at.to_string());
+        until(&r.home, &format!("failure {n}"), |_| failed(&r.home) == n);
+    }
+    chat_until(&r, OWNER, "the owner told", |s| {
+        s.iter()
+            .any(|m| text(m).contains("Schedule broken is disabled"))
+    })
+    .await;
+    let shown = cli_json(&r.home, &["schedules", "show", "broken"]).await;
+    assert_eq!(shown["state"], "disabled", "{shown}");
+    assert!(
+        shown["disabled"]
+            .as_str()
+            .unwrap()
+            .contains("schedules resume broken"),
+        "{shown}"
+    );
+    // Nothing runs while disabled, and the owner was told once.
+    at = at.checked_add(jiff::SignedDuration::from_hours(5)).unwrap();
+    set_clock(&clock, &at.to_string());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(failed(&r.home), 10);
+    let told =
+        r.tg.bot_messages(OWNER)
+            .await
+            .iter()
+            .filter(|m| text(m).contains("is disabled"))
+            .count();
+    assert_eq!(told, 1);
+}
+
+/// A delivery that fails is retried from its record a minute later, on
+/// the tests' clock, without running the fire again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_delivery_is_retried_without_running_the_fire_again() {
+    use crate::telegram::{OWNER, rig_on_clock, text};
+    use crate::telegram_approvals::until as chat_until;
+    use pincer_testkit::telegram::Failure;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = dir.path().join("clock");
+    set_clock(&clock, "2026-11-27T07:59:00Z");
+    let r = rig_on_clock(
+        "",
+        "\n[schedules.note]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo the note\"\ndeliver = \"telegram:owner\"\n",
+        clock.to_str().unwrap(),
+    )
+    .await;
+    r.tg.fail_next_send(Failure::Api {
+        code: 400,
+        description: "Bad Request: chat not found".into(),
+    })
+    .await;
+    set_clock(&clock, "2026-11-27T08:00:00Z");
+    until(&r.home, "the fire", |rows| {
+        rows.len() == 1 && rows[0].1 == "succeeded"
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        r.tg.bot_messages(OWNER)
+            .await
+            .iter()
+            .all(|m| text(m) != "the note"),
+        "the first try was to fail"
+    );
+    set_clock(&clock, "2026-11-27T08:01:05Z");
+    chat_until(&r, OWNER, "the retried delivery", |s| {
+        s.iter().any(|m| text(m) == "the note")
+    })
+    .await;
+    assert_eq!(fires(&r.home).len(), 1, "the fire ran again");
 }

@@ -34,6 +34,30 @@ async fn rig_with(tg: TelegramEmulator, agent: &str, channel: &str) -> Rig {
 
 /// [`rig_with`], with `model` added to `[models.default]`.
 async fn rig_model(tg: TelegramEmulator, agent: &str, channel: &str, model: &str) -> Rig {
+    rig_env(tg, agent, channel, model, &[]).await
+}
+
+/// [`rig`] with pincerd on the tests' clock (`PINCER_TEST_CLOCK`, a file
+/// holding the instant).
+pub(crate) async fn rig_on_clock(agent: &str, channel: &str, clock: &str) -> Rig {
+    rig_env(
+        TelegramEmulator::start(),
+        agent,
+        channel,
+        "",
+        &[("PINCER_TEST_CLOCK", clock)],
+    )
+    .await
+}
+
+/// [`rig_model`] with `env` added to pincerd's environment.
+async fn rig_env(
+    tg: TelegramEmulator,
+    agent: &str,
+    channel: &str,
+    model: &str,
+    env: &[(&str, &str)],
+) -> Rig {
     let llm = ScriptedLlm::start().await.expect("scripted llm");
     let home = TestHome::new();
     let config = provider_config(
@@ -49,7 +73,9 @@ async fn rig_model(tg: TelegramEmulator, agent: &str, channel: &str, model: &str
         &format!("model = \"test-model\"\n{model}\n"),
     );
     home.write_config(&config);
-    let daemon = home.start_with_env(&[("TELEGRAM_BOT_TOKEN", tg.token())]);
+    let mut env = env.to_vec();
+    env.push(("TELEGRAM_BOT_TOKEN", tg.token()));
+    let daemon = home.start_with_env(&env);
     let rig = Rig {
         tg,
         llm,

@@ -78,6 +78,7 @@ const ALL: &[&str] = &[
     "sessions_spawn",
     "message",
     "workflow_run",
+    "schedule",
     "gateway_restart",
     "weather__alerts",
     "mcp__time__now",
@@ -184,6 +185,7 @@ fn cases() -> Vec<Case> {
                 "sessions_send",
                 "sessions_spawn",
                 "message",
+                "schedule",
             ],
             removed_by: &[("exec", "profile `messaging`"), ("read", "profile")],
         },
@@ -411,6 +413,7 @@ fn cases() -> Vec<Case> {
             },
             offered: but(&[
                 "gateway_restart",
+                "schedule",
                 "exec",
                 "process",
                 "memory_search",
@@ -420,6 +423,7 @@ fn cases() -> Vec<Case> {
             ]),
             removed_by: &[
                 ("gateway_restart", "owner-only"),
+                ("schedule", "owner-only"),
                 ("exec", "data boundary"),
                 ("weather__alerts", "data boundary"),
                 ("mcp__time__now", "data boundary"),
@@ -460,10 +464,10 @@ fn cases() -> Vec<Case> {
             ],
         },
         Case {
-            name: "group:messaging is the message tool",
+            name: "group:messaging is the message and schedule tools",
             config: "[agents.main]\ntools = { allow = [\"group:messaging\"] }\n",
             ctx: Ctx::default(),
-            offered: vec!["message"],
+            offered: vec!["message", "schedule"],
             removed_by: &[("sessions_send", "agent `main`"), ("read", "agent `main`")],
         },
         Case {
