@@ -440,6 +440,15 @@ async fn a_failing_schedule_is_disabled_after_ten_and_the_owner_is_told_once() {
             .contains("schedules resume broken"),
         "{shown}"
     );
+    // `pincer doctor` names it (it exits non-zero: there is an error).
+    let doctor = r.home.cli(&["--json", "doctor"]).await;
+    let findings: Vec<serde_json::Value> = serde_json::from_str(&doctor.stdout).unwrap();
+    assert!(
+        findings.iter().any(|f| f["subject"] == "schedule broken"
+            && f["level"] == "error"
+            && f["message"].as_str().unwrap().starts_with("disabled")),
+        "{findings:?}"
+    );
     // Nothing runs while disabled, and the owner was told once.
     at = at.checked_add(jiff::SignedDuration::from_hours(5)).unwrap();
     set_clock(&clock, &at.to_string());

@@ -382,3 +382,66 @@ impl Scheduler {
 fn visible(row: &ScheduleRow, principal: &Principal) -> bool {
     *principal == Principal::Owner || row.principal == principal.to_string()
 }
+
+impl Scheduler {
+    /// What `pincer doctor` says of the schedules: each disabled one with
+    /// why, each failing one with its failures in a row and last error,
+    /// each whose fields no longer check; one line when all is well.
+    pub async fn findings(&self) -> Vec<crate::doctor::Finding> {
+        use crate::doctor::{Finding, Level};
+        let finding = |level, subject: String, message: String| Finding {
+            level,
+            subject,
+            message,
+        };
+        let views = match self.list(&Principal::Owner).await {
+            Ok(v) => v,
+            Err(e) => {
+                return vec![finding(
+                    Level::Error,
+                    "schedules".into(),
+                    format!("cannot read the schedules: {e}"),
+                )];
+            }
+        };
+        let mut out = Vec::new();
+        for v in &views {
+            let subject = format!("schedule {}", v.row.name);
+            if let Some(why) = &v.row.disabled {
+                out.push(finding(Level::Error, subject, format!("disabled: {why}")));
+            } else if let Err(e) = &v.spec {
+                out.push(finding(
+                    Level::Error,
+                    subject,
+                    format!("its settings no longer hold: {}", field_sentence(e)),
+                ));
+            } else if v.row.failures > 0 {
+                let last = v
+                    .last
+                    .as_ref()
+                    .and_then(|f| f.detail.clone())
+                    .unwrap_or_default();
+                out.push(finding(
+                    Level::Warn,
+                    subject,
+                    format!(
+                        "{} failed in a row (it is disabled after {}): {last}",
+                        match v.row.failures {
+                            1 => "its last run".to_string(),
+                            n => format!("its last {n} runs"),
+                        },
+                        super::plan::DISABLE_AFTER
+                    ),
+                ));
+            }
+        }
+        if out.is_empty() && !views.is_empty() {
+            out.push(finding(
+                Level::Ok,
+                "schedules".into(),
+                format!("{} schedules, none failing", views.len()),
+            ));
+        }
+        out
+    }
+}

@@ -191,6 +191,7 @@ impl pb::daemon_server::Daemon for DaemonService {
             .await,
         );
         findings.extend(self.state.channels.findings());
+        findings.extend(self.state.schedules.findings().await);
         findings.extend(crate::doctor::part_failures(&self.state.failures));
         Ok(Response::new(pb::DoctorResponse {
             findings: findings
