@@ -39,7 +39,8 @@ fn until(home: &TestHome, what: &str, done: impl Fn(&[(i64, String, Option<Strin
         }
         assert!(
             start.elapsed() < Duration::from_secs(40),
-            "{what}: the ledger is {rows:?}"
+            "{what}: the ledger is {rows:?}\npincerd log:\n{}",
+            std::fs::read_to_string(home.path().join("logs/pincerd.log")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -503,4 +504,58 @@ async fn a_failed_delivery_is_retried_without_running_the_fire_again() {
     })
     .await;
     assert_eq!(fires(&r.home).len(), 1, "the fire ran again");
+}
+
+/// A schedule that starts a workflow: its fire ends with the run; a fire
+/// due while that run is busy follows the workflow's admission (`drop`
+/// here): it is recorded as skipped, not as a failure, and starts nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_workflow_meeting_its_busy_run_follows_the_admission_policy() {
+    let home = TestHome::new();
+    home.write_config(
+        "[schedules.slow]\ncron = \"* * * * *\"\ntz = \"UTC\"\nworkflow = \"slow\"\ninputs = { name = \"x\" }\n",
+    );
+    let ws = home.workspace();
+    std::fs::create_dir_all(ws.join("workflows")).unwrap();
+    std::fs::write(
+        ws.join("workflows/slow.toml"),
+        "admission = \"drop\"\n\n[inputs.name]\ntype = \"string\"\n\n[[steps]]\nid = \"work\"\nkind = \"command\"\ncommand = \"echo {{ inputs.name }} start >> order.txt; while [ -e hold ]; do sleep 0.1; done; echo end >> order.txt\"\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("hold"), "").unwrap();
+    let clock = home.path().join("clock");
+    set_clock(&clock, "2026-11-27T07:59:59Z");
+    let _daemon = home.start_with_env(&[("PINCER_TEST_CLOCK", clock.to_str().unwrap())]);
+    // The file's schedules are brought in as the scheduler starts.
+    let start = Instant::now();
+    while cli_json(&home, &["schedules", "list"]).await["schedules"][0]["next_at_ms"]
+        != ms("2026-11-27T08:00:00Z")
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "never scheduled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    set_clock(&clock, "2026-11-27T08:00:00Z");
+    until(&home, "the first fire running", |rows| {
+        rows.len() == 1 && rows[0].1 == "running"
+    });
+    set_clock(&clock, "2026-11-27T08:01:00Z");
+    until(&home, "the second fire turned away", |rows| {
+        rows.len() == 2 && rows[1].1 == "skipped"
+    });
+    std::fs::remove_file(ws.join("hold")).unwrap();
+    until(&home, "the first fire ended with its run", |rows| {
+        rows[0].1 == "succeeded"
+    });
+    assert_eq!(
+        std::fs::read_to_string(ws.join("order.txt")).unwrap(),
+        "x start\nend\n",
+        "one run, not two"
+    );
+    let shown = cli_json(&home, &["schedules", "show", "slow"]).await;
+    assert_eq!(shown["failures"], 0, "a turned-away fire is no failure");
+    let history = cli_json(&home, &["schedules", "history", "slow"]).await;
+    let detail = history["fires"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("admission is `drop`"), "{history}");
+    let out = history["fires"][1]["output"].as_str().unwrap();
+    assert!(out.contains("succeeded"), "{history}");
 }

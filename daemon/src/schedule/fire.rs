@@ -41,12 +41,32 @@ const DELIVERY_LADDER: [SignedDuration; 3] = [
 ];
 
 /// Why a run failed, and whether it reached the model.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Failed {
     pub why: String,
     /// It failed before the model (or the command) was reached: tried
     /// again on the 5/15/30-minute ladder.
     pub before_model: bool,
+    /// It did not start at all: the workflow's admission turned it away
+    /// while a run of it is busy. Recorded as skipped, not a failure.
+    pub not_started: bool,
+}
+
+impl Failed {
+    fn before_model(why: impl Into<String>) -> Self {
+        Self {
+            why: why.into(),
+            before_model: true,
+            not_started: false,
+        }
+    }
+
+    fn after_model(why: impl Into<String>) -> Self {
+        Self {
+            why: why.into(),
+            ..Self::default()
+        }
+    }
 }
 
 /// Runs fire `c` as its schedule's principal and records how it ended;
@@ -65,6 +85,11 @@ pub async fn run(
     }
     let outcome = target(hub, &c).await;
     let result = match outcome {
+        Err(Failed {
+            why,
+            not_started: true,
+            ..
+        }) => store.not_started(c.fire, why, now()).await,
         Ok(answer) => {
             let delivered = answer.trim().to_string();
             let r = store
@@ -158,10 +183,10 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
     let rt = hub.runtime();
     let config = rt.config();
     let Some(agent) = config.agent(&c.spec.agent).cloned() else {
-        return Err(Failed {
-            why: format!("there is no agent `{}`", c.spec.agent),
-            before_model: false,
-        });
+        return Err(Failed::after_model(format!(
+            "there is no agent `{}`",
+            c.spec.agent
+        )));
     };
     let origin = origin_of(&config, c)?;
     match &c.spec.target {
@@ -176,17 +201,11 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
                     NewSession::of(origin.principal.clone()),
                 )
                 .await
-                .map_err(|e| Failed {
-                    why: e.to_string(),
-                    before_model: true,
-                })?;
+                .map_err(|e| Failed::before_model(e.to_string()))?;
             let path = rt.home().transcript(&agent.id, &row.id);
             let mut log = SessionLog::open(path, row.id.clone())
                 .await
-                .map_err(|e| Failed {
-                    why: e.to_string(),
-                    before_model: true,
-                })?;
+                .map_err(|e| Failed::before_model(e.to_string()))?;
             let emit: Emit = Arc::new(|_: Event| {});
             let cancel = tokio_util::sync::CancellationToken::new();
             let scope = call_env::CallScope {
@@ -218,19 +237,13 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
                 &emit,
             )
             .await
-            .map_err(|why| Failed {
-                why,
-                before_model: true,
-            })?;
+            .map_err(Failed::before_model)?;
             if result.output.is_error || result.status != "ok" {
-                return Err(Failed {
-                    why: format!(
-                        "exec ({}): {}",
-                        result.status,
-                        crate::util::preview(&result.output.content, 500)
-                    ),
-                    before_model: false,
-                });
+                return Err(Failed::after_model(format!(
+                    "exec ({}): {}",
+                    result.status,
+                    crate::util::preview(&result.output.content, 500)
+                )));
             }
             Ok(command_output(&result.output.content))
         }
@@ -245,10 +258,7 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
             let (tx, mut rx) = mpsc::unbounded_channel();
             hub.chat(key, text.clone(), origin, tx)
                 .await
-                .map_err(|e| Failed {
-                    why: e.to_string(),
-                    before_model: true,
-                })?;
+                .map_err(|e| Failed::before_model(e.to_string()))?;
             let mut reached = false;
             while let Some(event) = rx.recv().await {
                 match event {
@@ -258,6 +268,7 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
                         return Err(Failed {
                             why: message,
                             before_model: !reached,
+                            not_started: false,
                         });
                     }
                     _ => {}
@@ -266,27 +277,26 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
             Err(Failed {
                 why: "the turn ended without an answer".into(),
                 before_model: !reached,
+                not_started: false,
             })
         }
         Target::Workflow { name, inputs } => {
             let Some(engine) = rt.workflows() else {
-                return Err(Failed {
-                    why: "workflows are not running".into(),
-                    before_model: true,
-                });
+                return Err(Failed::before_model("workflows are not running"));
             };
             let report = engine
                 .run(&agent.id, &origin, name, inputs.clone(), WORKFLOW_WAIT)
                 .await
-                .map_err(|why| Failed {
-                    why,
-                    before_model: false,
-                })?;
+                .map_err(Failed::after_model)?;
             match &report {
-                RunReport::Finished { status, error, .. } if status != "succeeded" => Err(Failed {
-                    why: error.clone().unwrap_or_else(|| report.sentence(name)),
-                    before_model: false,
+                RunReport::NotAdmitted { why } => Err(Failed {
+                    why: why.clone(),
+                    not_started: true,
+                    ..Failed::default()
                 }),
+                RunReport::Finished { status, error, .. } if status != "succeeded" => Err(
+                    Failed::after_model(error.clone().unwrap_or_else(|| report.sentence(name))),
+                ),
                 _ => Ok(report.sentence(name)),
             }
         }
@@ -297,10 +307,7 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
 /// chat that made it, routed again under the config in force (its
 /// principal and policy as if it wrote now).
 fn origin_of(config: &crate::config::Config, c: &Claimed) -> Result<ChatOrigin, Failed> {
-    let refused = |why: String| Failed {
-        why,
-        before_model: false,
-    };
+    let refused = |why: String| Failed::after_model(why);
     match (c.schedule.principal.as_str(), &c.schedule.chat) {
         ("owner", _) => Ok(ChatOrigin::owner(false)),
         (_, Some(chat)) => crate::routing::route(config, chat)
@@ -318,10 +325,7 @@ fn session_key(agent: &str, schedule: &str, session: Option<&str>) -> Result<Ses
         Some(s) => format!("agent:{agent}:schedule:{schedule}:{s}"),
         None => format!("agent:{agent}:schedule:{schedule}"),
     };
-    SessionKey::parse(&text).map_err(|e| Failed {
-        why: e.to_string(),
-        before_model: true,
-    })
+    SessionKey::parse(&text).map_err(|e| Failed::before_model(e.to_string()))
 }
 
 /// The output of `exec` as a command's answer: without its status line

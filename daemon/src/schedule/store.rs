@@ -528,6 +528,26 @@ impl ScheduleStore {
             .await?)
     }
 
+    /// Fire `id` did not start (a workflow's admission turned it away):
+    /// `skipped`, with why; the schedule's failures are left as they are.
+    pub async fn not_started(
+        &self,
+        id: i64,
+        why: String,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        Ok(self
+            .db
+            .call(move |c| {
+                c.execute(
+                    "UPDATE fires SET state = 'skipped', ended_at = ?2, detail = ?3 WHERE id = ?1",
+                    params![id, ms(now), why],
+                )?;
+                Ok(())
+            })
+            .await?)
+    }
+
     /// After a start: every fire a crash left `claimed` or `running`
     /// becomes `unknown` (never run again by itself). Those fires.
     pub async fn settle_crashed(&self, now: Timestamp) -> Result<Vec<FireRow>, StoreError> {

@@ -41,6 +41,10 @@ pub enum RunReport {
     },
     /// Still going when the wait ended.
     Going { run: String },
+    /// Not started: a run of the workflow is busy and its `admission`
+    /// (`drop`, or `coalesce` with a start already waiting) turned this
+    /// one away.
+    NotAdmitted { why: String },
 }
 
 impl RunReport {
@@ -62,6 +66,7 @@ impl RunReport {
                 json!({"run": run, "status": "waiting", "step": step, "waits_for": kind, "request": id})
             }
             Self::Going { run } => json!({"run": run, "status": "running"}),
+            Self::NotAdmitted { why } => json!({"status": "not_started", "why": why}),
         }
     }
 
@@ -92,6 +97,7 @@ impl RunReport {
                 "Run {run} of {workflow} waits at step {step} for {} {id}.",
                 if kind == "input" { "input" } else { "approval" }
             ),
+            Self::NotAdmitted { why } => format!("Not started: {why}."),
             Self::Going { run } => format!(
                 "Run {run} of {workflow} goes on; `pincer workflows status {run}` follows it."
             ),

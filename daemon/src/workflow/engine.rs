@@ -618,10 +618,13 @@ impl WorkflowRunner for Workflows {
                     "this chat may not run workflows: `workflow_run` is removed by {layer} ({reason})"
                 ));
             }
-            let (run, mut events) = self
-                .start(&agent, origin, name, inputs)
-                .await
-                .map_err(|e| e.to_string())?;
+            let (run, mut events) = match self.start(&agent, origin, name, inputs).await {
+                Ok(started) => started,
+                Err(e @ (StartError::Busy { .. } | StartError::Joined { .. })) => {
+                    return Ok(RunReport::NotAdmitted { why: e.to_string() });
+                }
+                Err(e) => return Err(e.to_string()),
+            };
             let deadline = tokio::time::sleep(wait);
             tokio::pin!(deadline);
             loop {
