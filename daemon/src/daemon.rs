@@ -174,17 +174,17 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     hub.runtime()
         .set_workflows(std::sync::Arc::new(workflows.clone()));
     let schedules_db = home.schedules_db();
-    let scheduler = crate::schedule::scheduler::Scheduler::open(
-        hub.clone(),
-        &schedules_db,
-        crate::schedule::clock::clock(),
-    )
-    .map_err(|source| StartError::Schedules {
-        path: schedules_db.display().to_string(),
-        source,
-    })?;
+    let clock = crate::schedule::clock::clock();
+    let scheduler =
+        crate::schedule::scheduler::Scheduler::open(hub.clone(), &schedules_db, clock.clone())
+            .map_err(|source| StartError::Schedules {
+                path: schedules_db.display().to_string(),
+                source,
+            })?;
     hub.runtime()
         .set_schedules(std::sync::Arc::new(scheduler.clone()));
+    let triggers =
+        crate::schedule::trigger::Triggers::new(hub.clone(), scheduler.store().clone(), clock);
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let failures = Failures::default();
@@ -212,6 +212,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             .with(workflows)
             // Stopped before the workflows it starts.
             .with(scheduler)
+            .with(triggers)
             // Stopped after the server (reverse order): answers of turns
             // that finish within the grace still go out.
             .with(crate::channels::part::ChannelsPart::new(channels))

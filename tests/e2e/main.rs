@@ -39,6 +39,7 @@ mod telegram_emulator;
 mod telegram_pairing;
 mod telegram_recovery;
 mod textformat;
+mod triggers;
 mod workflow_halts;
 mod workflow_readme;
 mod workflow_subs;

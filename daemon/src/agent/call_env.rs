@@ -205,7 +205,7 @@ fn result_cap(config: &Config, agent: &AgentSettings) -> usize {
 /// Environment variables that hold secrets: the well-known ones, every
 /// variable a provider reads its key from, and the channels' bot tokens
 /// and webhook secrets.
-fn secret_env(config: &Config) -> Vec<String> {
+pub fn secret_env(config: &Config) -> Vec<String> {
     let mut vars: Vec<String> = WELL_KNOWN_SECRETS.iter().map(|s| s.to_string()).collect();
     vars.extend(
         config

@@ -37,6 +37,8 @@ pub struct ConfigFile {
     /// Schedules, by name (SPEC §13a).
     #[serde(default)]
     pub schedules: BTreeMap<String, Spanned<ScheduleFields>>,
+    #[serde(default)]
+    pub triggers: BTreeMap<String, Spanned<TriggerFields>>,
 }
 
 /// `[channels]`: one table per platform pincer has a bridge for; any other
@@ -579,4 +581,38 @@ pub struct ScheduleFields {
     /// How old a missed fire `once` still runs: `24h` by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lookback: Option<String>,
+}
+
+/// `[triggers.<name>]`: what a trigger watches (one of `files`, `exits`,
+/// `lines` with `pattern`, `condition` with `every`), what it runs and
+/// how often it may. Checked by `TriggerFields::check`
+/// (`super::triggers`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerFields {
+    /// A workspace glob: a file created or changed under it fires.
+    pub files: Option<String>,
+    /// A command run supervised: its exit fires (then it runs again).
+    pub exits: Option<String>,
+    /// A long-running command run supervised: its output lines that
+    /// match `pattern` fire, batched.
+    pub lines: Option<String>,
+    /// The regular expression `lines` are matched with.
+    pub pattern: Option<String>,
+    /// A script run every `every`: exit status 0 fires, its output the
+    /// event.
+    pub condition: Option<String>,
+    pub every: Option<String>,
+    pub agent: Option<String>,
+    pub prompt: Option<String>,
+    pub session: Option<String>,
+    pub workflow: Option<String>,
+    #[serde(default)]
+    pub inputs: Map<String, Value>,
+    pub command: Option<String>,
+    pub deliver: Option<String>,
+    /// The least time between two fires (`10s` by default).
+    pub min_interval: Option<String>,
+    /// The most fires in any hour (60 by default).
+    pub max_per_hour: Option<u32>,
 }

@@ -163,6 +163,7 @@ fn resolve(
     let policy = policy_settings(&loc, &names, &file)?;
     let agent_ids: Vec<&str> = agents.keys().map(String::as_str).collect();
     let schedules = super::schedules::from_file(&loc, &file, &agent_ids, &default_agent)?;
+    let triggers = super::triggers::from_file(&loc, &file, &agent_ids, &default_agent)?;
     Ok(Config {
         source: path.map(Path::to_path_buf),
         daemon,
@@ -184,6 +185,7 @@ fn resolve(
         bindings,
         channels,
         schedules,
+        triggers,
         text_hash: if path.is_some() {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -26,6 +26,7 @@ pub mod schedules;
 pub mod secret;
 pub mod tool_names;
 pub mod tools;
+pub mod triggers;
 mod url;
 pub mod when;
 
@@ -79,6 +80,8 @@ pub struct Config {
     pub channels: BTreeMap<String, ChannelSettings>,
     /// `[schedules.<name>]`, checked, by name.
     pub schedules: Vec<(String, schedules::ScheduleFields)>,
+    /// `[triggers.<name>]`, checked, by name.
+    pub triggers: Vec<triggers::TriggerSpec>,
     /// A hash of the file's text (0 without a file): tells whether the
     /// file on disk is still the one the daemon runs (`pincer doctor`).
     pub text_hash: u64,

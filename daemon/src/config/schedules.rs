@@ -205,48 +205,66 @@ impl ScheduleFields {
     }
 
     fn target(&self) -> Result<Target, FieldError> {
-        if self.session.is_some() && self.prompt.is_none() {
-            return Err(fault("session", "`session` is for a `prompt` schedule"));
-        }
-        if !self.inputs.is_empty() && self.workflow.is_none() {
-            return Err(fault("inputs", "`inputs` are for a `workflow` schedule"));
-        }
-        if let Some(session) = &self.session
-            && !super::agents::valid_id(session)
-        {
-            return Err(fault(
-                "session",
-                format!("`{session}` is not a session name: use letters, digits, - and _"),
-            ));
-        }
-        let nonempty = |key: &'static str, text: &str| {
-            if text.trim().is_empty() {
-                Err(fault(key, format!("`{key}` is empty")))
-            } else {
-                Ok(text.to_string())
-            }
-        };
-        match (&self.prompt, &self.workflow, &self.command) {
-            (Some(p), None, None) => Ok(Target::Prompt {
-                text: nonempty("prompt", p)?,
-                session: self.session.clone(),
-            }),
-            (None, Some(w), None) => Ok(Target::Workflow {
-                name: nonempty("workflow", w)?,
-                inputs: self.inputs.clone(),
-            }),
-            (None, None, Some(c)) => Ok(Target::Command {
-                command: nonempty("command", c)?,
-            }),
-            _ => Err(fault(
-                "",
-                "a schedule runs one of `prompt = \"…\"`, `workflow = \"NAME\"` or `command = \"…\"`",
-            )),
-        }
+        target_of(
+            &self.prompt,
+            &self.session,
+            &self.workflow,
+            &self.inputs,
+            &self.command,
+        )
     }
 }
 
-fn delivery(text: Option<&str>) -> Result<Delivery, FieldError> {
+/// What a schedule or a trigger runs: exactly one of `prompt` (with its
+/// `session`), `workflow` (with its `inputs`) and `command`.
+pub(super) fn target_of(
+    prompt: &Option<String>,
+    session: &Option<String>,
+    workflow: &Option<String>,
+    inputs: &Map<String, Value>,
+    command: &Option<String>,
+) -> Result<Target, FieldError> {
+    if session.is_some() && prompt.is_none() {
+        return Err(fault("session", "`session` goes with `prompt`"));
+    }
+    if !inputs.is_empty() && workflow.is_none() {
+        return Err(fault("inputs", "`inputs` go with `workflow`"));
+    }
+    if let Some(session) = &session
+        && !super::agents::valid_id(session)
+    {
+        return Err(fault(
+            "session",
+            format!("`{session}` is not a session name: use letters, digits, - and _"),
+        ));
+    }
+    let nonempty = |key: &'static str, text: &str| {
+        if text.trim().is_empty() {
+            Err(fault(key, format!("`{key}` is empty")))
+        } else {
+            Ok(text.to_string())
+        }
+    };
+    match (&prompt, &workflow, &command) {
+        (Some(p), None, None) => Ok(Target::Prompt {
+            text: nonempty("prompt", p)?,
+            session: session.clone(),
+        }),
+        (None, Some(w), None) => Ok(Target::Workflow {
+            name: nonempty("workflow", w)?,
+            inputs: inputs.clone(),
+        }),
+        (None, None, Some(c)) => Ok(Target::Command {
+            command: nonempty("command", c)?,
+        }),
+        _ => Err(fault(
+            "",
+            "it runs one of `prompt = \"…\"`, `workflow = \"NAME\"` or `command = \"…\"`",
+        )),
+    }
+}
+
+pub(super) fn delivery(text: Option<&str>) -> Result<Delivery, FieldError> {
     let Some(text) = text.map(str::trim) else {
         return Ok(Delivery::Nowhere);
     };
@@ -380,12 +398,12 @@ mod tests {
             (
                 "cron = \"0 8 * * *\"\ncommand = \"ls\"\nsession = \"s\"\n",
                 "session",
-                "for a `prompt`",
+                "goes with `prompt`",
             ),
             (
                 "cron = \"0 8 * * *\"\nprompt = \"x\"\ninputs = { a = 1 }\n",
                 "inputs",
-                "for a `workflow`",
+                "go with `workflow`",
             ),
             (
                 "cron = \"0 8 * * *\"\nprompt = \"x\"\ndeliver = \"slack:owner\"\n",

@@ -15,10 +15,10 @@ use crate::tools::schedule_book::{Asker, BookVerb, ScheduleBook};
 use super::manage::Maker;
 use super::scheduler::Scheduler;
 
-/// Whether `key` is the session of a scheduled run
-/// (`agent:<agent>:schedule:<name>…`).
+/// Whether `key` is the session of a scheduled or triggered run
+/// (`agent:<agent>:schedule:<name>…`, `agent:<agent>:trigger:<name>…`).
 fn scheduled_run(key: &str) -> bool {
-    key.split(':').nth(2) == Some("schedule")
+    matches!(key.split(':').nth(2), Some("schedule" | "trigger"))
 }
 
 /// Where an answer goes when the call names nowhere: the chat asked in
@@ -152,6 +152,7 @@ mod tests {
     fn a_scheduled_runs_session_is_known_by_its_key() {
         assert!(scheduled_run("agent:main:schedule:morning:fire-3"));
         assert!(scheduled_run("agent:main:schedule:tidy"));
+        assert!(scheduled_run("agent:main:trigger:inbox:fire-9"));
         assert!(!scheduled_run("agent:main:main"));
         assert!(!scheduled_run("agent:main:telegram:dm:42"));
     }

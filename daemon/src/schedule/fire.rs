@@ -18,7 +18,7 @@ use crate::agent::{Event, call_env};
 use crate::config::schedules::{Delivery, Target};
 use crate::session::SessionKey;
 use crate::session::registry::NewSession;
-use crate::tools::origin::{ChatAddress, ChatOrigin};
+use crate::tools::origin::{ChatAddress, ChatOrigin, Inbound};
 use crate::tools::workflow_run::RunReport;
 
 use super::plan::{self, DISABLE_AFTER};
@@ -83,7 +83,7 @@ pub async fn run(
     if let Err(e) = store.running(c.fire, None).await {
         tracing::error!(schedule = %name, error = %e, "cannot record a fire as running");
     }
-    let outcome = target(hub, &c).await;
+    let outcome = perform(hub, &Job::of_schedule(&c)).await;
     let result = match outcome {
         Err(Failed {
             why,
@@ -95,39 +95,7 @@ pub async fn run(
             let r = store
                 .succeeded(&name, c.fire, Some(delivered.clone()), now())
                 .await;
-            if !delivered.is_empty()
-                && let Some(to) = address(hub, &c.spec.deliver)
-            {
-                // The loop's retries leave it alone while this sends it.
-                let retry_from = now()
-                    .checked_add(DELIVERY_LADDER[0])
-                    .unwrap_or_else(|_| now());
-                match store
-                    .queue_delivery(c.fire, &name, &to.to_string(), &delivered, retry_from)
-                    .await
-                {
-                    Ok(id) => {
-                        deliver(
-                            hub,
-                            store,
-                            &DeliveryRow {
-                                id,
-                                fire: c.fire,
-                                schedule: name.clone(),
-                                to: to.to_string(),
-                                text: delivered,
-                                tries: 0,
-                                next_try_at: None,
-                            },
-                            &now,
-                        )
-                        .await
-                    }
-                    Err(e) => {
-                        tracing::error!(schedule = %name, error = %e, "cannot queue a delivery")
-                    }
-                }
-            }
+            hand_over(hub, store, &name, c.fire, &c.spec.deliver, delivered, &now).await;
             r
         }
         Err(failed) => {
@@ -178,20 +146,90 @@ pub async fn run(
     notes
 }
 
-/// Runs the target; its answer (the text to deliver).
-async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
+/// Queues `answer` of fire `fire` of `name` for `deliver` and sends it
+/// (nothing when it is empty or goes nowhere); a failure is retried by
+/// the scheduler's loop from the queued row.
+pub async fn hand_over(
+    hub: &Hub,
+    store: &ScheduleStore,
+    name: &str,
+    fire: i64,
+    deliver_to: &Delivery,
+    answer: String,
+    now: &impl Fn() -> Timestamp,
+) {
+    if answer.is_empty() {
+        return;
+    }
+    let Some(to) = address(hub, deliver_to) else {
+        return;
+    };
+    // The loop's retries leave it alone while this sends it.
+    let retry_from = now()
+        .checked_add(DELIVERY_LADDER[0])
+        .unwrap_or_else(|_| now());
+    match store
+        .queue_delivery(fire, name, &to.to_string(), &answer, retry_from)
+        .await
+    {
+        Ok(id) => {
+            let row = DeliveryRow {
+                id,
+                fire,
+                schedule: name.to_string(),
+                to: to.to_string(),
+                text: answer,
+                tries: 0,
+                next_try_at: None,
+            };
+            deliver(hub, store, &row, now).await
+        }
+        Err(e) => tracing::error!(schedule = %name, error = %e, "cannot queue a delivery"),
+    }
+}
+
+/// What one fire runs and as whom: a schedule's or a trigger's.
+pub struct Job<'a> {
+    /// `schedule` or `trigger`: the kind of its sessions' keys.
+    pub kind: &'static str,
+    pub name: &'a str,
+    pub fire: i64,
+    pub agent: &'a str,
+    pub target: &'a Target,
+    /// `owner`, or the principal of the chat that made it.
+    pub principal: &'a str,
+    pub chat: Option<&'a Inbound>,
+}
+
+impl<'a> Job<'a> {
+    fn of_schedule(c: &'a Claimed) -> Self {
+        Self {
+            kind: "schedule",
+            name: &c.schedule.name,
+            fire: c.fire,
+            agent: &c.spec.agent,
+            target: &c.spec.target,
+            principal: &c.schedule.principal,
+            chat: c.schedule.chat.as_ref(),
+        }
+    }
+}
+
+/// Runs a job's target as its principal; its answer (the text to
+/// deliver).
+pub async fn perform(hub: &Hub, c: &Job<'_>) -> Result<String, Failed> {
     let rt = hub.runtime();
     let config = rt.config();
-    let Some(agent) = config.agent(&c.spec.agent).cloned() else {
+    let Some(agent) = config.agent(c.agent).cloned() else {
         return Err(Failed::after_model(format!(
             "there is no agent `{}`",
-            c.spec.agent
+            c.agent
         )));
     };
     let origin = origin_of(&config, c)?;
-    match &c.spec.target {
+    match c.target {
         Target::Command { command } => {
-            let key = session_key(&agent.id, &c.schedule.name, None)?;
+            let key = session_key(c.kind, &agent.id, c.name, None)?;
             let row = rt
                 .registry()
                 .get_or_create(
@@ -223,7 +261,7 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
             let registry = rt.tool_registry().await;
             let env = call_env::build(&scope, &registry);
             let arguments = serde_json::json!({ "command": command }).to_string();
-            let call_id = format!("schedule:{}:{}", c.schedule.name, c.fire);
+            let call_id = format!("{}:{}:{}", c.kind, c.name, c.fire);
             let result = tool_step::run_recorded(
                 &env,
                 &mut log,
@@ -251,8 +289,9 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
             // A named session is kept across fires; else each has its own.
             let fresh = format!("fire-{}", c.fire);
             let key = session_key(
+                c.kind,
                 &agent.id,
-                &c.schedule.name,
+                c.name,
                 Some(session.as_deref().unwrap_or(&fresh)),
             )?;
             let (tx, mut rx) = mpsc::unbounded_channel();
@@ -303,27 +342,34 @@ async fn target(hub: &Hub, c: &Claimed) -> Result<String, Failed> {
     }
 }
 
-/// Who a fire runs as: the owner for a schedule the owner made, else the
+/// Who a fire runs as: the owner for a schedule or trigger the owner made, else the
 /// chat that made it, routed again under the config in force (its
 /// principal and policy as if it wrote now).
-fn origin_of(config: &crate::config::Config, c: &Claimed) -> Result<ChatOrigin, Failed> {
-    let refused = |why: String| Failed::after_model(why);
-    match (c.schedule.principal.as_str(), &c.schedule.chat) {
+fn origin_of(config: &crate::config::Config, c: &Job<'_>) -> Result<ChatOrigin, Failed> {
+    match (c.principal, c.chat) {
         ("owner", _) => Ok(ChatOrigin::owner(false)),
         (_, Some(chat)) => crate::routing::route(config, chat)
             .map(|r| r.origin)
-            .map_err(|e| refused(format!("the chat that made it no longer routes: {e}"))),
-        (principal, None) => Err(refused(format!(
+            .map_err(|e| {
+                Failed::after_model(format!("the chat that made it no longer routes: {e}"))
+            }),
+        (principal, None) => Err(Failed::after_model(format!(
             "it was made for {principal} by no chat pincer can route"
         ))),
     }
 }
 
-/// A schedule's session: `agent:<agent>:schedule:<name>[:<session>]`.
-fn session_key(agent: &str, schedule: &str, session: Option<&str>) -> Result<SessionKey, Failed> {
+/// A fire's session: `agent:<agent>:<kind>:<name>[:<session>]`, the kind
+/// being `schedule` or `trigger`.
+fn session_key(
+    kind: &str,
+    agent: &str,
+    name: &str,
+    session: Option<&str>,
+) -> Result<SessionKey, Failed> {
     let text = match session {
-        Some(s) => format!("agent:{agent}:schedule:{schedule}:{s}"),
-        None => format!("agent:{agent}:schedule:{schedule}"),
+        Some(s) => format!("agent:{agent}:{kind}:{name}:{s}"),
+        None => format!("agent:{agent}:{kind}:{name}"),
     };
     SessionKey::parse(&text).map_err(|e| Failed::before_model(e.to_string()))
 }

@@ -346,7 +346,7 @@ impl Scheduler {
         let row = self.mine(name, principal).await?;
         let spec = self.check(name, &row.fields, row.created_at)?;
         let now = self.now();
-        let fire = self.store().claim_now(name, now).await?;
+        let fire = self.store().claim_now(name, now, "run now").await?;
         self.spawn_fire(Claimed {
             fire,
             schedule: row,

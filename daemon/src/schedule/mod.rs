@@ -10,3 +10,4 @@ pub mod plan;
 pub mod scheduler;
 pub mod store;
 pub mod tick;
+pub mod trigger;

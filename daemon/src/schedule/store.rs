@@ -381,17 +381,25 @@ impl ScheduleStore {
             .await?)
     }
 
-    /// Claims a fire of `name` asked for by hand (`run-now`), due `now`:
-    /// its regular deadline stays as it is. The fire's id.
-    pub async fn claim_now(&self, name: &str, now: Timestamp) -> Result<i64, StoreError> {
-        let name = name.to_string();
+    /// Claims a fire of `name` due `now` apart from its times — asked for
+    /// by hand (`run-now`), or a trigger's event — with `detail` saying
+    /// which: a schedule's deadline stays as it is. The fire's id.
+    pub async fn claim_now(
+        &self,
+        name: &str,
+        now: Timestamp,
+        detail: &str,
+    ) -> Result<i64, StoreError> {
+        let (name, detail) = (name.to_string(), detail.to_string());
         Ok(self
             .db
             .call(move |c| {
+                // A second fire in the same millisecond is its next attempt.
                 c.execute(
                     "INSERT INTO fires (schedule, due_at, attempt, state, claimed_at, detail)
-                     VALUES (?1, ?2, 1, 'claimed', ?2, 'run now')",
-                    params![name, ms(now)],
+                     VALUES (?1, ?2, 1 + (SELECT COUNT(*) FROM fires WHERE schedule = ?1 AND due_at = ?2),
+                             'claimed', ?2, ?3)",
+                    params![name, ms(now), detail],
                 )?;
                 Ok(c.last_insert_rowid())
             })
@@ -541,6 +549,25 @@ impl ScheduleStore {
             .call(move |c| {
                 c.execute(
                     "UPDATE fires SET state = 'skipped', ended_at = ?2, detail = ?3 WHERE id = ?1",
+                    params![id, ms(now), why],
+                )?;
+                Ok(())
+            })
+            .await?)
+    }
+
+    /// Fire `id` (a trigger's) failed with `why`.
+    pub async fn fire_failed(
+        &self,
+        id: i64,
+        why: String,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        Ok(self
+            .db
+            .call(move |c| {
+                c.execute(
+                    "UPDATE fires SET state = 'failed', ended_at = ?2, detail = ?3 WHERE id = ?1",
                     params![id, ms(now), why],
                 )?;
                 Ok(())

@@ -1,0 +1,279 @@
+//! Event triggers (SPEC §13a): `[triggers.<name>]` fire the same targets
+//! as schedules when something happens — files land under a workspace
+//! glob ([`files`]), a supervised command exits or prints matching lines,
+//! a condition script answers yes ([`commands`]). Each trigger is one
+//! task that sleeps until its source says something (no polling: an idle
+//! trigger costs no wake-ups, a condition wakes only at its interval);
+//! [`limit`] keeps its fires apart and under the hourly cap; [`event`]
+//! frames what it saw as data for the model.
+//!
+//! A fire is a row of the schedules' ledger under the trigger's name,
+//! run by `fire::perform` as the owner (who declared it in config.toml)
+//! in the session `agent:<agent>:trigger:<name>[:fire-N]`, its answer
+//! delivered like a schedule's.
+
+pub mod commands;
+pub mod event;
+pub mod files;
+pub mod limit;
+pub mod process;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::hub::Hub;
+use crate::config::Config;
+use crate::config::schedules::Target;
+use crate::config::triggers::{Source, TriggerSpec};
+use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
+
+use super::clock::Clock;
+use super::fire::{self, Failed, Job};
+use super::store::ScheduleStore;
+use event::Event;
+use limit::Limiter;
+
+/// The triggers of the config in force, each watching in a task.
+#[derive(Clone)]
+pub struct Triggers {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    hub: Hub,
+    store: ScheduleStore,
+    clock: Arc<dyn Clock>,
+    /// Cancels the watching tasks of the triggers in force.
+    watching: Mutex<CancellationToken>,
+    /// Fires running.
+    runs: TaskTracker,
+    stop: CancellationToken,
+}
+
+/// What a source loop needs: its trigger, a clock and a way to fire.
+#[derive(Clone)]
+pub struct Watch {
+    triggers: Triggers,
+    pub spec: Arc<TriggerSpec>,
+    pub cancel: CancellationToken,
+}
+
+impl Watch {
+    pub fn now(&self) -> Timestamp {
+        self.triggers.inner.clock.now()
+    }
+
+    /// Sleeps on the scheduler's clock until `at`; `false` when the
+    /// trigger is stopped meanwhile.
+    pub async fn sleep_until(&self, at: Timestamp) -> bool {
+        tokio::select! {
+            () = self.triggers.inner.clock.sleep_until(at) => true,
+            () = self.cancel.cancelled() => false,
+        }
+    }
+
+    /// Sleeps `d` (monotonic: short waits); `false` when stopped.
+    pub async fn sleep(&self, d: Duration) -> bool {
+        tokio::select! {
+            () = tokio::time::sleep(d) => true,
+            () = self.cancel.cancelled() => false,
+        }
+    }
+
+    pub fn runtime(&self) -> &crate::agent::Runtime {
+        self.triggers.inner.hub.runtime()
+    }
+
+    /// Fires with `event` in the background.
+    pub fn fire(&self, event: Event) {
+        let me = self.clone();
+        self.triggers
+            .inner
+            .runs
+            .spawn(async move { me.run(event).await });
+    }
+
+    /// Records that `event` was let go (over the trigger's limits).
+    pub async fn dropped(&self, event: &Event, why: &str) {
+        let store = &self.triggers.inner.store;
+        let now = self.now();
+        let r = match store
+            .claim_now(
+                &self.spec.name,
+                now,
+                &format!("{}: {}", event.kind, event.summary),
+            )
+            .await
+        {
+            Ok(id) => store.not_started(id, why.to_string(), now).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            tracing::error!(trigger = %self.spec.name, error = %e, "cannot record a dropped event");
+        }
+    }
+
+    async fn run(&self, event: Event) {
+        let inner = &self.triggers.inner;
+        let spec = &self.spec;
+        let now = || inner.clock.now();
+        let id = match inner
+            .store
+            .claim_now(
+                &spec.name,
+                now(),
+                &format!("{}: {}", event.kind, event.summary),
+            )
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::error!(trigger = %spec.name, error = %e, "cannot record a trigger's fire");
+                return;
+            }
+        };
+        if let Err(e) = inner.store.running(id, None).await {
+            tracing::error!(trigger = %spec.name, error = %e, "cannot record a fire as running");
+        }
+        // The event goes to the model framed as data; a workflow or a
+        // command runs as written.
+        let target = match &spec.target {
+            Target::Prompt { text, session } => Target::Prompt {
+                text: event.framed(text),
+                session: session.clone(),
+            },
+            other => other.clone(),
+        };
+        let job = Job {
+            kind: "trigger",
+            name: &spec.name,
+            fire: id,
+            agent: &spec.agent,
+            target: &target,
+            principal: "owner",
+            chat: None,
+        };
+        let r = match fire::perform(&inner.hub, &job).await {
+            Ok(answer) => {
+                let answer = answer.trim().to_string();
+                let r = inner
+                    .store
+                    .succeeded(&spec.name, id, Some(answer.clone()), now())
+                    .await;
+                fire::hand_over(
+                    &inner.hub,
+                    &inner.store,
+                    &spec.name,
+                    id,
+                    &spec.deliver,
+                    answer,
+                    &now,
+                )
+                .await;
+                r
+            }
+            Err(Failed {
+                why,
+                not_started: true,
+                ..
+            }) => inner.store.not_started(id, why, now()).await,
+            Err(failed) => {
+                tracing::warn!(trigger = %spec.name, error = %failed.why, "a trigger's run failed");
+                inner.store.fire_failed(id, failed.why, now()).await
+            }
+        };
+        if let Err(e) = r {
+            tracing::error!(trigger = %spec.name, error = %e, "cannot record how a fire ended");
+        }
+    }
+}
+
+impl Triggers {
+    pub fn new(hub: Hub, store: ScheduleStore, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                hub,
+                store,
+                clock,
+                watching: Mutex::new(CancellationToken::new()),
+                runs: TaskTracker::new(),
+                stop: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Stops the triggers in force and starts `specs`.
+    fn watch(&self, specs: &[TriggerSpec]) {
+        let cancel = self.inner.stop.child_token();
+        let old = {
+            let mut w = self
+                .inner
+                .watching
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut *w, cancel.clone())
+        };
+        old.cancel();
+        for spec in specs {
+            let w = Watch {
+                triggers: self.clone(),
+                spec: Arc::new(spec.clone()),
+                cancel: cancel.clone(),
+            };
+            let limiter = Limiter::new(spec.limits);
+            tokio::spawn(async move {
+                match &w.spec.source {
+                    Source::Files { glob } => {
+                        let glob = glob.clone();
+                        files::watch(w, &glob, limiter).await
+                    }
+                    Source::Exits { command } => {
+                        let c = command.clone();
+                        commands::exits(w, &c, limiter).await
+                    }
+                    Source::Lines { command, pattern } => {
+                        let (c, p) = (command.clone(), pattern.clone());
+                        commands::lines(w, &c, &p, limiter).await
+                    }
+                    Source::Condition { script, every } => {
+                        let (s, e) = (script.clone(), *every);
+                        commands::condition(w, &s, e, limiter).await
+                    }
+                }
+            });
+        }
+    }
+}
+
+impl Part for Triggers {
+    fn name(&self) -> &'static str {
+        "triggers"
+    }
+
+    fn start<'a>(&'a self, config: &'a Config) -> StartFuture<'a> {
+        Box::pin(async move {
+            self.watch(&config.triggers);
+            Ok(())
+        })
+    }
+
+    fn reload(&self, old: &Config, new: &Config) -> Reloaded {
+        if old.triggers == new.triggers {
+            return Reloaded::Unchanged;
+        }
+        self.watch(&new.triggers);
+        Reloaded::Applied(format!("{} watching", new.triggers.len()))
+    }
+
+    fn stop(&self, grace: Duration) -> StopFuture<'_> {
+        Box::pin(async move {
+            self.inner.stop.cancel();
+            self.inner.runs.close();
+            let _ = tokio::time::timeout(grace, self.inner.runs.wait()).await;
+        })
+    }
+}
