@@ -183,8 +183,13 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             })?;
     hub.runtime()
         .set_schedules(std::sync::Arc::new(scheduler.clone()));
-    let triggers =
-        crate::schedule::trigger::Triggers::new(hub.clone(), scheduler.store().clone(), clock);
+    let triggers = crate::schedule::trigger::Triggers::new(
+        hub.clone(),
+        scheduler.store().clone(),
+        clock.clone(),
+    );
+    let heartbeats =
+        crate::schedule::heartbeat::Heartbeats::new(hub.clone(), scheduler.store().clone(), clock);
     let stop = CancellationToken::new();
     let (reload_tx, reload_rx) = mpsc::channel(4);
     let failures = Failures::default();
@@ -213,6 +218,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             // Stopped before the workflows it starts.
             .with(scheduler)
             .with(triggers)
+            .with(heartbeats)
             // Stopped after the server (reverse order): answers of turns
             // that finish within the grace still go out.
             .with(crate::channels::part::ChannelsPart::new(channels))

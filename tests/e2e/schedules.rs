@@ -559,3 +559,71 @@ async fn a_scheduled_workflow_meeting_its_busy_run_follows_the_admission_policy(
     let out = history["fires"][1]["output"].as_str().unwrap();
     assert!(out.contains("succeeded"), "{history}");
 }
+
+/// The heartbeat: while HEARTBEAT.md holds only headings and comments no
+/// model is called; a beat answered with the token is delivered nowhere;
+/// a real report reaches the owner's Telegram DM. Beats run in their own
+/// session, not `main`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_heartbeat_calls_no_model_for_an_empty_file_and_delivers_only_a_report() {
+    use crate::telegram::{OWNER, rig, text};
+    use crate::telegram_approvals::until as chat_until;
+    use pincer_testkit::scripted::Step;
+
+    let r = rig(
+        "",
+        "\n[heartbeat.main]\nevery = \"2s\"\ndeliver = \"telegram:owner\"\n",
+    )
+    .await;
+    r.llm.set_journal(true);
+    let file = r.home.workspace().join("HEARTBEAT.md");
+    std::fs::write(&file, "# HEARTBEAT.md\n\n<!-- Nothing to check yet. -->\n").unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(r.llm.journal().is_empty(), "a beat called the model");
+    let beats = |home: &TestHome| {
+        let db = rusqlite::Connection::open(home.path().join("state/schedules.db")).unwrap();
+        let mut st = db
+            .prepare(
+                "SELECT state, output FROM fires WHERE schedule = 'heartbeat:main' ORDER BY id",
+            )
+            .unwrap();
+        st.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+        })
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap()
+    };
+    assert!(beats(&r.home).is_empty());
+
+    r.llm.script(
+        "[hb-check]",
+        vec![
+            Step::text("HEARTBEAT_OK"),
+            Step::text("The build is red: 3 tests fail."),
+        ],
+    );
+    std::fs::write(&file, "# Checks\n- [hb-check] Is the build green?\n").unwrap();
+    chat_until(&r, OWNER, "the report", |s| {
+        s.iter()
+            .any(|m| text(m) == "The build is red: 3 tests fail.")
+    })
+    .await;
+    let sent = r.tg.bot_messages(OWNER).await;
+    assert!(
+        sent.iter().all(|m| !text(m).contains("HEARTBEAT_OK")),
+        "the token was delivered"
+    );
+    let rows = beats(&r.home);
+    assert_eq!(
+        rows[0],
+        ("succeeded".into(), Some("HEARTBEAT_OK".into())),
+        "{rows:?}"
+    );
+    let sessions = r.home.cli(&["--json", "sessions", "list"]).await;
+    assert!(
+        sessions.ok().contains("agent:main:heartbeat:main:beats"),
+        "{}",
+        sessions.stdout
+    );
+}

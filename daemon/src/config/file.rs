@@ -39,6 +39,9 @@ pub struct ConfigFile {
     pub schedules: BTreeMap<String, Spanned<ScheduleFields>>,
     #[serde(default)]
     pub triggers: BTreeMap<String, Spanned<TriggerFields>>,
+    /// `[heartbeat.<agent id>]`.
+    #[serde(default)]
+    pub heartbeat: BTreeMap<String, Spanned<HeartbeatFields>>,
 }
 
 /// `[channels]`: one table per platform pincer has a bridge for; any other
@@ -615,4 +618,20 @@ pub struct TriggerFields {
     pub min_interval: Option<String>,
     /// The most fires in any hour (60 by default).
     pub max_per_hour: Option<u32>,
+}
+
+/// `[heartbeat.<agent id>]`: the agent's check-in, off unless the table
+/// is there. Checked by `HeartbeatFields::check` (`super::heartbeat`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatFields {
+    /// How often: `30m` by default.
+    pub every: Option<String>,
+    /// `08:00-22:00`: beats only then (in `tz`); always when left out.
+    pub active_hours: Option<String>,
+    pub tz: Option<String>,
+    /// Where a report goes: as a schedule's `deliver`.
+    pub deliver: Option<String>,
+    /// The answer that means "nothing to report": `HEARTBEAT_OK`.
+    pub ok_token: Option<String>,
 }

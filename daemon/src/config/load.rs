@@ -164,6 +164,7 @@ fn resolve(
     let agent_ids: Vec<&str> = agents.keys().map(String::as_str).collect();
     let schedules = super::schedules::from_file(&loc, &file, &agent_ids, &default_agent)?;
     let triggers = super::triggers::from_file(&loc, &file, &agent_ids, &default_agent)?;
+    let heartbeats = super::heartbeat::from_file(&loc, &file, &agent_ids)?;
     Ok(Config {
         source: path.map(Path::to_path_buf),
         daemon,
@@ -186,6 +187,7 @@ fn resolve(
         channels,
         schedules,
         triggers,
+        heartbeats,
         text_hash: if path.is_some() {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();

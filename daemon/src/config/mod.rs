@@ -16,6 +16,7 @@ pub mod channels;
 pub mod context;
 pub mod env;
 pub mod file;
+pub mod heartbeat;
 pub mod load;
 pub mod locate;
 pub mod mcp;
@@ -82,6 +83,8 @@ pub struct Config {
     pub schedules: Vec<(String, schedules::ScheduleFields)>,
     /// `[triggers.<name>]`, checked, by name.
     pub triggers: Vec<triggers::TriggerSpec>,
+    /// `[heartbeat.<agent id>]`, checked.
+    pub heartbeats: Vec<heartbeat::HeartbeatSpec>,
     /// A hash of the file's text (0 without a file): tells whether the
     /// file on disk is still the one the daemon runs (`pincer doctor`).
     pub text_hash: u64,

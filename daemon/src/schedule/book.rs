@@ -18,7 +18,10 @@ use super::scheduler::Scheduler;
 /// Whether `key` is the session of a scheduled or triggered run
 /// (`agent:<agent>:schedule:<name>…`, `agent:<agent>:trigger:<name>…`).
 fn scheduled_run(key: &str) -> bool {
-    matches!(key.split(':').nth(2), Some("schedule" | "trigger"))
+    matches!(
+        key.split(':').nth(2),
+        Some("schedule" | "trigger" | "heartbeat")
+    )
 }
 
 /// Where an answer goes when the call names nowhere: the chat asked in

@@ -5,6 +5,7 @@
 pub mod book;
 pub mod clock;
 pub mod fire;
+pub mod heartbeat;
 pub mod manage;
 pub mod plan;
 pub mod scheduler;
