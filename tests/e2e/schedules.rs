@@ -627,3 +627,51 @@ async fn the_heartbeat_calls_no_model_for_an_empty_file_and_delivers_only_a_repo
         sessions.stdout
     );
 }
+
+/// Checked before dispatch: a prompt schedule whose model has no key
+/// fails at its first fire without calling the model, and is disabled
+/// saying why (no retry ladder, no back-off).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schedule_the_config_cannot_serve_is_disabled_without_calling_the_model() {
+    use pincer_testkit::harness::provider_config;
+    use pincer_testkit::scripted::ScriptedLlm;
+
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    llm.set_journal(true);
+    let home = TestHome::new();
+    home.write_config(
+        &provider_config(
+            "openai",
+            &format!("{}/v1", llm.base_url()),
+            "\n[schedules.summary]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\nprompt = \"Summarise\"\n",
+        )
+        .replacen(
+            "kind = \"openai\"\n",
+            "kind = \"openai\"\napi_key_env = \"PINCER_E2E_NO_SUCH_KEY\"\n",
+            1,
+        ),
+    );
+    let clock = home.path().join("clock");
+    set_clock(&clock, "2026-11-27T07:59:59Z");
+    let _daemon = home.start_with_env(&[("PINCER_TEST_CLOCK", clock.to_str().unwrap())]);
+    let start = Instant::now();
+    while cli_json(&home, &["schedules", "list"]).await["schedules"][0]["next_at_ms"]
+        != ms("2026-11-27T08:00:00Z")
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "never scheduled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    set_clock(&clock, "2026-11-27T08:00:00Z");
+    until(&home, "the fire refused", |rows| {
+        rows.len() == 1 && rows[0].1 == "failed"
+    });
+    let shown = cli_json(&home, &["schedules", "show", "summary"]).await;
+    assert_eq!(shown["state"], "disabled", "{shown}");
+    let why = shown["disabled"].as_str().unwrap();
+    assert!(why.contains("PINCER_E2E_NO_SUCH_KEY"), "{why}");
+    assert!(llm.journal().is_empty(), "the model was called");
+    // Nothing is tried again.
+    set_clock(&clock, "2026-11-27T09:00:00Z");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(fires(&home).len(), 1);
+}

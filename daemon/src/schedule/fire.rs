@@ -83,6 +83,28 @@ pub async fn run(
     if let Err(e) = store.running(c.fire, None).await {
         tracing::error!(schedule = %name, error = %e, "cannot record a fire as running");
     }
+    let config = hub.runtime().config();
+    if let Some(why) = validate(&config, &c.spec.agent, &c.spec.target, &c.spec.deliver) {
+        // A job the config cannot serve would fail the same way every
+        // time: the owner hears once and nothing retries.
+        let r = store.fire_failed(c.fire, why.clone(), now()).await.and(
+            store
+                .disable(
+                    &name,
+                    format!(
+                        "it cannot run: {why}; fix that, then `pincer schedules resume {name}`"
+                    ),
+                )
+                .await,
+        );
+        if let Err(e) = r {
+            tracing::error!(schedule = %name, error = %e, "cannot record a fire that could not run");
+        }
+        notes.push(format!(
+            "Schedule {name} is disabled without running: {why}. Fix that, then `pincer schedules resume {name}`."
+        ));
+        return notes;
+    }
     let outcome = perform(hub, &Job::of_schedule(&c)).await;
     let result = match outcome {
         Err(Failed {
@@ -144,6 +166,72 @@ pub async fn run(
         tracing::error!(schedule = %name, error = %e, "cannot record how a fire ended");
     }
     notes
+}
+
+/// Checks, before anything runs, what a job needs that only the config
+/// gives — its agent, a model key for a prompt, its workflow's file, the
+/// channel it delivers to — so a job that cannot work fails at once with
+/// one sentence instead of calling the model, or retrying. `None`: fine.
+pub fn validate(
+    config: &crate::config::Config,
+    agent: &str,
+    target: &Target,
+    deliver: &Delivery,
+) -> Option<String> {
+    let Some(a) = config.agent(agent) else {
+        return Some(format!("there is no agent `{agent}`"));
+    };
+    match target {
+        Target::Prompt { .. } => {
+            if a.models.is_empty() {
+                return Some(format!(
+                    "agent `{agent}` has no model: no provider is configured"
+                ));
+            }
+            // Every model of the chain lacks its key: none can answer.
+            let mut missing = a.models.iter().map(|m| {
+                match config.providers.get(&m.provider).map(|p| &p.api_key) {
+                    Some(crate::config::ApiKey::Missing { problem }) => Some(problem.clone()),
+                    _ => None,
+                }
+            });
+            if let Some(Some(problem)) = missing.next()
+                && missing.all(|m| m.is_some())
+            {
+                return Some(problem);
+            }
+        }
+        Target::Workflow { name, .. } => {
+            let file = a
+                .workspace
+                .join(crate::workflow::library::DIR)
+                .join(format!("{name}.toml"));
+            if !file.is_file() {
+                return Some(format!(
+                    "there is no workflow `{name}` ({} is missing)",
+                    file.display()
+                ));
+            }
+        }
+        Target::Command { .. } => {}
+    }
+    match deliver {
+        Delivery::Nowhere => None,
+        Delivery::Owner { channel } => match config.channels.get(channel) {
+            None => Some(format!(
+                "it delivers to {channel}, which config.toml does not set up ([channels.{channel}])"
+            )),
+            Some(c) if c.owner.is_none() => Some(format!(
+                "it delivers to the owner's {channel} DM, but [channels.{channel}] names no `owner`"
+            )),
+            Some(_) => None,
+        },
+        Delivery::Chat { channel, .. } => (!config.channels.contains_key(channel)).then(|| {
+            format!(
+                "it delivers to {channel}, which config.toml does not set up ([channels.{channel}])"
+            )
+        }),
+    }
 }
 
 /// Queues `answer` of fire `fire` of `name` for `deliver` and sends it
@@ -455,6 +543,115 @@ fn is_owner_dm(hub: &Hub, to: &ChatAddress) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::session::Principal;
+    use crate::tools::origin::{Chat, Sender};
+
+    fn config(extra: &str) -> Config {
+        let home = crate::home::Home::at("/tmp/pincer-fire-test");
+        crate::config::load::parse(
+            &home,
+            std::path::Path::new("/h/config.toml"),
+            &format!(
+                "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"PINCER_FIRE_TEST_NO_SUCH_KEY\"\n[models.default]\nprovider = \"p\"\nmodel = \"m\"\n[agents.main]\n{extra}"
+            ),
+            &|| None,
+        )
+        .unwrap()
+    }
+
+    fn prompt() -> Target {
+        Target::Prompt {
+            text: "hi".into(),
+            session: None,
+        }
+    }
+
+    #[test]
+    fn what_the_config_cannot_serve_is_refused_before_anything_runs() {
+        let c = config("");
+        let missing_key = validate(&c, "main", &prompt(), &Delivery::Nowhere).unwrap();
+        assert!(
+            missing_key.contains("PINCER_FIRE_TEST_NO_SUCH_KEY"),
+            "{missing_key}"
+        );
+        // A command needs no model.
+        let command = Target::Command {
+            command: "true".into(),
+        };
+        assert_eq!(validate(&c, "main", &command, &Delivery::Nowhere), None);
+        assert!(
+            validate(&c, "gone", &command, &Delivery::Nowhere)
+                .unwrap()
+                .contains("no agent `gone`")
+        );
+        let wf = Target::Workflow {
+            name: "nightly".into(),
+            inputs: Default::default(),
+        };
+        assert!(
+            validate(&c, "main", &wf, &Delivery::Nowhere)
+                .unwrap()
+                .contains("no workflow `nightly`")
+        );
+        let owner = Delivery::Owner {
+            channel: "telegram".into(),
+        };
+        assert!(
+            validate(&c, "main", &command, &owner)
+                .unwrap()
+                .contains("does not set up ([channels.telegram])")
+        );
+        let c = config("[channels.telegram]\n");
+        assert!(
+            validate(&c, "main", &command, &owner)
+                .unwrap()
+                .contains("names no `owner`")
+        );
+        let c = config("[channels.telegram]\nowner = \"1\"\n");
+        assert_eq!(validate(&c, "main", &command, &owner), None);
+    }
+
+    #[test]
+    fn a_fire_runs_as_the_principal_that_made_it() {
+        let c = config("[channels.telegram]\nowner = \"1\"\n[channels.telegram.groups.\"-100\"]\n");
+        let target = prompt();
+        let job = |principal: &'static str, chat: Option<&'static Inbound>| Job {
+            kind: "schedule",
+            name: "s",
+            fire: 1,
+            agent: "main",
+            target: &target,
+            principal,
+            chat,
+        };
+        let owner = origin_of(&c, &job("owner", None)).unwrap();
+        assert_eq!(owner.principal, Principal::Owner);
+        let group: &'static Inbound = Box::leak(Box::new(Inbound {
+            channel: "telegram".into(),
+            account: None,
+            chat: Chat::Group("-100".into()),
+            thread: None,
+            guild: None,
+            roles: Vec::new(),
+            sender: Sender {
+                id: "7".into(),
+                name: "Ann".into(),
+            },
+        }));
+        let made_in_group = origin_of(&c, &job("telegram:group:-100", Some(group))).unwrap();
+        assert_eq!(
+            made_in_group.principal,
+            Principal::Group {
+                channel: "telegram".into(),
+                chat: "-100".into()
+            }
+        );
+        assert!(!made_in_group.is_owner());
+        // A chat's principal with no chat to route is refused, not run as
+        // the owner.
+        assert!(origin_of(&c, &job("telegram:group:-100", None)).is_err());
+    }
 
     #[test]
     fn a_commands_answer_is_its_output_without_the_status_line() {

@@ -195,6 +195,22 @@ impl Heartbeats {
             principal: "owner",
             chat: None,
         };
+        if let Some(why) = fire::validate(
+            &inner.hub.runtime().config(),
+            &spec.agent,
+            &target,
+            &spec.deliver,
+        ) {
+            tracing::warn!(agent = %spec.agent, "a heartbeat cannot run: {why}");
+            if let Err(e) = inner
+                .store
+                .fire_failed(id, format!("it cannot run: {why}"), now())
+                .await
+            {
+                tracing::error!(agent = %spec.agent, error = %e, "cannot record how a heartbeat ended");
+            }
+            return;
+        }
         let r = match fire::perform(&inner.hub, &job).await {
             Ok(answer) => {
                 let answer = answer.trim().to_string();

@@ -157,6 +157,22 @@ impl Watch {
             principal: "owner",
             chat: None,
         };
+        if let Some(why) = fire::validate(
+            &inner.hub.runtime().config(),
+            &spec.agent,
+            &target,
+            &spec.deliver,
+        ) {
+            tracing::warn!(trigger = %spec.name, "a trigger cannot run: {why}");
+            if let Err(e) = inner
+                .store
+                .fire_failed(id, format!("it cannot run: {why}"), now())
+                .await
+            {
+                tracing::error!(trigger = %spec.name, error = %e, "cannot record how a fire ended");
+            }
+            return;
+        }
         let r = match fire::perform(&inner.hub, &job).await {
             Ok(answer) => {
                 let answer = answer.trim().to_string();
