@@ -1,16 +1,21 @@
 //! A `files` trigger: a file created or changed under a workspace glob
 //! fires once per burst. The folder the glob starts in is watched with
-//! the kernel's notifications (notify: inotify, FSEvents), which wake
-//! this task only when something changes; the events of a burst — a file
-//! written in several pieces, a dozen files copied at once — are
-//! gathered until the folder has been quiet for [`QUIET`], then fire
-//! once with every file they touched. No timer runs between bursts.
+//! the kernel's notifications (notify: inotify, FSEvents) — one watcher
+//! for all `files` triggers ([`FileEvents`]), whose thread hands a
+//! creation or a change to the triggers whose folder holds it and wakes
+//! nobody for anything else (a folder opened, a file read). The events of
+//! a burst — a file written in several pieces, a dozen files copied at
+//! once — are gathered until the folder has been quiet for [`QUIET`],
+//! then fire once with every file they touched. No timer runs between
+//! bursts.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::Watch;
 use super::event::Event;
@@ -18,6 +23,52 @@ use super::limit::Limiter;
 
 /// How long the folder must be quiet before a burst fires.
 pub const QUIET: Duration = Duration::from_millis(1500);
+
+type Routes = Arc<Mutex<Vec<(PathBuf, UnboundedSender<PathBuf>)>>>;
+
+/// One kernel watcher shared by the `files` triggers of a config.
+#[derive(Default)]
+pub struct FileEvents {
+    watcher: Mutex<Option<notify::RecommendedWatcher>>,
+    routes: Routes,
+}
+
+impl FileEvents {
+    /// Watches `dir` (recursively) for one trigger: its receiver gets
+    /// each path created or changed under it.
+    pub fn subscribe(&self, dir: &Path) -> Result<UnboundedReceiver<PathBuf>, String> {
+        let mut watcher = self.watcher.lock().unwrap_or_else(|e| e.into_inner());
+        if watcher.is_none() {
+            let routes = self.routes.clone();
+            let w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+                let Ok(event) = res else { return };
+                if !matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_)) {
+                    return;
+                }
+                let routes = routes.lock().unwrap_or_else(|e| e.into_inner());
+                for path in event.paths {
+                    for (dir, tx) in routes.iter() {
+                        if path.starts_with(dir) {
+                            let _ = tx.send(path.clone());
+                        }
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot watch files: {e}"))?;
+            *watcher = Some(w);
+        }
+        let (tx, rx) = unbounded_channel();
+        self.routes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((dir.to_path_buf(), tx));
+        if let Some(w) = watcher.as_mut() {
+            w.watch(dir, RecursiveMode::Recursive)
+                .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+        }
+        Ok(rx)
+    }
+}
 
 /// The folder a glob starts in: its parts up to the first with a glob
 /// character (`inbox/**/*.pdf` → `inbox`).
@@ -38,7 +89,7 @@ fn existing(root: &Path, dir: &Path) -> PathBuf {
     d
 }
 
-pub async fn watch(w: Watch, glob: &str, mut limiter: Limiter) {
+pub async fn watch(w: Watch, events: Arc<FileEvents>, glob: &str, mut limiter: Limiter) {
     let name = w.spec.name.clone();
     let Some(workspace) = w
         .runtime()
@@ -58,21 +109,14 @@ pub async fn watch(w: Watch, glob: &str, mut limiter: Limiter) {
             return;
         }
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut watcher = match notify::recommended_watcher(move |res| {
-        let _ = tx.send(res);
-    }) {
-        Ok(w) => w,
+    let dir = existing(&workspace, &base_of(glob));
+    let mut rx = match events.subscribe(&dir) {
+        Ok(rx) => rx,
         Err(e) => {
-            tracing::error!(trigger = %name, error = %e, "cannot watch files");
+            tracing::error!(trigger = %name, error = %e, "cannot watch the folder");
             return;
         }
     };
-    let dir = existing(&workspace, &base_of(glob));
-    if let Err(e) = watcher.watch(&dir, RecursiveMode::Recursive) {
-        tracing::error!(trigger = %name, folder = %dir.display(), error = %e, "cannot watch the folder");
-        return;
-    }
     tracing::info!(trigger = %name, folder = %dir.display(), "watching files {glob}");
     let mut pending: BTreeSet<String> = BTreeSet::new();
     loop {
@@ -136,29 +180,23 @@ pub async fn watch(w: Watch, glob: &str, mut limiter: Limiter) {
     }
 }
 
-/// Adds the files `event` created or changed that match the glob, as
-/// paths relative to the workspace; whether it had any.
+/// Adds `path` (created or changed) if it matches the glob, relative to
+/// the workspace; whether it did.
 fn take(
     workspace: &Path,
     matcher: &globset::GlobMatcher,
-    event: notify::Result<notify::Event>,
+    path: PathBuf,
     pending: &mut BTreeSet<String>,
 ) -> bool {
-    let Ok(event) = event else { return false };
-    if !matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_)) {
-        return false;
+    if let Ok(rel) = path.strip_prefix(workspace)
+        && matcher.is_match(rel)
+        && let Some(rel) = rel.to_str()
+    {
+        pending.insert(rel.to_string());
+        true
+    } else {
+        false
     }
-    let mut any = false;
-    for path in event.paths {
-        if let Ok(rel) = path.strip_prefix(workspace)
-            && matcher.is_match(rel)
-            && let Some(rel) = rel.to_str()
-        {
-            pending.insert(rel.to_string());
-            any = true;
-        }
-    }
-    any
 }
 
 #[cfg(test)]

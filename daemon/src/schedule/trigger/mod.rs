@@ -234,7 +234,9 @@ impl Triggers {
             std::mem::replace(&mut *w, cancel.clone())
         };
         old.cancel();
+        let files = Arc::new(files::FileEvents::default());
         for spec in specs {
+            let files = files.clone();
             let w = Watch {
                 triggers: self.clone(),
                 spec: Arc::new(spec.clone()),
@@ -245,7 +247,7 @@ impl Triggers {
                 match &w.spec.source {
                     Source::Files { glob } => {
                         let glob = glob.clone();
-                        files::watch(w, &glob, limiter).await
+                        files::watch(w, files, &glob, limiter).await
                     }
                     Source::Exits { command } => {
                         let c = command.clone();

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""What schedules and triggers cost an idle pincerd (SPEC §13a, issue 26):
+1,000 schedules and 100 file triggers, none due in the window, against
+the same daemon with nothing scheduled, in the same run.
+
+- wake-ups: context switches of all of pincerd's threads per minute
+  (voluntary + involuntary, from /proc/PID/task/*/status) while idle. The
+  memory watcher's own ticks are named apart by running each variant also
+  with `[memory] enabled = false`: what the schedules and triggers add is
+  the difference between the two memory-off rows.
+- RSS added: VmRSS with the 1,000 + 100 minus VmRSS without (budget 1 MB).
+- fire precision: 5 schedules firing every 2 s (6-field cron) on an
+  otherwise idle daemon; the delay of each fire is its ledger's claim
+  time minus its due instant (milliseconds); p50, p99 and max (budget:
+  p99 <= 50 ms).
+
+Usage: python3 daemon/benches/schedules.py PINCERD PINCER [window_s]
+(daemon/benches/schedules.sh builds the release binaries and calls it).
+"""
+
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PINCERD, PINCER = sys.argv[1], sys.argv[2]
+WINDOW = float(sys.argv[3]) if len(sys.argv) > 3 else 60.0
+
+SCHEDULES = 1000
+TRIGGERS = 100
+
+
+def switches(pid):
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1])
+    return 0
+
+
+def cli(home, *args):
+    return subprocess.run([PINCER, "--home", home, *args], capture_output=True, text=True)
+
+
+def start(home):
+    p = subprocess.Popen([PINCERD, "--home", home], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while cli(home, "status").returncode != 0:
+        if time.time() > deadline:
+            raise SystemExit(f"pincerd did not start in {home}")
+        time.sleep(0.05)
+    return p
+
+
+def config(scheduled, memory):
+    text = "" if memory else "[memory]\nenabled = false\n"
+    if scheduled:
+        for i in range(SCHEDULES):
+            # None falls due in the window: on 1 January, or in 2099.
+            if i % 2:
+                text += f'[schedules.s{i}]\ncron = "{i % 60} 3 1 1 *"\ntz = "UTC"\ncommand = "true"\n'
+            else:
+                text += f'[schedules.s{i}]\nat = "2099-01-01 00:00"\ntz = "UTC"\ncommand = "true"\n'
+        for i in range(TRIGGERS):
+            text += f'[triggers.t{i}]\nfiles = "in{i}/**"\ncommand = "true"\n'
+    return text
+
+
+def idle(scheduled, memory):
+    with tempfile.TemporaryDirectory(prefix="pincer-sched-bench-") as home:
+        os.makedirs(f"{home}/workspace", exist_ok=True)
+        for i in range(TRIGGERS):
+            os.makedirs(f"{home}/workspace/in{i}", exist_ok=True)
+        with open(f"{home}/config.toml", "w") as f:
+            f.write(config(scheduled, memory))
+        p = start(home)
+        try:
+            if scheduled:
+                # Read the store itself: a listing over gRPC would make
+                # pincerd allocate (and keep) memory the schedules do not.
+                deadline = time.time() + 120
+                while True:
+                    try:
+                        db = sqlite3.connect(f"file:{home}/state/schedules.db?mode=ro", uri=True)
+                        n = db.execute("SELECT COUNT(*) FROM schedules").fetchone()[0]
+                        db.close()
+                    except sqlite3.Error:
+                        n = 0
+                    if n >= SCHEDULES:
+                        break
+                    if time.time() > deadline:
+                        raise SystemExit("the schedules never all came in")
+                    time.sleep(0.5)
+            time.sleep(5)  # settle: start-up work, first index pass
+            s0 = switches(p.pid)
+            time.sleep(WINDOW)
+            s1 = switches(p.pid)
+            return (s1 - s0) * 60.0 / WINDOW, rss_kb(p.pid)
+        finally:
+            p.terminate()
+            p.wait()
+
+
+def precision():
+    with tempfile.TemporaryDirectory(prefix="pincer-sched-bench-") as home:
+        text = "[memory]\nenabled = false\n"
+        for i in range(5):
+            text += f'[schedules.p{i}]\ncron = "*/2 * * * * *"\ntz = "UTC"\ncommand = "true"\n'
+        with open(f"{home}/config.toml", "w") as f:
+            f.write(text)
+        p = start(home)
+        try:
+            time.sleep(WINDOW)
+        finally:
+            p.terminate()
+            p.wait()
+        db = sqlite3.connect(f"{home}/state/schedules.db")
+        delays = [
+            c - d
+            for (c, d) in db.execute(
+                "SELECT claimed_at, due_at FROM fires WHERE state != 'skipped' AND attempt = 1"
+            )
+        ]
+        return sorted(delays)
+
+
+def main():
+    rows = []
+    for scheduled, memory, name in [
+        (False, False, "nothing scheduled, memory off"),
+        (True, False, f"{SCHEDULES:,} schedules + {TRIGGERS} file triggers, memory off"),
+        (False, True, "nothing scheduled, memory watcher on (default)"),
+        (True, True, f"{SCHEDULES:,} schedules + {TRIGGERS} file triggers, memory watcher on"),
+    ]:
+        wake, rss = idle(scheduled, memory)
+        rows.append((name, wake, rss))
+    delays = precision()
+    print(f"idle window {WINDOW:.0f} s per row")
+    print()
+    print("| pincerd (release) | wake-ups/min (all threads) | RSS |")
+    print("|---|---|---|")
+    for name, wake, rss in rows:
+        print(f"| {name} | {wake:.0f} | {rss / 1024:.1f} MB |")
+    print()
+    ours = rows[1][1] - rows[0][1]
+    added = rows[1][2] - rows[0][2]
+    added_mem = rows[3][2] - rows[2][2]
+    watcher = rows[2][1] - rows[0][1]
+    print(f"schedules + triggers add {ours:+.0f} wake-ups/min (memory off); the memory watcher's own: {watcher:+.0f}/min")
+    print(f"RSS added by {SCHEDULES:,} schedules + {TRIGGERS} triggers: {added / 1024:+.2f} MB (memory off), {added_mem / 1024:+.2f} MB (memory on); budget 1 MB")
+    if delays:
+        p50 = statistics.median(delays)
+        p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+        print(f"fire delay over {len(delays)} fires: p50 {p50:.0f} ms, p99 {p99} ms, max {delays[-1]} ms (budget p99 <= 50 ms)")
+    else:
+        print("fire delay: no fires recorded")
+
+
+main()
