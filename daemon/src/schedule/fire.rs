@@ -234,6 +234,82 @@ pub fn validate(
     }
 }
 
+/// A fire no schedule's deadline governs — a trigger's event, a heartbeat.
+pub struct Unscheduled<'a> {
+    /// Its name in the ledger.
+    pub ledger: &'a str,
+    /// What the ledger says it is (`files: inbox/a.pdf`, `heartbeat`).
+    pub detail: &'a str,
+    /// `trigger` or `heartbeat`: the kind of its sessions' keys.
+    pub kind: &'static str,
+    /// The trigger's name, or the agent's for a heartbeat.
+    pub name: &'a str,
+    pub agent: &'a str,
+    pub target: &'a Target,
+    pub deliver: &'a Delivery,
+}
+
+/// Runs `u` as the owner: claimed in the ledger, checked, run, its answer
+/// delivered unless `quiet` says it is nothing to report. Failures are
+/// the ledger's and the log's; nothing is retried.
+pub async fn run_unscheduled(
+    hub: &Hub,
+    store: &ScheduleStore,
+    u: Unscheduled<'_>,
+    quiet: impl Fn(&str) -> bool,
+    now: &impl Fn() -> Timestamp,
+) {
+    let name = u.ledger;
+    let id = match store.claim_now(name, now(), u.detail).await {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::error!(fire = %name, error = %e, "cannot record a fire");
+            return;
+        }
+    };
+    if let Err(e) = store.running(id, None).await {
+        tracing::error!(fire = %name, error = %e, "cannot record a fire as running");
+    }
+    let r = if let Some(why) = validate(&hub.runtime().config(), u.agent, u.target, u.deliver) {
+        tracing::warn!(fire = %name, "it cannot run: {why}");
+        store
+            .fire_failed(id, format!("it cannot run: {why}"), now())
+            .await
+    } else {
+        let job = Job {
+            kind: u.kind,
+            name: u.name,
+            fire: id,
+            agent: u.agent,
+            target: u.target,
+            principal: "owner",
+            chat: None,
+        };
+        match perform(hub, &job).await {
+            Ok(answer) => {
+                let answer = answer.trim().to_string();
+                let r = store.succeeded(name, id, Some(answer.clone()), now()).await;
+                if !quiet(&answer) {
+                    hand_over(hub, store, name, id, u.deliver, answer, now).await;
+                }
+                r
+            }
+            Err(Failed {
+                why,
+                not_started: true,
+                ..
+            }) => store.not_started(id, why, now()).await,
+            Err(failed) => {
+                tracing::warn!(fire = %name, error = %failed.why, "a run failed");
+                store.fire_failed(id, failed.why, now()).await
+            }
+        }
+    };
+    if let Err(e) = r {
+        tracing::error!(fire = %name, error = %e, "cannot record how a fire ended");
+    }
+}
+
 /// Queues `answer` of fire `fire` of `name` for `deliver` and sends it
 /// (nothing when it is empty or goes nowhere); a failure is retried by
 /// the scheduler's loop from the queued row.

@@ -24,7 +24,7 @@ use crate::config::schedules::Target;
 use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
 
 use super::clock::Clock;
-use super::fire::{self, Job};
+use super::fire::{self, Unscheduled};
 use super::store::ScheduleStore;
 
 /// The file a beat reads, in the agent's workspace.
@@ -170,76 +170,30 @@ impl Heartbeats {
 
     async fn beat(&self, spec: &HeartbeatSpec, text: &str) {
         let inner = &self.inner;
-        let now = || inner.clock.now();
-        let name = format!("heartbeat:{}", spec.agent);
-        let id = match inner.store.claim_now(&name, now(), "heartbeat").await {
-            Ok(id) => id,
-            Err(e) => {
-                tracing::error!(agent = %spec.agent, error = %e, "cannot record a heartbeat");
-                return;
-            }
-        };
-        if let Err(e) = inner.store.running(id, None).await {
-            tracing::error!(agent = %spec.agent, error = %e, "cannot record a heartbeat as running");
-        }
+        let ledger = format!("heartbeat:{}", spec.agent);
         let target = Target::Prompt {
             text: prompt(text, &spec.ok_token),
             session: Some("beats".into()),
         };
-        let job = Job {
+        let u = Unscheduled {
+            ledger: &ledger,
+            detail: "heartbeat",
             kind: "heartbeat",
             name: &spec.agent,
-            fire: id,
             agent: &spec.agent,
             target: &target,
-            principal: "owner",
-            chat: None,
+            deliver: &spec.deliver,
         };
-        if let Some(why) = fire::validate(
-            &inner.hub.runtime().config(),
-            &spec.agent,
-            &target,
-            &spec.deliver,
-        ) {
-            tracing::warn!(agent = %spec.agent, "a heartbeat cannot run: {why}");
-            if let Err(e) = inner
-                .store
-                .fire_failed(id, format!("it cannot run: {why}"), now())
-                .await
-            {
-                tracing::error!(agent = %spec.agent, error = %e, "cannot record how a heartbeat ended");
-            }
-            return;
-        }
-        let r = match fire::perform(&inner.hub, &job).await {
-            Ok(answer) => {
-                let answer = answer.trim().to_string();
-                let r = inner
-                    .store
-                    .succeeded(&name, id, Some(answer.clone()), now())
-                    .await;
-                if !is_ok(&answer, &spec.ok_token) {
-                    fire::hand_over(
-                        &inner.hub,
-                        &inner.store,
-                        &name,
-                        id,
-                        &spec.deliver,
-                        answer,
-                        &now,
-                    )
-                    .await;
-                }
-                r
-            }
-            Err(failed) => {
-                tracing::warn!(agent = %spec.agent, error = %failed.why, "a heartbeat failed");
-                inner.store.fire_failed(id, failed.why, now()).await
-            }
-        };
-        if let Err(e) = r {
-            tracing::error!(agent = %spec.agent, error = %e, "cannot record how a heartbeat ended");
-        }
+        let now = || inner.clock.now();
+        let token = spec.ok_token.clone();
+        fire::run_unscheduled(
+            &inner.hub,
+            &inner.store,
+            u,
+            move |answer| is_ok(answer, &token),
+            &now,
+        )
+        .await;
     }
 }
 

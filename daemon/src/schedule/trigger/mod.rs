@@ -32,7 +32,7 @@ use crate::config::triggers::{Source, TriggerSpec};
 use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
 
 use super::clock::Clock;
-use super::fire::{self, Failed, Job};
+use super::fire::{self, Unscheduled};
 use super::store::ScheduleStore;
 use event::Event;
 use limit::Limiter;
@@ -120,25 +120,6 @@ impl Watch {
     async fn run(&self, event: Event) {
         let inner = &self.triggers.inner;
         let spec = &self.spec;
-        let now = || inner.clock.now();
-        let id = match inner
-            .store
-            .claim_now(
-                &spec.name,
-                now(),
-                &format!("{}: {}", event.kind, event.summary),
-            )
-            .await
-        {
-            Ok(id) => id,
-            Err(e) => {
-                tracing::error!(trigger = %spec.name, error = %e, "cannot record a trigger's fire");
-                return;
-            }
-        };
-        if let Err(e) = inner.store.running(id, None).await {
-            tracing::error!(trigger = %spec.name, error = %e, "cannot record a fire as running");
-        }
         // The event goes to the model framed as data; a workflow or a
         // command runs as written.
         let target = match &spec.target {
@@ -148,63 +129,18 @@ impl Watch {
             },
             other => other.clone(),
         };
-        let job = Job {
+        let detail = format!("{}: {}", event.kind, event.summary);
+        let u = Unscheduled {
+            ledger: &spec.name,
+            detail: &detail,
             kind: "trigger",
             name: &spec.name,
-            fire: id,
             agent: &spec.agent,
             target: &target,
-            principal: "owner",
-            chat: None,
+            deliver: &spec.deliver,
         };
-        if let Some(why) = fire::validate(
-            &inner.hub.runtime().config(),
-            &spec.agent,
-            &target,
-            &spec.deliver,
-        ) {
-            tracing::warn!(trigger = %spec.name, "a trigger cannot run: {why}");
-            if let Err(e) = inner
-                .store
-                .fire_failed(id, format!("it cannot run: {why}"), now())
-                .await
-            {
-                tracing::error!(trigger = %spec.name, error = %e, "cannot record how a fire ended");
-            }
-            return;
-        }
-        let r = match fire::perform(&inner.hub, &job).await {
-            Ok(answer) => {
-                let answer = answer.trim().to_string();
-                let r = inner
-                    .store
-                    .succeeded(&spec.name, id, Some(answer.clone()), now())
-                    .await;
-                fire::hand_over(
-                    &inner.hub,
-                    &inner.store,
-                    &spec.name,
-                    id,
-                    &spec.deliver,
-                    answer,
-                    &now,
-                )
-                .await;
-                r
-            }
-            Err(Failed {
-                why,
-                not_started: true,
-                ..
-            }) => inner.store.not_started(id, why, now()).await,
-            Err(failed) => {
-                tracing::warn!(trigger = %spec.name, error = %failed.why, "a trigger's run failed");
-                inner.store.fire_failed(id, failed.why, now()).await
-            }
-        };
-        if let Err(e) = r {
-            tracing::error!(trigger = %spec.name, error = %e, "cannot record how a fire ended");
-        }
+        let now = || inner.clock.now();
+        fire::run_unscheduled(&inner.hub, &inner.store, u, |_| false, &now).await;
     }
 }
 
