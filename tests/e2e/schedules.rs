@@ -675,3 +675,148 @@ async fn a_schedule_the_config_cannot_serve_is_disabled_without_calling_the_mode
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(fires(&home).len(), 1);
 }
+
+/// Every row of the ledger, skipped stretches too: (schedule, due_at ms,
+/// attempt, state, missed).
+fn ledger(home: &TestHome) -> Vec<(String, i64, u32, String, Option<i64>)> {
+    let db = rusqlite::Connection::open(home.path().join("state/schedules.db")).unwrap();
+    let mut st = db
+        .prepare("SELECT schedule, due_at, attempt, state, missed FROM fires ORDER BY id")
+        .unwrap();
+    st.query_map([], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// Waits until every schedule's next fire is `at` (the scheduler has
+/// brought the file's schedules in on the tests' clock).
+async fn scheduled_at(home: &TestHome, at: &str) {
+    let start = Instant::now();
+    loop {
+        let list = cli_json(home, &["schedules", "list"]).await;
+        let all = list["schedules"].as_array().unwrap();
+        if !all.is_empty() && all.iter().all(|s| s["next_at_ms"] == ms(at)) {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// pincerd down over six daily fires (through the real binaries, on the
+/// tests' clock): with `once` the latest runs once and the five before it
+/// are one `skipped` record; with `skip` none runs and all six are one
+/// record. Nothing runs once per missed slot.
+#[tokio::test(flavor = "multi_thread")]
+async fn downtime_over_missed_fires_runs_the_latest_once_with_once_and_none_with_skip() {
+    let home = TestHome::new();
+    home.write_config(
+        "[schedules.daily-once]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo once\"\n\
+         [schedules.daily-skip]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo skip\"\nmisfire = \"skip\"\n",
+    );
+    let clock = home.path().join("clock");
+    set_clock(&clock, "2026-11-27T07:00:00Z");
+    let env = [("PINCER_TEST_CLOCK", clock.to_str().unwrap())];
+    let daemon = home.start_with_env(&env);
+    scheduled_at(&home, "2026-11-27T08:00:00Z").await;
+    let _ = daemon.stop();
+    // Down from Friday 07:00 to Wednesday 09:00: six 08:00s missed.
+    set_clock(&clock, "2026-12-02T09:00:00Z");
+    let _daemon = home.start_with_env(&env);
+    let start = Instant::now();
+    let rows = loop {
+        let rows = ledger(&home);
+        let once_done = rows
+            .iter()
+            .any(|r| r.0 == "daily-once" && r.3 == "succeeded");
+        let skip_done = rows.iter().any(|r| r.0 == "daily-skip" && r.3 == "skipped");
+        if once_done && skip_done {
+            break rows;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{rows:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(ledger(&home), rows, "something more ran");
+    let of = |name: &str| -> Vec<_> { rows.iter().filter(|r| r.0 == name).cloned().collect() };
+    let once = of("daily-once");
+    assert_eq!(once.len(), 2, "{once:?}");
+    assert_eq!(once[0].3, "skipped");
+    assert_eq!(
+        once[0].4,
+        Some(5),
+        "five missed before the latest: {once:?}"
+    );
+    assert_eq!(
+        (once[1].1, once[1].3.as_str()),
+        (ms("2026-12-02T08:00:00Z"), "succeeded")
+    );
+    let skip = of("daily-skip");
+    assert_eq!(skip.len(), 1, "{skip:?}");
+    assert_eq!((skip[0].3.as_str(), skip[0].4), ("skipped", Some(6)));
+}
+
+/// A prompt schedule whose provider cannot be reached (the network is
+/// down after a wake) is tried again after 5, 15 and 30 minutes; only
+/// then does the failure count, and the schedule waits for its next fire.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_cannot_reach_the_model_is_retried_after_5_15_and_30_minutes() {
+    use pincer_testkit::harness::provider_config;
+
+    let home = TestHome::new();
+    home.write_config(&provider_config(
+        "openai",
+        // Nothing listens on the discard port.
+        "http://127.0.0.1:9/v1",
+        "\n[schedules.morning]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\nprompt = \"Summarise\"\n",
+    ));
+    let clock = home.path().join("clock");
+    set_clock(&clock, "2026-11-27T07:59:00Z");
+    let _daemon = home.start_with_env(&[("PINCER_TEST_CLOCK", clock.to_str().unwrap())]);
+    scheduled_at(&home, "2026-11-27T08:00:00Z").await;
+    let attempts = |home: &TestHome| -> Vec<(u32, String)> {
+        ledger(home)
+            .into_iter()
+            .filter(|r| r.2 > 0)
+            .map(|r| (r.2, r.3))
+            .collect()
+    };
+    for (n, (at, next)) in [
+        ("2026-11-27T08:00:00Z", "2026-11-27T08:05:00Z"),
+        ("2026-11-27T08:05:00Z", "2026-11-27T08:20:00Z"),
+        ("2026-11-27T08:20:00Z", "2026-11-27T08:50:00Z"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        set_clock(&clock, at);
+        until(&home, &format!("attempt {}", n + 1), |_| {
+            attempts(&home).len() == n + 1 && attempts(&home)[n].1 == "failed"
+        });
+        let shown = cli_json(&home, &["schedules", "show", "morning"]).await;
+        assert_eq!(
+            shown["next_at_ms"],
+            ms(next),
+            "after attempt {}: {shown}",
+            n + 1
+        );
+        assert_eq!(
+            shown["failures"], 0,
+            "a failure before the model does not count"
+        );
+    }
+    set_clock(&clock, "2026-11-27T08:50:00Z");
+    until(&home, "attempt 4", |_| {
+        attempts(&home).len() == 4 && attempts(&home)[3].1 == "failed"
+    });
+    let shown = cli_json(&home, &["schedules", "show", "morning"]).await;
+    assert_eq!(shown["failures"], 1, "{shown}");
+    assert_eq!(shown["next_at_ms"], ms("2026-11-28T08:00:00Z"), "{shown}");
+    assert_eq!(
+        attempts(&home).iter().map(|a| a.0).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+}

@@ -284,7 +284,16 @@ impl Turn<'_> {
                         )),
                     }
                 }
-                Ok(Err(e)) => return self.fail(log, "provider", provider_sentence(&e)),
+                Ok(Err(e)) => {
+                    // No connection could be made at all: the model was
+                    // never reached (a schedule retries such a run).
+                    let code = if matches!(e, LlmError::Unreachable { .. }) {
+                        "unreachable"
+                    } else {
+                        "provider"
+                    };
+                    return self.fail(log, code, provider_sentence(&e));
+                }
                 Err(_) if !last_call => continue, // the wall-time limit: go to the last call
                 Err(_) => {
                     return self.fail(

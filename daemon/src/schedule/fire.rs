@@ -467,10 +467,12 @@ pub async fn perform(hub: &Hub, c: &Job<'_>) -> Result<String, Failed> {
                 match event {
                     Event::TurnStarted { .. } => reached = true,
                     Event::Finished { text, .. } => return Ok(text),
-                    Event::Error { message, .. } => {
+                    Event::Error { code, message } => {
                         return Err(Failed {
                             why: message,
-                            before_model: !reached,
+                            // A provider that could not be reached at all
+                            // (the network is not up yet after a wake).
+                            before_model: !reached || code == "unreachable",
                             not_started: false,
                         });
                     }
