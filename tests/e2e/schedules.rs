@@ -820,3 +820,43 @@ async fn a_run_that_cannot_reach_the_model_is_retried_after_5_15_and_30_minutes(
         [1, 2, 3, 4]
     );
 }
+
+/// The README's examples of schedules, triggers and the heartbeat are a
+/// config pincerd accepts, all together.
+#[test]
+fn the_readmes_schedule_trigger_and_heartbeat_examples_are_valid_config() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let mut config = String::from("[channels.telegram]\nowner = \"1\"\n");
+    for section in ["## Schedules", "## Triggers", "## Heartbeat"] {
+        let start = readme
+            .find(&format!("\n{section}\n"))
+            .unwrap_or_else(|| panic!("README has no {section}"));
+        let end = readme[start + 4..]
+            .find("\n## ")
+            .map_or(readme.len(), |e| start + 4 + e);
+        let mut blocks = 0;
+        for block in readme[start..end].split("```toml\n").skip(1) {
+            config.push_str(block.split("```").next().unwrap());
+            blocks += 1;
+        }
+        assert!(blocks > 0, "{section} has no toml example");
+    }
+    let home = TestHome::new();
+    home.write_config(&config);
+    let workflows = home.workspace().join("workflows");
+    std::fs::create_dir_all(&workflows).unwrap();
+    // The workflow the schedules' example names.
+    std::fs::write(
+        workflows.join("remind.toml"),
+        "[inputs.text]\ntype = \"string\"\n\n[[steps]]\nid = \"say\"\nkind = \"command\"\ncommand = \"echo hi\"\n",
+    )
+    .unwrap();
+    let out = home.pincerd().arg("check-config").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}\n{config}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
