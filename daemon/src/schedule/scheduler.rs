@@ -203,10 +203,26 @@ impl Part for Scheduler {
             match self.inner.store.settle_crashed(self.now()).await {
                 Ok(fires) => {
                     for f in fires {
-                        self.tell_owner(&f.schedule, f.id, format!(
-                            "Schedule {}: the fire due at {} was running when pincerd stopped; whether it finished is unknown, so it is not run again (`pincer schedules run-now {}` runs it by hand).",
-                            f.schedule, f.due_at, f.schedule
-                        ))
+                        // A trigger's or a heartbeat's fire has no
+                        // schedule to run by hand.
+                        let (what, hint) = match self.inner.store.get(&f.schedule).await {
+                            Ok(Some(_)) => (
+                                format!("Schedule {}", f.schedule),
+                                format!(
+                                    " (`pincer schedules run-now {}` runs it by hand)",
+                                    f.schedule
+                                ),
+                            ),
+                            _ => (f.schedule.clone(), String::new()),
+                        };
+                        self.tell_owner(
+                            &f.schedule,
+                            f.id,
+                            format!(
+                                "{what}: the fire due at {} was running when pincerd stopped; whether it finished is unknown, so it is not run again{hint}.",
+                                f.due_at
+                            ),
+                        )
                         .await;
                     }
                 }
