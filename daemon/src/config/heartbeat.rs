@@ -9,7 +9,7 @@ use jiff::civil::Time;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 
-use super::schedules::{Delivery, FieldError, delivery};
+use super::schedules::{Delivery, FieldError, delivery, fault};
 
 pub use super::file::HeartbeatFields;
 
@@ -29,13 +29,6 @@ pub struct HeartbeatSpec {
     pub zone: TimeZone,
     pub deliver: Delivery,
     pub ok_token: String,
-}
-
-fn fault(key: &'static str, why: impl Into<String>) -> FieldError {
-    FieldError {
-        key,
-        why: why.into(),
-    }
 }
 
 impl HeartbeatFields {

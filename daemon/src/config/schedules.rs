@@ -106,7 +106,7 @@ pub struct FieldError {
     pub why: String,
 }
 
-fn fault(key: &'static str, why: impl Into<String>) -> FieldError {
+pub(super) fn fault(key: &'static str, why: impl Into<String>) -> FieldError {
     FieldError {
         key,
         why: why.into(),
@@ -160,16 +160,7 @@ impl ScheduleFields {
                 ));
             }
         };
-        let agent = self.agent.clone().unwrap_or_else(|| default_agent.into());
-        if !agents.contains(&agent.as_str()) {
-            return Err(fault(
-                "agent",
-                format!(
-                    "there is no agent `{agent}` (agents: {})",
-                    agents.join(", ")
-                ),
-            ));
-        }
+        let agent = agent_of(self.agent.as_deref(), agents, default_agent)?;
         let target = self.target()?;
         Ok(ScheduleSpec {
             name: name.to_string(),
@@ -212,6 +203,27 @@ impl ScheduleFields {
             &self.inputs,
             &self.command,
         )
+    }
+}
+
+/// The agent a schedule or a trigger names, or the default one; one the
+/// config does not have is refused, naming those it has.
+pub(super) fn agent_of(
+    agent: Option<&str>,
+    agents: &[&str],
+    default_agent: &str,
+) -> Result<String, FieldError> {
+    let agent = agent.unwrap_or(default_agent);
+    if agents.contains(&agent) {
+        Ok(agent.to_string())
+    } else {
+        Err(fault(
+            "agent",
+            format!(
+                "there is no agent `{agent}` (agents: {})",
+                agents.join(", ")
+            ),
+        ))
     }
 }
 

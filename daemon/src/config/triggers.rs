@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::SignedDuration;
 
-use super::schedules::{Delivery, FieldError, Target, delivery, target_of};
+use super::schedules::{Delivery, FieldError, Target, agent_of, delivery, fault, target_of};
 
 pub use super::file::TriggerFields;
 
@@ -70,13 +70,6 @@ pub struct TriggerSpec {
     pub target: Target,
     pub deliver: Delivery,
     pub limits: Limits,
-}
-
-fn fault(key: &'static str, why: impl Into<String>) -> FieldError {
-    FieldError {
-        key,
-        why: why.into(),
-    }
 }
 
 fn duration(key: &'static str, text: &str) -> Result<Duration, FieldError> {
@@ -172,16 +165,7 @@ impl TriggerFields {
                 ));
             }
         };
-        let agent = self.agent.clone().unwrap_or_else(|| default_agent.into());
-        if !agents.contains(&agent.as_str()) {
-            return Err(fault(
-                "agent",
-                format!(
-                    "there is no agent `{agent}` (agents: {})",
-                    agents.join(", ")
-                ),
-            ));
-        }
+        let agent = agent_of(self.agent.as_deref(), agents, default_agent)?;
         let min_interval = match &self.min_interval {
             None => DEFAULT_MIN_INTERVAL,
             Some(t) => duration("min_interval", t)?,

@@ -22,7 +22,7 @@ use crate::tools::origin::{ChatAddress, ChatOrigin, Inbound};
 use crate::tools::workflow_run::RunReport;
 
 use super::plan::{self, DISABLE_AFTER};
-use super::store::{DeliveryRow, ScheduleStore};
+use super::store::{DeliveryRow, FireState, ScheduleStore};
 use super::tick::Claimed;
 
 /// How long a command or a turn of a schedule may run.
@@ -87,16 +87,19 @@ pub async fn run(
     if let Some(why) = validate(&config, &c.spec.agent, &c.spec.target, &c.spec.deliver) {
         // A job the config cannot serve would fail the same way every
         // time: the owner hears once and nothing retries.
-        let r = store.fire_failed(c.fire, why.clone(), now()).await.and(
-            store
-                .disable(
-                    &name,
-                    format!(
-                        "it cannot run: {why}; fix that, then `pincer schedules resume {name}`"
-                    ),
-                )
-                .await,
-        );
+        let r = store
+            .ended(c.fire, FireState::Failed, why.clone(), now())
+            .await
+            .and(
+                store
+                    .disable(
+                        &name,
+                        format!(
+                            "it cannot run: {why}; fix that, then `pincer schedules resume {name}`"
+                        ),
+                    )
+                    .await,
+            );
         if let Err(e) = r {
             tracing::error!(schedule = %name, error = %e, "cannot record a fire that could not run");
         }
@@ -111,7 +114,7 @@ pub async fn run(
             why,
             not_started: true,
             ..
-        }) => store.not_started(c.fire, why, now()).await,
+        }) => store.ended(c.fire, FireState::Skipped, why, now()).await,
         Ok(answer) => {
             let delivered = answer.trim().to_string();
             let r = store
@@ -273,7 +276,12 @@ pub async fn run_unscheduled(
     let r = if let Some(why) = validate(&hub.runtime().config(), u.agent, u.target, u.deliver) {
         tracing::warn!(fire = %name, "it cannot run: {why}");
         store
-            .fire_failed(id, format!("it cannot run: {why}"), now())
+            .ended(
+                id,
+                FireState::Failed,
+                format!("it cannot run: {why}"),
+                now(),
+            )
             .await
     } else {
         let job = Job {
@@ -298,10 +306,10 @@ pub async fn run_unscheduled(
                 why,
                 not_started: true,
                 ..
-            }) => store.not_started(id, why, now()).await,
+            }) => store.ended(id, FireState::Skipped, why, now()).await,
             Err(failed) => {
                 tracing::warn!(fire = %name, error = %failed.why, "a run failed");
-                store.fire_failed(id, failed.why, now()).await
+                store.ended(id, FireState::Failed, failed.why, now()).await
             }
         }
     };

@@ -536,11 +536,14 @@ impl ScheduleStore {
             .await?)
     }
 
-    /// Fire `id` did not start (a workflow's admission turned it away):
-    /// `skipped`, with why; the schedule's failures are left as they are.
-    pub async fn not_started(
+    /// Fire `id` ended without an answer: `Skipped` (it did not start: a
+    /// workflow's admission turned it away) or `Failed` (a trigger's or a
+    /// heartbeat's run), with why. A schedule's failures in a row are
+    /// [`ScheduleStore::failed`]'s, not touched here.
+    pub async fn ended(
         &self,
         id: i64,
+        state: FireState,
         why: String,
         now: Timestamp,
     ) -> Result<(), StoreError> {
@@ -548,27 +551,8 @@ impl ScheduleStore {
             .db
             .call(move |c| {
                 c.execute(
-                    "UPDATE fires SET state = 'skipped', ended_at = ?2, detail = ?3 WHERE id = ?1",
-                    params![id, ms(now), why],
-                )?;
-                Ok(())
-            })
-            .await?)
-    }
-
-    /// Fire `id` (a trigger's) failed with `why`.
-    pub async fn fire_failed(
-        &self,
-        id: i64,
-        why: String,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        Ok(self
-            .db
-            .call(move |c| {
-                c.execute(
-                    "UPDATE fires SET state = 'failed', ended_at = ?2, detail = ?3 WHERE id = ?1",
-                    params![id, ms(now), why],
+                    "UPDATE fires SET state = ?2, ended_at = ?3, detail = ?4 WHERE id = ?1",
+                    params![id, state.as_str(), ms(now), why],
                 )?;
                 Ok(())
             })

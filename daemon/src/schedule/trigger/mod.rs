@@ -33,7 +33,7 @@ use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
 
 use super::clock::Clock;
 use super::fire::{self, Unscheduled};
-use super::store::ScheduleStore;
+use super::store::{FireState, ScheduleStore};
 use event::Event;
 use limit::Limiter;
 
@@ -109,7 +109,11 @@ impl Watch {
             )
             .await
         {
-            Ok(id) => store.not_started(id, why.to_string(), now).await,
+            Ok(id) => {
+                store
+                    .ended(id, FireState::Skipped, why.to_string(), now)
+                    .await
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = r {
