@@ -295,6 +295,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn only_the_owner_in_their_dm_reaches_the_schedules() {
+        let hub = hub();
+        let list = || Command::Schedules(String::new());
+        // A stranger's DM, and any group (the owner's message there too:
+        // everyone reads the answer).
+        for m in [
+            msg(ChatKind::Direct, "7"),
+            msg(ChatKind::Group, "7"),
+            msg(ChatKind::Group, "1"),
+        ] {
+            let said = ask(&hub, &m, list()).await;
+            assert_eq!(said, "Only the owner sees schedules, in their own DM.");
+        }
+        // The owner's DM gets through to the scheduler (none runs in this
+        // test's hub).
+        let said = ask(&hub, &msg(ChatKind::Direct, "1"), list()).await;
+        assert_eq!(said, "No scheduler runs in this pincerd.");
+    }
+
+    #[tokio::test]
     async fn status_tells_a_non_owner_only_what_is_theirs() {
         let hub = hub();
         for m in [
