@@ -89,7 +89,8 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         source,
     };
     home.create_dirs().map_err(home_err)?;
-    let config = config::load(&home)?;
+    // One copy, shared with the runtime (which swaps in a reloaded one).
+    let config = std::sync::Arc::new(config::load(&home)?);
     // Lock before logging: a refused second instance must not write into
     // the running daemon's log.
     let _lock = socket::lock_instance(
@@ -233,6 +234,10 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         config.daemon.clone(),
         reload_rx,
     ));
+    // The runtime holds the config in force; this copy would outlive a
+    // reload.
+    drop(config);
+    give_back_freed_memory();
 
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -260,6 +265,18 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     {
         Some(e) => Err(StartError::from(e)),
         None => Ok(()),
+    }
+}
+
+/// Hands back to the system the memory start-up used and freed (the
+/// config's parse, the schedules brought into the store): glibc keeps freed pages in its per-thread arenas, and an idle
+/// daemon would carry them for its life.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists and
+    // may be called from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -208,7 +208,15 @@ impl Runtime {
         self.outbox.get().cloned()
     }
 
-    pub fn new(home: Home, registry: Registry, config: Config, models: ModelClient) -> Self {
+    /// A runtime serving `config` (a `Config`, or the daemon's one shared
+    /// copy: 1,000 schedules in the file are 0.4 MB, not to be held twice).
+    pub fn new(
+        home: Home,
+        registry: Registry,
+        config: impl Into<Arc<Config>>,
+        models: ModelClient,
+    ) -> Self {
+        let config: Arc<Config> = config.into();
         let sandbox = Arc::new(Sandbox::new(&home));
         Self {
             memory: crate::memory::Memory::new(&home, &config),
@@ -227,7 +235,7 @@ impl Runtime {
                     sandbox.clone(),
                     config.tools.exec_sandbox.clone(),
                 )),
-                config: Arc::new(config),
+                config,
                 models: Arc::new(models),
             })),
             sandbox,

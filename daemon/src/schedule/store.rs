@@ -228,6 +228,43 @@ impl ScheduleStore {
         rows.into_iter().map(RawSchedule::read).collect()
     }
 
+    /// The schedules in force (neither paused nor disabled) whose next
+    /// fire or retry is due by `now`, by name: a pass reads these, not
+    /// all of them.
+    pub async fn due(&self, now: Timestamp) -> Result<Vec<ScheduleRow>, StoreError> {
+        let rows = self
+            .db
+            .call(move |c| {
+                let mut st = c.prepare(&format!(
+                    "SELECT {SCHEDULE_COLUMNS} FROM schedules
+                     WHERE paused = 0 AND disabled IS NULL AND (next_at <= ?1 OR retry_at <= ?1)
+                     ORDER BY name"
+                ))?;
+                let rows = st
+                    .query_map([ms(now)], raw_schedule)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await?;
+        rows.into_iter().map(RawSchedule::read).collect()
+    }
+
+    /// The earliest next fire or retry of the schedules in force.
+    pub async fn next_deadline(&self) -> Result<Option<Timestamp>, StoreError> {
+        let t: Option<i64> = self
+            .db
+            .call(|c| {
+                c.query_row(
+                    "SELECT MIN(MIN(COALESCE(next_at, retry_at), COALESCE(retry_at, next_at)))
+                     FROM schedules WHERE paused = 0 AND disabled IS NULL",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .await?;
+        Ok(t.map(ts))
+    }
+
     pub async fn get(&self, name: &str) -> Result<Option<ScheduleRow>, StoreError> {
         let name = name.to_string();
         let row = self
@@ -618,6 +655,22 @@ impl ScheduleStore {
                 c.execute(
                     "UPDATE schedules SET disabled = ?2, next_at = NULL WHERE name = ?1",
                     params![name, why],
+                )?;
+                Ok(())
+            })
+            .await?)
+    }
+
+    /// Drops schedule `name`'s pending retry (its first fire is no longer
+    /// in the ledger, so there is nothing to try again).
+    pub async fn forget_retry(&self, name: &str) -> Result<(), StoreError> {
+        let name = name.to_string();
+        Ok(self
+            .db
+            .call(move |c| {
+                c.execute(
+                    "UPDATE schedules SET retry_of = NULL, retry_at = NULL WHERE name = ?1",
+                    [name],
                 )?;
                 Ok(())
             })

@@ -117,20 +117,16 @@ pub async fn sync_config(
     Ok(problems)
 }
 
-/// Claims or skips, at `now`, every schedule whose deadline has come.
+/// Claims or skips, at `now`, every schedule whose deadline has come
+/// (only those are read: a thousand schedules cost a pass no more than
+/// the few due), then finds the earliest deadline left.
 pub async fn tick(
     store: &ScheduleStore,
     agents: &Agents<'_>,
     now: Timestamp,
 ) -> Result<Tick, StoreError> {
     let mut out = Tick::default();
-    let wake = |t: Timestamp, out: &mut Tick| {
-        out.wake = Some(out.wake.map_or(t, |w| w.min(t)));
-    };
-    for row in store.list().await? {
-        if row.paused || row.disabled.is_some() {
-            continue;
-        }
+    for row in store.due(now).await? {
         let spec = match agents.check(&row) {
             Ok(spec) => spec,
             Err(e) => {
@@ -141,33 +137,35 @@ pub async fn tick(
             }
         };
         // A run that failed before the model, tried again.
-        if let Some((of, at)) = row.retry {
-            if at > now {
-                wake(at, &mut out);
-            } else if let Some(first) = store.fire(of).await? {
-                let attempt = first.attempt + 1;
-                let fire = store
-                    .claim(&row.name, first.due_at, attempt, None, None, now)
-                    .await?;
-                out.claimed.push(Claimed {
-                    fire,
-                    schedule: row.clone(),
-                    spec: spec.clone(),
-                    due: first.due_at,
-                    attempt,
-                });
+        if let Some((of, at)) = row.retry
+            && at <= now
+        {
+            match store.fire(of).await? {
+                Some(first) => {
+                    let attempt = first.attempt + 1;
+                    let fire = store
+                        .claim(&row.name, first.due_at, attempt, None, None, now)
+                        .await?;
+                    out.claimed.push(Claimed {
+                        fire,
+                        schedule: row.clone(),
+                        spec: spec.clone(),
+                        due: first.due_at,
+                        attempt,
+                    });
+                }
+                // Left due, it would wake the scheduler at once forever.
+                None => store.forget_retry(&row.name).await?,
             }
         }
         let Some(next_at) = row.next_at else {
             continue;
         };
         match plan::due(&spec.when, next_at, now, spec.misfire, spec.lookback) {
-            Due::Wait(t) => wake(t, &mut out),
+            // Only its retry was due.
+            Due::Wait(_) => {}
             Due::Fire { at, missed, next } => {
                 let fire = store.claim(&row.name, at, 1, missed, next, now).await?;
-                if let Some(n) = next {
-                    wake(n, &mut out);
-                }
                 out.claimed.push(Claimed {
                     fire,
                     schedule: row,
@@ -178,12 +176,12 @@ pub async fn tick(
             }
             Due::Skip { missed, next } => {
                 store.skip(&row.name, missed, next, now).await?;
-                if let Some(n) = next {
-                    wake(n, &mut out);
-                }
             }
         }
     }
+    // The claims and skips moved their deadlines: the earliest is read
+    // after them.
+    out.wake = store.next_deadline().await?;
     Ok(out)
 }
 
@@ -445,5 +443,54 @@ mod tests {
         );
         // The regular deadline did not move.
         assert_eq!(t.wake, Some(at("2026-11-28T08:00:00Z")));
+    }
+
+    /// A retry whose first fire is no longer in the ledger is dropped: it
+    /// would otherwise be due at every pass and wake the scheduler at once
+    /// forever.
+    #[tokio::test]
+    async fn a_retry_of_a_fire_gone_from_the_ledger_is_dropped() {
+        let (_d, store) = store().await;
+        sync_config(&store, &daily("once"), &AGENTS, at("2026-11-27T07:00:00Z"))
+            .await
+            .unwrap();
+        let retry = at("2026-11-27T07:30:00Z");
+        store
+            .failed(
+                "morning",
+                9_999,
+                "network down".into(),
+                Some(retry),
+                |_| (None, None),
+                at("2026-11-27T07:25:00Z"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(store.next_deadline().await.unwrap(), Some(retry));
+        let t = tick(&store, &AGENTS, retry).await.unwrap();
+        assert!(t.claimed.is_empty());
+        assert_eq!(t.wake, Some(at("2026-11-27T08:00:00Z")));
+    }
+
+    /// Only schedules in force count for the next wake-up: a paused one's
+    /// deadline does not.
+    #[tokio::test]
+    async fn a_paused_schedule_sets_no_wake_up() {
+        let (_d, store) = store().await;
+        sync_config(&store, &daily("once"), &AGENTS, at("2026-11-27T07:00:00Z"))
+            .await
+            .unwrap();
+        let t = tick(&store, &AGENTS, at("2026-11-27T07:10:00Z"))
+            .await
+            .unwrap();
+        assert_eq!(t.wake, Some(at("2026-11-27T08:00:00Z")));
+        store
+            .set_paused("morning", true, Some(at("2026-11-27T08:00:00Z")))
+            .await
+            .unwrap();
+        let t = tick(&store, &AGENTS, at("2026-11-27T07:12:00Z"))
+            .await
+            .unwrap();
+        assert_eq!(t.wake, None);
     }
 }

@@ -102,8 +102,11 @@ pub async fn watch(w: Watch, events: Arc<FileEvents>, glob: &str, mut limiter: L
     // Names are matched as notify reports them: under the workspace's
     // real path.
     let workspace = std::fs::canonicalize(&workspace).unwrap_or(workspace);
-    let matcher = match globset::Glob::new(glob) {
-        Ok(g) => g.compile_matcher(),
+    let mut matcher = match globset::Glob::new(glob) {
+        Ok(glob) => Matcher {
+            glob,
+            compiled: None,
+        },
         Err(e) => {
             tracing::error!(trigger = %name, error = %e, "the glob does not compile");
             return;
@@ -121,14 +124,19 @@ pub async fn watch(w: Watch, events: Arc<FileEvents>, glob: &str, mut limiter: L
     let mut pending: BTreeSet<String> = BTreeSet::new();
     loop {
         // Asleep until a file under the glob changes (other events —
-        // a folder opened, a file read — are let pass).
+        // a folder opened, a file read, a file the glob leaves out — are
+        // let pass; the matcher they compiled goes once they stop).
         loop {
             let ev = tokio::select! {
                 ev = rx.recv() => ev,
                 () = w.cancel.cancelled() => return,
+                () = tokio::time::sleep(QUIET), if matcher.compiled.is_some() => {
+                    matcher.compiled = None;
+                    continue;
+                }
             };
             let Some(ev) = ev else { return };
-            if take(&workspace, &matcher, ev, &mut pending) {
+            if take(&workspace, &mut matcher, ev, &mut pending) {
                 break;
             }
         }
@@ -137,7 +145,7 @@ pub async fn watch(w: Watch, events: Arc<FileEvents>, glob: &str, mut limiter: L
         loop {
             tokio::select! {
                 ev = rx.recv() => match ev {
-                    Some(ev) => if take(&workspace, &matcher, ev, &mut pending) {
+                    Some(ev) => if take(&workspace, &mut matcher, ev, &mut pending) {
                         quiet = tokio::time::Instant::now() + QUIET;
                     },
                     None => return,
@@ -146,6 +154,7 @@ pub async fn watch(w: Watch, events: Arc<FileEvents>, glob: &str, mut limiter: L
                 () = w.cancel.cancelled() => return,
             }
         }
+        matcher.compiled = None;
         // Files that are gone again (a temporary file) fire nothing.
         pending.retain(|rel| workspace.join(rel).is_file());
         if pending.is_empty() {
@@ -156,7 +165,7 @@ pub async fn watch(w: Watch, events: Arc<FileEvents>, glob: &str, mut limiter: L
             tokio::select! {
                 ev = rx.recv() => match ev {
                     Some(ev) => {
-                        take(&workspace, &matcher, ev, &mut pending);
+                        take(&workspace, &mut matcher, ev, &mut pending);
                     }
                     None => return,
                 },
@@ -180,11 +189,28 @@ pub async fn watch(w: Watch, events: Arc<FileEvents>, glob: &str, mut limiter: L
     }
 }
 
+/// A trigger's glob, compiled only while its folder has events: a
+/// compiled glob is a regex of several kilobytes, which a hundred idle
+/// triggers would hold for nothing.
+struct Matcher {
+    glob: globset::Glob,
+    compiled: Option<globset::GlobMatcher>,
+}
+
+impl Matcher {
+    fn is_match(&mut self, rel: &Path) -> bool {
+        let glob = &self.glob;
+        self.compiled
+            .get_or_insert_with(|| glob.compile_matcher())
+            .is_match(rel)
+    }
+}
+
 /// Adds `path` (created or changed) if it matches the glob, relative to
 /// the workspace; whether it did.
 fn take(
     workspace: &Path,
-    matcher: &globset::GlobMatcher,
+    matcher: &mut Matcher,
     path: PathBuf,
     pending: &mut BTreeSet<String>,
 ) -> bool {
