@@ -189,3 +189,74 @@ async fn a_condition_script_fires_when_it_answers_yes() {
     assert_eq!(lines_of(&ws.join("cond.txt")), 1);
     assert_eq!(fires(&home, "flag").len(), 2, "{:?}", fires(&home, "flag"));
 }
+
+/// A trigger watching a chat's folder runs as that chat, under the data
+/// boundary: its files came from that chat, so the run reaches no more
+/// than the chat's own turns would. The same steps in an owner's trigger
+/// read the owner's memory.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trigger_on_a_chats_folder_runs_as_that_chat() {
+    const SECRET: &str = "owner-memory-secret-6604";
+    let llm = ScriptedLlm::start().await.expect("scripted llm");
+    let home = TestHome::new();
+    home.write_config(&provider_config(
+        "openai",
+        &format!("{}/v1", llm.base_url()),
+        "\n[triggers.chat]\nfiles = \"inbox/telegram-dm-42/**\"\nprompt = \"[trig-chat] File it.\"\n\
+         \n[triggers.own]\nfiles = \"docs/**\"\nprompt = \"[trig-own] File it.\"\n",
+    ));
+    let peek = || {
+        vec![
+            Step::tool("memory_get", serde_json::json!({"path": "MEMORY.md"})),
+            Step::text("Done."),
+        ]
+    };
+    llm.script_cycle("[trig-chat]", peek());
+    llm.script_cycle("[trig-own]", peek());
+    let ws = home.workspace();
+    std::fs::create_dir_all(ws.join("inbox/telegram-dm-42")).unwrap();
+    std::fs::create_dir_all(ws.join("docs")).unwrap();
+    std::fs::write(ws.join("MEMORY.md"), format!("# Me\n{SECRET}\n")).unwrap();
+    let _d = home.start();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::write(ws.join("inbox/telegram-dm-42/scan.pdf"), "%PDF").unwrap();
+    std::fs::write(ws.join("docs/note.txt"), "a note").unwrap();
+    for name in ["chat", "own"] {
+        until(&home, &format!("trigger {name} ran"), || {
+            fires(&home, name).iter().any(|(s, _)| s == "succeeded")
+        })
+        .await;
+    }
+    let results = |marker: &str| -> String {
+        let journal = llm.journal();
+        let last = journal
+            .iter()
+            .rev()
+            .find(|r| pincer_testkit::requests::first_user(r).contains(marker))
+            .unwrap_or_else(|| panic!("no request of {marker}"));
+        pincer_testkit::requests::tool_results(last).join("\n")
+    };
+    let chat = results("[trig-chat]");
+    assert!(!chat.is_empty(), "the chat's run made no call");
+    assert!(
+        !chat.contains(SECRET),
+        "a chat's trigger read the owner's memory: {chat}"
+    );
+    let own = results("[trig-own]");
+    assert!(
+        own.contains(SECRET),
+        "the owner's trigger could not read the memory: {own}"
+    );
+    // The registry records whose each run's session is.
+    let db = rusqlite::Connection::open(home.path().join("state/pincer.db")).unwrap();
+    let principal_of = |key: &str| -> String {
+        db.query_row(
+            "SELECT principal FROM sessions WHERE key LIKE ?1",
+            [format!("agent:main:trigger:{key}%")],
+            |r| r.get(0),
+        )
+        .unwrap_or_else(|e| panic!("no session of trigger {key}: {e}"))
+    };
+    assert_eq!(principal_of("chat"), "telegram:dm:42");
+    assert_eq!(principal_of("own"), "owner");
+}

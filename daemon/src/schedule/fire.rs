@@ -250,9 +250,12 @@ pub struct Unscheduled<'a> {
     pub agent: &'a str,
     pub target: &'a Target,
     pub deliver: &'a Delivery,
+    /// `owner`, or the principal of the chat it runs as ([`Job::chat`]).
+    pub principal: &'a str,
+    pub chat: Option<&'a Inbound>,
 }
 
-/// Runs `u` as the owner: claimed in the ledger, checked, run, its answer
+/// Runs `u` as its principal: claimed in the ledger, checked, run, its answer
 /// delivered unless `quiet` says it is nothing to report. Failures are
 /// the ledger's and the log's; nothing is retried.
 pub async fn run_unscheduled(
@@ -290,8 +293,8 @@ pub async fn run_unscheduled(
             fire: id,
             agent: u.agent,
             target: u.target,
-            principal: "owner",
-            chat: None,
+            principal: u.principal,
+            chat: u.chat,
         };
         match perform(hub, &job).await {
             Ok(answer) => {

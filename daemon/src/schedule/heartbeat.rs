@@ -183,6 +183,8 @@ impl Heartbeats {
             agent: &spec.agent,
             target: &target,
             deliver: &spec.deliver,
+            principal: "owner",
+            chat: None,
         };
         let now = || inner.clock.now();
         let token = spec.ok_token.clone();

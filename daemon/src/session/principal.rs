@@ -82,6 +82,36 @@ impl Principal {
     }
 }
 
+impl Principal {
+    /// The non-owner whose folder holds `rel` (a path relative to the
+    /// workspace), read back from [`Principal::folder`]'s names:
+    /// `inbox/telegram-dm-42/a.pdf` is telegram user 42's. `None` for a
+    /// path in no chat's folder (`inbox` itself is the owner's).
+    pub fn of_folder(rel: &std::path::Path) -> Option<Self> {
+        let mut parts = rel.components();
+        if parts.next()?.as_os_str() != INBOX {
+            return None;
+        }
+        let name = parts.next()?.as_os_str().to_str()?;
+        // Channel names have no `-`; ids may (a Telegram group's).
+        let (channel, rest) = name.split_once('-')?;
+        let channel = channel.to_string();
+        let who = match (rest.strip_prefix("dm-"), rest.strip_prefix("group-")) {
+            (Some(user), _) if !user.is_empty() => Self::Person {
+                channel,
+                user: user.to_string(),
+            },
+            (_, Some(chat)) if !chat.is_empty() => Self::Group {
+                channel,
+                chat: chat.to_string(),
+            },
+            _ => return None,
+        };
+        // Only a name `folder` makes (nothing it would have changed).
+        (who.folder() == format!("{INBOX}/{name}")).then_some(who)
+    }
+}
+
 /// The folder of a workspace that chat attachments are saved under.
 pub const INBOX: &str = "inbox";
 
@@ -154,5 +184,39 @@ mod tests {
         };
         assert_eq!(person.folder(), "inbox/discord-dm-9____x");
         assert_eq!(Principal::Owner.folder(), "inbox");
+    }
+
+    #[test]
+    fn a_chats_folder_reads_back_as_its_principal() {
+        use std::path::Path;
+        let group = Principal::Group {
+            channel: "telegram".into(),
+            chat: "-100123".into(),
+        };
+        let person = Principal::Person {
+            channel: "discord".into(),
+            user: "9001".into(),
+        };
+        for p in [&group, &person] {
+            assert_eq!(
+                Principal::of_folder(Path::new(&p.folder())).as_ref(),
+                Some(p)
+            );
+            let deeper = format!("{}/2026/scan.pdf", p.folder());
+            assert_eq!(Principal::of_folder(Path::new(&deeper)).as_ref(), Some(p));
+        }
+        for none in [
+            "inbox",
+            "inbox/a.pdf",
+            "docs/telegram-dm-42",
+            "inbox/telegram-dm-",
+            "inbox/telegram-group-",
+            "inbox/telegram-chat-42",
+            "inbox/telegram",
+            "inbox/telegram-dm-4 2",
+            "",
+        ] {
+            assert_eq!(Principal::of_folder(Path::new(none)), None, "{none}");
+        }
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! A fire is a row of the schedules' ledger under the trigger's name,
 //! run by `fire::perform` as the owner (who declared it in config.toml)
-//! in the session `agent:<agent>:trigger:<name>[:fire-N]`, its answer
+//! — or, for a `files` trigger watching a chat's folder
+//! (`inbox/telegram-dm-42/**`), as that chat, whose files it sees — in
+//! the session `agent:<agent>:trigger:<name>[:fire-N]`, its answer
 //! delivered like a schedule's.
 
 pub mod commands;
@@ -30,6 +32,8 @@ use crate::config::Config;
 use crate::config::schedules::Target;
 use crate::config::triggers::{Source, TriggerSpec};
 use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
+use crate::session::Principal;
+use crate::tools::origin::{Chat, Inbound, Sender};
 
 use super::clock::Clock;
 use super::fire::{self, Unscheduled};
@@ -134,6 +138,10 @@ impl Watch {
             other => other.clone(),
         };
         let detail = format!("{}: {}", event.kind, event.summary);
+        let chat = chat_watched(spec);
+        let principal = chat
+            .as_ref()
+            .map_or_else(|| "owner".to_string(), |c| c.principal.to_string());
         let u = Unscheduled {
             ledger: &spec.name,
             detail: &detail,
@@ -142,10 +150,57 @@ impl Watch {
             agent: &spec.agent,
             target: &target,
             deliver: &spec.deliver,
+            principal: &principal,
+            chat: chat.as_ref().map(|c| &c.inbound),
         };
         let now = || inner.clock.now();
         fire::run_unscheduled(&inner.hub, &inner.store, u, |_| false, &now).await;
     }
+}
+
+/// The chat a trigger runs as, when it watches that chat's folder.
+struct Watched {
+    principal: Principal,
+    /// A message of that chat, for routing: its policy and principal
+    /// under the config in force.
+    inbound: Inbound,
+}
+
+/// The chat whose folder a `files` trigger watches (its glob starts in
+/// `inbox/<channel>-dm-<user>` or `inbox/<channel>-group-<chat>`): what
+/// lands there came from that chat, so the run is that chat's, under the
+/// data boundary, not the owner's. `None` for every other trigger.
+fn chat_watched(spec: &TriggerSpec) -> Option<Watched> {
+    let Source::Files { glob } = &spec.source else {
+        return None;
+    };
+    let principal = Principal::of_folder(&files::base_of(glob))?;
+    let (channel, chat) = match &principal {
+        Principal::Person { channel, .. } => (channel.clone(), Chat::Direct),
+        Principal::Group { channel, chat } => (channel.clone(), Chat::Group(chat.clone())),
+        Principal::Owner => return None,
+    };
+    // In a DM the sender is the person; in a group no member wrote, so
+    // no member's own tools apply.
+    let sender = match &principal {
+        Principal::Person { user, .. } => user.clone(),
+        _ => format!("trigger:{}", spec.name),
+    };
+    Some(Watched {
+        inbound: Inbound {
+            channel,
+            account: None,
+            chat,
+            thread: None,
+            guild: None,
+            roles: Vec::new(),
+            sender: Sender {
+                name: sender.clone(),
+                id: sender,
+            },
+        },
+        principal,
+    })
 }
 
 impl Triggers {
