@@ -269,8 +269,9 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
 }
 
 /// Hands back to the system the memory start-up used and freed (the
-/// config's parse, the schedules brought into the store): glibc keeps freed pages in its per-thread arenas, and an idle
-/// daemon would carry them for its life.
+/// config's parse, the schedules brought into the store): glibc keeps
+/// freed pages in its per-thread arenas, and an idle daemon would carry
+/// them for its life.
 fn give_back_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists and
