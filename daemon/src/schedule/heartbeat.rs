@@ -10,12 +10,11 @@
 //! schedules' ledger under `heartbeat:<agent>`. A beat still running when
 //! the next is due lets that one go.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::agent::hub::Hub;
 use crate::config::Config;
@@ -26,6 +25,7 @@ use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
 use super::clock::Clock;
 use super::fire::{self, Unscheduled};
 use super::store::ScheduleStore;
+use super::watchers::Watchers;
 
 /// The file a beat reads, in the agent's workspace.
 pub const FILE: &str = "HEARTBEAT.md";
@@ -88,9 +88,7 @@ struct Inner {
     hub: Hub,
     store: ScheduleStore,
     clock: Arc<dyn Clock>,
-    watching: Mutex<CancellationToken>,
-    runs: TaskTracker,
-    stop: CancellationToken,
+    watchers: Watchers,
 }
 
 impl Heartbeats {
@@ -100,24 +98,13 @@ impl Heartbeats {
                 hub,
                 store,
                 clock,
-                watching: Mutex::new(CancellationToken::new()),
-                runs: TaskTracker::new(),
-                stop: CancellationToken::new(),
+                watchers: Watchers::default(),
             }),
         }
     }
 
     fn watch(&self, specs: &[HeartbeatSpec]) {
-        let cancel = self.inner.stop.child_token();
-        let old = {
-            let mut w = self
-                .inner
-                .watching
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            std::mem::replace(&mut *w, cancel.clone())
-        };
-        old.cancel();
+        let cancel = self.inner.watchers.restart();
         for spec in specs {
             let me = self.clone();
             let spec = Arc::new(spec.clone());
@@ -161,7 +148,7 @@ impl Heartbeats {
             }
             busy.store(true, Ordering::Release);
             let (me, spec, busy) = (self.clone(), spec.clone(), busy.clone());
-            inner.runs.spawn(async move {
+            inner.watchers.spawn_run(async move {
                 me.beat(&spec, &text).await;
                 busy.store(false, Ordering::Release);
             });
@@ -220,11 +207,7 @@ impl Part for Heartbeats {
     }
 
     fn stop(&self, grace: Duration) -> StopFuture<'_> {
-        Box::pin(async move {
-            self.inner.stop.cancel();
-            self.inner.runs.close();
-            let _ = tokio::time::timeout(grace, self.inner.runs.wait()).await;
-        })
+        Box::pin(self.inner.watchers.stop(grace))
     }
 }
 

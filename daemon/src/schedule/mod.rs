@@ -12,3 +12,4 @@ pub mod scheduler;
 pub mod store;
 pub mod tick;
 pub mod trigger;
+pub mod watchers;

@@ -20,12 +20,11 @@ pub mod files;
 pub mod limit;
 pub mod process;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::agent::hub::Hub;
 use crate::config::Config;
@@ -38,6 +37,7 @@ use crate::tools::origin::{Chat, Inbound, Sender};
 use super::clock::Clock;
 use super::fire::{self, Unscheduled};
 use super::store::{FireState, ScheduleStore};
+use super::watchers::Watchers;
 use event::Event;
 use limit::Limiter;
 
@@ -51,11 +51,7 @@ struct Inner {
     hub: Hub,
     store: ScheduleStore,
     clock: Arc<dyn Clock>,
-    /// Cancels the watching tasks of the triggers in force.
-    watching: Mutex<CancellationToken>,
-    /// Fires running.
-    runs: TaskTracker,
-    stop: CancellationToken,
+    watchers: Watchers,
 }
 
 /// What a source loop needs: its trigger, a clock and a way to fire.
@@ -97,8 +93,8 @@ impl Watch {
         let me = self.clone();
         self.triggers
             .inner
-            .runs
-            .spawn(async move { me.run(event).await });
+            .watchers
+            .spawn_run(async move { me.run(event).await });
     }
 
     /// Records that `event` was let go (over the trigger's limits).
@@ -210,25 +206,14 @@ impl Triggers {
                 hub,
                 store,
                 clock,
-                watching: Mutex::new(CancellationToken::new()),
-                runs: TaskTracker::new(),
-                stop: CancellationToken::new(),
+                watchers: Watchers::default(),
             }),
         }
     }
 
     /// Stops the triggers in force and starts `specs`.
     fn watch(&self, specs: &[TriggerSpec]) {
-        let cancel = self.inner.stop.child_token();
-        let old = {
-            let mut w = self
-                .inner
-                .watching
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            std::mem::replace(&mut *w, cancel.clone())
-        };
-        old.cancel();
+        let cancel = self.inner.watchers.restart();
         let files = Arc::new(files::FileEvents::default());
         for spec in specs {
             let files = files.clone();
@@ -283,10 +268,6 @@ impl Part for Triggers {
     }
 
     fn stop(&self, grace: Duration) -> StopFuture<'_> {
-        Box::pin(async move {
-            self.inner.stop.cancel();
-            self.inner.runs.close();
-            let _ = tokio::time::timeout(grace, self.inner.runs.wait()).await;
-        })
+        Box::pin(self.inner.watchers.stop(grace))
     }
 }
