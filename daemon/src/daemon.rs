@@ -89,8 +89,11 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
         source,
     };
     home.create_dirs().map_err(home_err)?;
-    // One copy, shared with the runtime (which swaps in a reloaded one).
-    let config = std::sync::Arc::new(config::load(&home)?);
+    // The parts start from the config as loaded; the runtime keeps it
+    // in force (and swaps in a reloaded one), less what only a start
+    // reads.
+    let loaded = config::load(&home)?;
+    let config = std::sync::Arc::new(loaded.clone().into_in_force());
     // Lock before logging: a refused second instance must not write into
     // the running daemon's log.
     let _lock = socket::lock_instance(
@@ -225,7 +228,8 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             .with(crate::channels::part::ChannelsPart::new(channels))
             .with(server),
     );
-    parts.start(&config).await;
+    parts.start(&loaded).await;
+    drop(loaded);
     tokio::spawn(handle_signals(signals, stop.clone(), reload_tx));
     tokio::spawn(handle_reloads(
         home.clone(),
@@ -450,7 +454,7 @@ fn reload(home: &Home, hub: &Hub, parts: &Parts, running: &DaemonSettings) -> Re
     let (mut applied, mut needs_restart) = diff(&old, &new, running);
     let models = ModelClient::new(&new.providers).map_err(|e| e.to_string())?;
     let (part_applied, part_restart) = parts.reload(&old, &new);
-    rt.replace(new, models);
+    rt.replace(new.into_in_force(), models);
     applied.extend(part_applied);
     needs_restart.extend(part_restart);
     Ok((applied, needs_restart))

@@ -860,3 +860,63 @@ fn the_readmes_schedule_trigger_and_heartbeat_examples_are_valid_config() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `[schedules.*]` follow the file on a reload: a table removed goes, a
+/// changed one takes its new fields, a new one comes in; a reload of
+/// the same file changes nothing (the config in force keeps no copy of
+/// the tables: the scheduler tells by a digest of what it brought in).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_schedules_follow_a_live_reload() {
+    let home = TestHome::new();
+    home.write_config(
+        "[schedules.a]\ncron = \"0 7 * * *\"\ntz = \"UTC\"\ncommand = \"true\"\n\
+         \n[schedules.b]\nevery = \"1h\"\ncommand = \"true\"\n",
+    );
+    let clock = home.path().join("clock");
+    set_clock(&clock, "2026-11-27T15:00:00Z");
+    let _daemon = home.start_with_env(&[("PINCER_TEST_CLOCK", clock.to_str().unwrap())]);
+    let said = |r: &serde_json::Value| -> Vec<String> {
+        r["applied"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .filter(|a| a.contains("schedules"))
+            .collect()
+    };
+
+    let same = cli_json(&home, &["config", "reload"]).await;
+    assert!(said(&same).is_empty(), "{same}");
+
+    home.write_config(
+        "[schedules.a]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"true\"\n\
+         \n[schedules.c]\nat = \"2099-01-01 00:00\"\ntz = \"UTC\"\ncommand = \"true\"\n",
+    );
+    let changed = cli_json(&home, &["config", "reload"]).await;
+    assert_eq!(said(&changed), ["schedules: 2 from the file"], "{changed}");
+    let start = Instant::now();
+    loop {
+        let list = cli_json(&home, &["schedules", "list"]).await;
+        let rows: Vec<(String, serde_json::Value)> = list["schedules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap().to_string(),
+                    s["next_at_ms"].clone(),
+                )
+            })
+            .collect();
+        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+        if names == ["a", "c"] {
+            // The changed cron's next fire: 08:00 the next day.
+            assert_eq!(rows[0].1, ms("2026-11-28T08:00:00Z"), "{list}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = cli_json(&home, &["config", "reload"]).await;
+    assert!(said(&again).is_empty(), "{again}");
+}

@@ -79,7 +79,9 @@ pub struct Config {
     /// `[channels.<name>]` by name (`telegram`, `discord`): only the
     /// channels the file has a table for.
     pub channels: BTreeMap<String, ChannelSettings>,
-    /// `[schedules.<name>]`, checked, by name.
+    /// `[schedules.<name>]`, checked, by name: for the scheduler, which
+    /// brings them into its store at start and reload. Empty in the
+    /// config in force ([`Config::into_in_force`]).
     pub schedules: Vec<(String, schedules::ScheduleFields)>,
     /// `[triggers.<name>]`, checked, by name.
     pub triggers: Vec<triggers::TriggerSpec>,
@@ -98,6 +100,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// This config as the runtime keeps it while in force: without the
+    /// `[schedules.*]` tables, which live in the scheduler's store once
+    /// it has brought them in and which nothing reads again — a thousand
+    /// of them would stay parsed in memory for the daemon's life.
+    pub fn into_in_force(mut self) -> Self {
+        self.schedules = Vec::new();
+        self
+    }
+
     pub fn agent(&self, id: &str) -> Option<&AgentSettings> {
         self.agents.get(id)
     }

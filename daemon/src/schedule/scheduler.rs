@@ -5,7 +5,8 @@
 //! become `unknown` (the owner is told, nothing is run again) and the
 //! config's schedules are brought into the store.
 
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -15,6 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::agent::hub::Hub;
 use crate::config::Config;
+use crate::config::schedules::ScheduleFields;
 use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
 
 use super::clock::Clock;
@@ -43,6 +45,22 @@ struct Inner {
     changed: Notify,
     stop: CancellationToken,
     runs: TaskTracker,
+    /// A digest of the `[schedules.*]` tables last brought into the
+    /// store: the config in force keeps no copy of them to compare a
+    /// reload's with.
+    synced: Mutex<u64>,
+}
+
+/// A digest of a config's `[schedules.*]` tables.
+fn digest(schedules: &[(String, ScheduleFields)]) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    for (name, fields) in schedules {
+        name.hash(&mut h);
+        serde_json::to_string(fields)
+            .unwrap_or_default()
+            .hash(&mut h);
+    }
+    h.finish()
 }
 
 impl Scheduler {
@@ -60,6 +78,7 @@ impl Scheduler {
                 changed: Notify::new(),
                 stop: CancellationToken::new(),
                 runs: TaskTracker::new(),
+                synced: Mutex::new(digest(&[])),
             }),
         })
     }
@@ -122,6 +141,7 @@ impl Scheduler {
 
     /// Brings the store in line with `config`'s `[schedules.*]`.
     async fn sync(&self, config: &Config) {
+        *self.inner.synced.lock().unwrap_or_else(|e| e.into_inner()) = digest(&config.schedules);
         let ids: Vec<&str> = config.agents.keys().map(String::as_str).collect();
         let agents = Agents {
             ids: &ids,
@@ -236,8 +256,10 @@ impl Part for Scheduler {
         })
     }
 
-    fn reload(&self, old: &Config, new: &Config) -> Reloaded {
-        if old.schedules == new.schedules {
+    fn reload(&self, _old: &Config, new: &Config) -> Reloaded {
+        let unchanged =
+            *self.inner.synced.lock().unwrap_or_else(|e| e.into_inner()) == digest(&new.schedules);
+        if unchanged {
             return Reloaded::Unchanged;
         }
         let me = self.clone();

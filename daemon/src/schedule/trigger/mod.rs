@@ -1,9 +1,10 @@
 //! Event triggers (SPEC §13a): `[triggers.<name>]` fire the same targets
 //! as schedules when something happens — files land under a workspace
 //! glob ([`files`]), a supervised command exits or prints matching lines,
-//! a condition script answers yes ([`commands`]). Each trigger is one
-//! task that sleeps until its source says something (no polling: an idle
-//! trigger costs no wake-ups, a condition wakes only at its interval);
+//! a condition script answers yes ([`commands`]). A trigger sleeps until
+//! its source says something (no polling: an idle trigger costs no
+//! wake-ups, a condition wakes only at its interval) — the `files` ones
+//! together in one task, the others each in a task of its own;
 //! [`limit`] keeps its fires apart and under the hourly cap; [`event`]
 //! frames what it saw as data for the model.
 //!
@@ -211,38 +212,40 @@ impl Triggers {
         }
     }
 
-    /// Stops the triggers in force and starts `specs`.
+    /// Stops the triggers in force and starts `specs`: the `files` ones
+    /// in one task, each other one in a task of its own.
     fn watch(&self, specs: &[TriggerSpec]) {
         let cancel = self.inner.watchers.restart();
-        let files = Arc::new(files::FileEvents::default());
+        let mut files = Vec::new();
         for spec in specs {
-            let files = files.clone();
             let w = Watch {
                 triggers: self.clone(),
                 spec: Arc::new(spec.clone()),
                 cancel: cancel.clone(),
             };
             let limiter = Limiter::new(spec.limits);
-            tokio::spawn(async move {
-                match &w.spec.source {
-                    Source::Files { glob } => {
-                        let glob = glob.clone();
-                        files::watch(w, files, &glob, limiter).await
-                    }
-                    Source::Exits { command } => {
-                        let c = command.clone();
-                        commands::exits(w, &c, limiter).await
-                    }
-                    Source::Lines { command, pattern } => {
-                        let (c, p) = (command.clone(), pattern.clone());
-                        commands::lines(w, &c, &p, limiter).await
-                    }
-                    Source::Condition { script, every } => {
-                        let (s, e) = (script.clone(), *every);
-                        commands::condition(w, &s, e, limiter).await
-                    }
+            // One spawn per kind: a task is as large as its future, and
+            // a single `match` inside one would make every task as large
+            // as the largest.
+            match spec.source.clone() {
+                Source::Files { glob } => files.push((w, glob, limiter)),
+                Source::Exits { command } => {
+                    tokio::spawn(async move { commands::exits(w, &command, limiter).await });
                 }
-            });
+                Source::Lines { command, pattern } => {
+                    tokio::spawn(
+                        async move { commands::lines(w, &command, &pattern, limiter).await },
+                    );
+                }
+                Source::Condition { script, every } => {
+                    tokio::spawn(
+                        async move { commands::condition(w, &script, every, limiter).await },
+                    );
+                }
+            }
+        }
+        if !files.is_empty() {
+            tokio::spawn(files::watch_all(files));
         }
     }
 }
