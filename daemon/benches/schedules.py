@@ -9,6 +9,9 @@ the same daemon with nothing scheduled, in the same run.
   with `[memory] enabled = false`: what the schedules and triggers add is
   the difference between the two memory-off rows.
 - RSS added: VmRSS with the 1,000 + 100 minus VmRSS without (budget 1 MB),
+  each row the median of 3 starts; the headline figures from 6 starts of
+  each, alternating with the baseline (a start's code pages vary by some
+  0.5 MB),
   split into anonymous memory (what the daemon holds) and file pages (the
   code of the scheduler, the cron and time-zone crates, notify, touched
   once and shared with the page cache). A row with 2 schedules and 1
@@ -36,6 +39,8 @@ WINDOW = float(sys.argv[3]) if len(sys.argv) > 3 else 60.0
 
 SCHEDULES = 1000
 TRIGGERS = 100
+STARTS = 3
+PAIRS = 6
 
 
 def switches(pid):
@@ -92,7 +97,9 @@ def config(schedules, triggers, memory):
     return text
 
 
-def idle(schedules, triggers, memory):
+def idle(schedules, triggers, memory, window):
+    """One start: wake-ups per minute over `window` seconds (None for no
+    window) and the RSS once settled."""
     with tempfile.TemporaryDirectory(prefix="pincer-sched-bench-") as home:
         os.makedirs(f"{home}/workspace", exist_ok=True)
         for i in range(TRIGGERS):
@@ -118,13 +125,23 @@ def idle(schedules, triggers, memory):
                         raise SystemExit("the schedules never all came in")
                     time.sleep(0.5)
             time.sleep(5)  # settle: start-up work, first index pass
-            s0 = switches(p.pid)
-            time.sleep(WINDOW)
-            s1 = switches(p.pid)
-            return (s1 - s0) * 60.0 / WINDOW, rss_kb(p.pid)
+            wake = None
+            if window:
+                s0 = switches(p.pid)
+                time.sleep(window)
+                wake = (switches(p.pid) - s0) * 60.0 / window
+            return wake, rss_kb(p.pid)
         finally:
             p.terminate()
             p.wait()
+
+
+def measured(schedules, triggers, memory, window):
+    """Wake-ups from one start's window; each RSS figure the median of
+    STARTS starts (a start's RSS varies by some 100 kB)."""
+    wake, first = idle(schedules, triggers, memory, window)
+    rss = [first] + [idle(schedules, triggers, memory, None)[1] for _ in range(STARTS - 1)]
+    return wake, {k: statistics.median(r[k] for r in rss) for k in first}
 
 
 def precision():
@@ -150,41 +167,70 @@ def precision():
         return sorted(delays)
 
 
+def paired(base, load, n):
+    """RSS added by `load` over `base` (each a (schedules, triggers,
+    memory) tuple) over `n` starts of each, alternating so that both see
+    the same machine: the median and range of the differences, per
+    figure, in MB."""
+    diffs = {}
+    for _ in range(n):
+        a = idle(*base, None)[1]
+        b = idle(*load, None)[1]
+        for k in a:
+            diffs.setdefault(k, []).append((b[k] - a[k]) / 1024)
+    return {k: (statistics.median(v), min(v), max(v)) for k, v in diffs.items()}
+
+
 def main():
     rows = []
-    for schedules, triggers, memory, name in [
-        (0, 0, False, "nothing scheduled, memory off"),
-        (2, 1, False, "2 schedules (a cron, an at) + 1 file trigger, memory off"),
-        (SCHEDULES, TRIGGERS, False, f"{SCHEDULES:,} schedules + {TRIGGERS} file triggers, memory off"),
-        (0, 0, True, "nothing scheduled, memory watcher on (default)"),
-        (SCHEDULES, TRIGGERS, True, f"{SCHEDULES:,} schedules + {TRIGGERS} file triggers, memory watcher on"),
+    for schedules, triggers, memory, window, name in [
+        (0, 0, False, WINDOW, "nothing scheduled, memory off"),
+        (2, 1, False, None, "2 schedules (a cron, an at) + 1 file trigger, memory off"),
+        (SCHEDULES, 0, False, None, f"{SCHEDULES:,} schedules, memory off"),
+        (0, TRIGGERS, False, None, f"{TRIGGERS} file triggers, memory off"),
+        (SCHEDULES, TRIGGERS, False, WINDOW, f"{SCHEDULES:,} schedules + {TRIGGERS} file triggers, memory off"),
+        (0, 0, True, WINDOW, "nothing scheduled, memory watcher on (default)"),
+        (SCHEDULES, TRIGGERS, True, WINDOW, f"{SCHEDULES:,} schedules + {TRIGGERS} file triggers, memory watcher on"),
     ]:
-        wake, rss = idle(schedules, triggers, memory)
+        wake, rss = measured(schedules, triggers, memory, window)
         rows.append((name, wake, rss))
     delays = precision()
-    print(f"idle window {WINDOW:.0f} s per row")
+    print(f"idle window {WINDOW:.0f} s; RSS the median of {STARTS} starts per row")
     print()
     print("| pincerd (release) | wake-ups/min (all threads) | RSS | anonymous | file (code) |")
     print("|---|---|---|---|---|")
     for name, wake, rss in rows:
+        shown = "-" if wake is None else f"{wake:.0f}"
         print(
-            f"| {name} | {wake:.0f} | {rss['VmRSS'] / 1024:.1f} MB"
+            f"| {name} | {shown} | {rss['VmRSS'] / 1024:.1f} MB"
             f" | {rss['RssAnon'] / 1024:.1f} MB | {rss['RssFile'] / 1024:.1f} MB |"
         )
     print()
-    ours = rows[2][1] - rows[0][1]
-    watcher = rows[3][1] - rows[0][1]
+    ours = rows[4][1] - rows[0][1]
+    watcher = rows[5][1] - rows[0][1]
     print(f"schedules + triggers add {ours:+.0f} wake-ups/min (memory off); the memory watcher's own: {watcher:+.0f}/min")
     for (label, a, b) in [
-        (f"{SCHEDULES:,} schedules + {TRIGGERS} triggers over nothing (memory off)", 0, 2),
-        (f"{SCHEDULES:,} schedules + {TRIGGERS} triggers over nothing (memory on)", 3, 4),
+        (f"{SCHEDULES:,} schedules + {TRIGGERS} triggers over nothing (memory on, the default)", 5, 6),
+        (f"{SCHEDULES:,} schedules + {TRIGGERS} triggers over nothing (memory off)", 0, 4),
+        (f"{SCHEDULES:,} schedules alone (memory off)", 0, 2),
+        (f"{TRIGGERS} triggers alone (memory off)", 0, 3),
         ("the first 2 schedules + 1 trigger over nothing (memory off)", 0, 1),
-        (f"the other {SCHEDULES - 2:,} schedules + {TRIGGERS - 1} triggers (memory off)", 1, 2),
+        (f"the other {SCHEDULES - 2:,} schedules + {TRIGGERS - 1} triggers (memory off)", 1, 4),
     ]:
         d = {k: (rows[b][2][k] - rows[a][2][k]) / 1024 for k in rows[a][2]}
         print(
             f"RSS added by {label}: {d['VmRSS']:+.2f} MB"
             f" = anonymous {d['RssAnon']:+.2f} MB + code pages touched {d['RssFile']:+.2f} MB"
+        )
+    for memory, label in [(True, "memory on, the default"), (False, "memory off")]:
+        d = paired((0, 0, memory), (SCHEDULES, TRIGGERS, memory), PAIRS)
+        shown = " + ".join(
+            f"{what} {d[k][0]:+.2f} MB ({d[k][1]:+.2f} to {d[k][2]:+.2f})"
+            for k, what in [("RssAnon", "anonymous"), ("RssFile", "code pages touched")]
+        )
+        print(
+            f"RSS added, {PAIRS} alternating starts ({label}): median {d['VmRSS'][0]:+.2f} MB"
+            f" ({d['VmRSS'][1]:+.2f} to {d['VmRSS'][2]:+.2f}) = {shown}"
         )
     print("budget: 1 MB added")
     if delays:

@@ -37,6 +37,7 @@ pub use locate::{ConfigError, Problem};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use bindings::Binding;
@@ -83,8 +84,9 @@ pub struct Config {
     /// brings them into its store at start and reload. Empty in the
     /// config in force ([`Config::into_in_force`]).
     pub schedules: Vec<(String, schedules::ScheduleFields)>,
-    /// `[triggers.<name>]`, checked, by name.
-    pub triggers: Vec<triggers::TriggerSpec>,
+    /// `[triggers.<name>]`, checked, by name; shared with the tasks that
+    /// watch them.
+    pub triggers: Vec<Arc<triggers::TriggerSpec>>,
     /// `[heartbeat.<agent id>]`, checked.
     pub heartbeats: Vec<heartbeat::HeartbeatSpec>,
     /// A hash of the file's text (0 without a file): tells whether the

@@ -3,6 +3,7 @@
 //! schedule, checked by the same functions) and how often it may fire
 //! ([`Limits`]). [`TriggerFields::check`] is the one check.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::SignedDuration;
@@ -225,8 +226,8 @@ pub(super) fn from_file(
     file: &super::file::ConfigFile,
     agents: &[&str],
     default_agent: &str,
-) -> Result<Vec<TriggerSpec>, super::locate::ConfigError> {
-    let mut out = Vec::new();
+) -> Result<Vec<Arc<TriggerSpec>>, super::locate::ConfigError> {
+    let mut out = Vec::with_capacity(file.triggers.len());
     for (name, section) in &file.triggers {
         let at = |e: FieldError| {
             let key = if e.key.is_empty() {
@@ -244,12 +245,12 @@ pub(super) fn from_file(
                 ),
             )));
         }
-        out.push(
+        out.push(Arc::new(
             section
                 .get_ref()
                 .check(name, agents, default_agent)
                 .map_err(at)?,
-        );
+        ));
     }
     Ok(out)
 }

@@ -16,7 +16,6 @@ use tokio_util::task::TaskTracker;
 
 use crate::agent::hub::Hub;
 use crate::config::Config;
-use crate::config::schedules::ScheduleFields;
 use crate::lifecycle::{Part, Reloaded, StartFuture, StopFuture};
 
 use super::clock::Clock;
@@ -45,16 +44,16 @@ struct Inner {
     changed: Notify,
     stop: CancellationToken,
     runs: TaskTracker,
-    /// A digest of the `[schedules.*]` tables last brought into the
-    /// store: the config in force keeps no copy of them to compare a
+    /// A digest of the `[schedules.*]` tables the last sync brought into
+    /// the store: the config in force keeps no copy of them to compare a
     /// reload's with.
-    synced: Mutex<u64>,
+    synced: Mutex<Option<u64>>,
 }
 
 /// A digest of a config's `[schedules.*]` tables.
-fn digest(schedules: &[(String, ScheduleFields)]) -> u64 {
+fn digest(config: &Config) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    for (name, fields) in schedules {
+    for (name, fields) in &config.schedules {
         name.hash(&mut h);
         serde_json::to_string(fields)
             .unwrap_or_default()
@@ -78,7 +77,7 @@ impl Scheduler {
                 changed: Notify::new(),
                 stop: CancellationToken::new(),
                 runs: TaskTracker::new(),
-                synced: Mutex::new(digest(&[])),
+                synced: Mutex::new(None),
             }),
         })
     }
@@ -141,7 +140,6 @@ impl Scheduler {
 
     /// Brings the store in line with `config`'s `[schedules.*]`.
     async fn sync(&self, config: &Config) {
-        *self.inner.synced.lock().unwrap_or_else(|e| e.into_inner()) = digest(&config.schedules);
         let ids: Vec<&str> = config.agents.keys().map(String::as_str).collect();
         let agents = Agents {
             ids: &ids,
@@ -149,6 +147,7 @@ impl Scheduler {
         };
         match tick::sync_config(&self.inner.store, &config.schedules, &agents, self.now()).await {
             Ok(problems) => {
+                *self.inner.synced.lock().unwrap_or_else(|e| e.into_inner()) = Some(digest(config));
                 for p in problems {
                     tracing::warn!("{p}");
                 }
@@ -257,9 +256,8 @@ impl Part for Scheduler {
     }
 
     fn reload(&self, _old: &Config, new: &Config) -> Reloaded {
-        let unchanged =
-            *self.inner.synced.lock().unwrap_or_else(|e| e.into_inner()) == digest(&new.schedules);
-        if unchanged {
+        let synced = *self.inner.synced.lock().unwrap_or_else(|e| e.into_inner());
+        if synced == Some(digest(new)) {
             return Reloaded::Unchanged;
         }
         let me = self.clone();

@@ -74,13 +74,6 @@ impl FileTrigger {
         // Names are matched as notify reports them: under the
         // workspace's real path.
         let workspace = std::fs::canonicalize(&workspace).unwrap_or(workspace);
-        let glob_parsed = match globset::Glob::new(glob) {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::error!(trigger = %name, error = %e, "the glob does not compile");
-                return None;
-            }
-        };
         let dir = existing(&workspace, &base_of(glob));
         if let Err(e) = watcher.watch(&dir, RecursiveMode::Recursive) {
             tracing::error!(trigger = %name, folder = %dir.display(), error = %e, "cannot watch the folder");
@@ -89,7 +82,7 @@ impl FileTrigger {
         tracing::info!(trigger = %name, folder = %dir.display(), "watching files {glob}");
         Some(Self {
             dir,
-            burst: Burst::new(workspace, glob_parsed, limiter),
+            burst: Burst::new(workspace, glob, limiter),
             w,
         })
     }
@@ -133,6 +126,7 @@ pub async fn watch_all(triggers: Vec<(Watch, String, Limiter)>) {
         .into_iter()
         .filter_map(|(w, glob, limiter)| FileTrigger::new(w, &glob, limiter, &mut watcher))
         .collect();
+    list.shrink_to_fit();
     let Some(any) = list.first().map(|t| t.w.clone()) else {
         return;
     };
@@ -200,11 +194,11 @@ struct Burst {
 }
 
 impl Burst {
-    fn new(workspace: PathBuf, glob: globset::Glob, limiter: Limiter) -> Self {
+    fn new(workspace: PathBuf, glob: &str, limiter: Limiter) -> Self {
         Self {
             workspace,
             matcher: Matcher {
-                glob,
+                glob: glob.into(),
                 compiled: None,
             },
             pending: BTreeSet::new(),
@@ -290,16 +284,23 @@ impl Burst {
 /// compiled glob is a regex of several kilobytes, which a hundred idle
 /// triggers would hold for nothing.
 struct Matcher {
-    glob: globset::Glob,
-    compiled: Option<globset::GlobMatcher>,
+    /// As written (the config checked that it compiles).
+    glob: Box<str>,
+    compiled: Option<Box<globset::GlobMatcher>>,
 }
 
 impl Matcher {
     fn is_match(&mut self, rel: &Path) -> bool {
-        let glob = &self.glob;
-        self.compiled
-            .get_or_insert_with(|| glob.compile_matcher())
-            .is_match(rel)
+        if self.compiled.is_none() {
+            match globset::Glob::new(&self.glob) {
+                Ok(g) => self.compiled = Some(Box::new(g.compile_matcher())),
+                Err(e) => {
+                    tracing::error!(glob = %self.glob, error = %e, "the glob does not compile");
+                    return false;
+                }
+            }
+        }
+        self.compiled.as_ref().is_some_and(|m| m.is_match(rel))
     }
 }
 
@@ -339,7 +340,7 @@ mod tests {
     fn burst(min_interval: u64) -> Burst {
         Burst::new(
             PathBuf::from("/ws"),
-            globset::Glob::new("inbox/**/*.pdf").unwrap(),
+            "inbox/**/*.pdf",
             Limiter::new(Limits {
                 min_interval: Duration::from_secs(min_interval),
                 per_hour: 10,

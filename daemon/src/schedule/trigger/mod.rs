@@ -214,13 +214,13 @@ impl Triggers {
 
     /// Stops the triggers in force and starts `specs`: the `files` ones
     /// in one task, each other one in a task of its own.
-    fn watch(&self, specs: &[TriggerSpec]) {
+    fn watch(&self, specs: &[Arc<TriggerSpec>]) {
         let cancel = self.inner.watchers.restart();
         let mut files = Vec::new();
         for spec in specs {
             let w = Watch {
                 triggers: self.clone(),
-                spec: Arc::new(spec.clone()),
+                spec: spec.clone(),
                 cancel: cancel.clone(),
             };
             let limiter = Limiter::new(spec.limits);
