@@ -208,8 +208,8 @@ impl Runtime {
         self.outbox.get().cloned()
     }
 
-    /// A runtime serving `config` (a `Config`, or the daemon's one shared
-    /// copy: 1,000 schedules in the file are 0.4 MB, not to be held twice).
+    /// A runtime serving `config`: a `Config`, or the copy the daemon
+    /// shares with it rather than holding a second one.
     pub fn new(
         home: Home,
         registry: Registry,

@@ -273,8 +273,7 @@ impl ScheduleStore {
                 Ok(rows)
             })
             .await?;
-        // Sorted here: an ORDER BY would walk the names' index, every
-        // row, instead of the deadlines' indexes.
+        // Sorted here, not by the query (see [`DUE`]).
         let mut rows = rows
             .into_iter()
             .map(RawSchedule::read)

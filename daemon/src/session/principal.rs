@@ -80,9 +80,7 @@ impl Principal {
             }
         }
     }
-}
 
-impl Principal {
     /// The non-owner whose folder holds `rel` (a path relative to the
     /// workspace), read back from [`Principal::folder`]'s names:
     /// `inbox/telegram-dm-42/a.pdf` is telegram user 42's. `None` for a
