@@ -5,7 +5,7 @@
 # a virtual environment;
 # the BFCL v4 data; the MiniLM embedding model (fetched by pincerd itself, so this builds it); the MCP servers and conformance suite from npm; and
 # the Telegram Bot API emulator telegram-test-api and the Discord server crabline
-# (@openclaw/crabline, on Node 22) from npm, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
+# (@openclaw/crabline, on Node 22) from npm, cargo-deb and mdbook from crates.io, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
 # repeatedly: it does nothing when the pinned versions are already there.
 set -euo pipefail
 
@@ -202,6 +202,23 @@ for tool in dpkg-deb dpkg-shlibdeps xz strip; do
   command -v "$tool" >/dev/null 2>&1 || {
     echo "tests/setup.sh: $tool is missing; the .deb test needs it (apt-get install dpkg-dev xz-utils binutils)" >&2; exit 1; }
 done
+
+# mdBook (crates.io, MPL-2.0) for the user guide in docs/: the book test
+# (tests/e2e/book.rs) builds it and checks its links, offline. Only the
+# `search` feature: no live-reload server or file watcher to build (about a
+# minute on 2 cores).
+mdbook_version=0.5.4
+mdbook_root="$peers/mdbook"
+if [ -x "$mdbook_root/bin/mdbook" ] &&
+   [ "$("$mdbook_root/bin/mdbook" --version 2>/dev/null)" = "mdbook v$mdbook_version" ]; then
+  echo "mdbook $mdbook_version already installed in $mdbook_root"
+else
+  echo "installing mdbook $mdbook_version into $mdbook_root"
+  cargo install mdbook --version "$mdbook_version" --locked --no-default-features \
+    --features search --root "$mdbook_root" --quiet
+  "$mdbook_root/bin/mdbook" --version >/dev/null || {
+    echo "tests/setup.sh: mdbook did not install correctly" >&2; exit 1; }
+fi
 
 # dbus-daemon (Debian package dbus) for the `pincer service` tests: they
 # start a private bus and serve a fake systemd and logind on it.

@@ -37,7 +37,7 @@ pub async fn run(ctx: &Ctx, command: ChannelsCommand) -> Result<u8, CliError> {
     }
     if channels.is_empty() {
         outln!(
-            "no chat channels are configured (add [channels.telegram] to config.toml; README \"Telegram\")"
+            "no chat channels are configured (add [channels.telegram] or [channels.discord] to config.toml; the guide: docs/src/channels/index.md)"
         );
         return Ok(0);
     }

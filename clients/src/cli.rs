@@ -361,7 +361,7 @@ pub enum SchedulesCommand {
     },
 }
 
-/// The fields of a schedule, as options (README "Schedules" explains each).
+/// The fields of a schedule, as options (the guide's docs/src/schedules.md explains each).
 #[derive(Args, Clone, Default)]
 pub struct ScheduleArgs {
     /// A cron expression: 5 fields, or 6 with seconds first (`0 8 * * mon-fri`).

@@ -2,7 +2,8 @@
 //! `{provider}` and `{model}` lines are filled by `init.rs`), the six
 //! bootstrap files of the default workspace and a starter skill.
 
-pub const CONFIG: &str = r#"# pincer configuration. Reference: README.md ("Configuration").
+pub const CONFIG: &str = r#"# pincer configuration. Every key: the guide's configuration reference
+# (docs/src/config-reference.md in pincer's source).
 # Secrets are never written here: name an environment variable
 # (api_key_env) or a file in PINCER_HOME/secrets/ (api_key_file).
 # After editing: `pincer config check`, then `pincer config reload`.
@@ -29,7 +30,7 @@ model = "default"
 # prompt_mode = "auto"            # full | minimal | none; auto = minimal for windows <= 16k
 # tools = { allow = [], deny = ["exec"] }
 
-# [context]                       # prompt caps and compaction (README "Context")
+# [context]                       # prompt caps and compaction (the guide: "Context")
 # keep_tool_results = 5
 # reserve_tokens = 20000          # compact when the prompt nears the window
 # compaction_model = "default"

@@ -418,7 +418,7 @@ async fn list(
     }
     if r.workflows.is_empty() {
         outln!(
-            "agent {} has no workflows; write one as {}/<name>.toml (README: \"Workflows\")",
+            "agent {} has no workflows; write one as {}/<name>.toml (the guide: docs/src/workflows.md)",
             r.agent,
             r.dir
         );

@@ -606,7 +606,7 @@ async fn check_discord(channel: &crate::config::ChannelSettings, subject: String
                 Level::Error,
                 subject.clone(),
                 format!(
-                    "the bot cannot see channel {}: invite it to the channel's guild (the invite link in README's Discord guide), give it View Channel and Send Messages in that channel, or check the id in [channels.discord]",
+                    "the bot cannot see channel {}: invite it to the channel's guild (the invite link in the guide, docs/src/channels/discord.md), give it View Channel and Send Messages in that channel, or check the id in [channels.discord]",
                     c.id
                 ),
             ),
@@ -633,7 +633,7 @@ async fn check_discord(channel: &crate::config::ChannelSettings, subject: String
                 Level::Error,
                 subject.clone(),
                 format!(
-                    "the bot is not in guild {}: invite it with the link in README's Discord guide, or check the id in [channels.discord.guilds]",
+                    "the bot is not in guild {}: invite it with the link in the guide (docs/src/channels/discord.md), or check the id in [channels.discord.guilds]",
                     g.id
                 ),
             )),

@@ -8,7 +8,7 @@
 //!
 //! A case passes when pincer agrees with cronsim (which follows Debian cron
 //! at DST changes, the semantics pincer has) or, where cronsim errs, with
-//! croniter. What is documented (README, "Schedules") and allowed:
+//! croniter. What is documented (the guide, docs/src/schedules.md) and allowed:
 //! - started inside a fold's second pass, cronsim answers a fixed-hour
 //!   expression's first-pass time, before the start: such answers are
 //!   dropped (no next fire can be before the start);

@@ -211,7 +211,7 @@ async fn status_shows_a_missing_provider_key() {
     );
 }
 
-/// README's Troubleshooting says doctor lists the files memory skipped;
+/// The guide's Troubleshooting says doctor lists the files memory skipped;
 /// it now does, from the index status `pincer memory status` shows.
 #[tokio::test(flavor = "multi_thread")]
 async fn doctor_lists_the_memory_files_that_were_skipped() {

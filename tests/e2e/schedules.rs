@@ -821,27 +821,23 @@ async fn a_run_that_cannot_reach_the_model_is_retried_after_5_15_and_30_minutes(
     );
 }
 
-/// The README's examples of schedules, triggers and the heartbeat are a
-/// config pincerd accepts, all together.
+/// The guide's examples of schedules, triggers and the heartbeat
+/// (`docs/src/schedules.md`, `docs/src/triggers.md`) are a config pincerd
+/// accepts, all together.
 #[test]
-fn the_readmes_schedule_trigger_and_heartbeat_examples_are_valid_config() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+fn the_guides_schedule_trigger_and_heartbeat_examples_are_valid_config() {
     let mut config = String::from("[channels.telegram]\nowner = \"1\"\n");
-    for section in ["## Schedules", "## Triggers", "## Heartbeat"] {
-        let start = readme
-            .find(&format!("\n{section}\n"))
-            .unwrap_or_else(|| panic!("README has no {section}"));
-        let end = readme[start + 4..]
-            .find("\n## ")
-            .map_or(readme.len(), |e| start + 4 + e);
+    for chapter in ["schedules.md", "triggers.md"] {
+        let path = format!("{}/../docs/src/{chapter}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
         let mut blocks = 0;
-        for block in readme[start..end].split("```toml\n").skip(1) {
+        for block in text.split("```toml\n").skip(1) {
             config.push_str(block.split("```").next().unwrap());
             blocks += 1;
         }
-        assert!(blocks > 0, "{section} has no toml example");
+        assert!(blocks > 0, "{chapter} has no toml example");
     }
+    assert!(config.contains("[heartbeat."), "no heartbeat example: {config}");
     let home = TestHome::new();
     home.write_config(&config);
     let workflows = home.workspace().join("workflows");

@@ -460,7 +460,7 @@ arguments = {{ path = "shipped.txt", content = "{{{{ steps.ok.output.data.versio
     }
 }
 
-/// README's flow from the phone: `/run` a workflow in the owner's DM, the
+/// The guide's flow from the phone: `/run` a workflow in the owner's DM, the
 /// run halts at its approval, the owner presses Approve, the run goes on.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workflow_run_from_the_owners_chat_is_approved_with_a_button() {

@@ -1,5 +1,5 @@
-//! README's example workflow, walked through as a user would (issue 25's
-//! "done when"): the example is read out of README.md itself, checked,
+//! The guide's example workflow, walked through as a user would (issue 25's
+//! "done when"): the example is read out of `docs/src/workflows.md` itself, checked,
 //! dry-run and drawn; run from the owner's Telegram chat with `/run`;
 //! halted at its approval, pincerd killed, the approval pressed on the
 //! phone after the restart; the summary remembered and sent once, the new
@@ -13,11 +13,13 @@ use crate::telegram::{OWNER, Rig, rig, text};
 use crate::telegram_approvals::{approval_id, until};
 use crate::workflows::status_until;
 
-/// The first TOML block of README's "Workflows" section.
-fn readme_example() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("README.md");
-    let section = &readme[readme.find("## Workflows").expect("a Workflows section")..];
+/// The first TOML block of the guide's "Workflows" chapter.
+fn guide_example() -> String {
+    let section = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/src/workflows.md"
+    ))
+    .expect("docs/src/workflows.md");
     let start = section.find("```toml\n").expect("a TOML example") + "```toml\n".len();
     let end = section[start..].find("```").expect("the example's end");
     section[start..start + end].to_string()
@@ -26,11 +28,11 @@ fn readme_example() -> String {
 const SUMMARY: &str = "Ana moves the meeting to Friday. Bo needs the keys.";
 
 #[tokio::test(flavor = "multi_thread")]
-async fn readmes_example_is_checked_run_from_the_phone_survives_a_kill_and_replays() {
+async fn the_guides_example_is_checked_run_from_the_phone_survives_a_kill_and_replays() {
     let mut r = rig("tools = { profile = \"full\" }", "").await;
     let ws = r.home.workspace();
     std::fs::create_dir_all(ws.join("workflows")).unwrap();
-    std::fs::write(ws.join("workflows/summarise.toml"), readme_example()).unwrap();
+    std::fs::write(ws.join("workflows/summarise.toml"), guide_example()).unwrap();
     let notes = ws.join("inbox/notes");
     std::fs::create_dir_all(&notes).unwrap();
     std::fs::write(notes.join("a.md"), "Ana: the meeting moves to Friday.\n").unwrap();

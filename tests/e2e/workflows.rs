@@ -5,7 +5,7 @@
 use pincer_testkit::harness::{TestHome, provider_config};
 use pincer_testkit::scripted::{ScriptedLlm, Step};
 
-/// A shorter form of README's example workflow.
+/// A shorter form of the guide's example workflow (docs/src/workflows.md).
 const SUMMARISE: &str = r#"
 description = "Summarise the notes in a folder, ask before sending, remember it, send it"
 

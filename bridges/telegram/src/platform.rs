@@ -247,7 +247,7 @@ impl Platform for Telegram {
         text: &'a str,
         formatting: Formatting,
         buttons: &'a [Button],
-        // `sendMessage` has no idempotency key (README: the one window).
+        // `sendMessage` has no idempotency key (docs/src/channels/telegram.md: the one window).
         _once: Option<&'a str>,
     ) -> BoxFuture<'a, Result<String, SendError>> {
         Box::pin(self.send_message(to, text, formatting, buttons))

@@ -1,6 +1,6 @@
 //! The chat's local commands and keys: what `pincer chat` handles itself
 //! and never sends to the model. `COMMANDS` and `KEYS` are the one list
-//! of them; `/help` prints it and README repeats it.
+//! of them; `/help` prints it and the guide (docs/src/cli.md) repeats it.
 
 /// What a local command does.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -31,6 +31,9 @@ pub mod triggers;
 mod url;
 pub mod when;
 
+#[cfg(test)]
+mod reference_tests;
+
 pub use load::load;
 pub use locate::{ConfigError, Problem};
 
@@ -374,8 +377,8 @@ pub struct ToolSettings {
     pub subagents: SubagentLimits,
 }
 
-/// How `exec` is confined by the operating system (`[tools.exec]`; README
-/// "The exec sandbox"). Hooks and stdio MCP servers that set
+/// How `exec` is confined by the operating system (`[tools.exec]`; the
+/// guide's docs/src/sandbox.md). Hooks and stdio MCP servers that set
 /// `sandbox = true` get the same confinement.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecSandboxSettings {

@@ -18,7 +18,7 @@
 //!   removes.
 //!
 //! The tests compare this with two oracles, cronsim (Debian cron's rules)
-//! and croniter; the differences are listed in README's "Schedules".
+//! and croniter; the differences are listed in the guide's docs/src/schedules.md.
 
 use std::fmt;
 use std::str::FromStr;
