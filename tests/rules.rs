@@ -284,18 +284,28 @@ fn a_long_file_says_why() {
         let explained = code
             .lines()
             .take_while(|l| l.starts_with("//!") || l.trim().is_empty())
-            .any(|l| l.trim_start_matches("//!").trim_start().starts_with("Long because"));
+            .any(|l| {
+                l.trim_start_matches("//!")
+                    .trim_start()
+                    .starts_with("Long because")
+            });
         if !explained && !LONG_FILES_LEFT.contains(&file.as_str()) {
             unexplained.push(format!("{file}: {lines} lines of code"));
         }
     }
-    let stale: Vec<_> = LONG_FILES_LEFT.iter().filter(|f| !long.contains(**f)).collect();
+    let stale: Vec<_> = LONG_FILES_LEFT
+        .iter()
+        .filter(|f| !long.contains(**f))
+        .collect();
     assert!(
         unexplained.is_empty(),
         "files over {MAX_LINES} lines of code: split them by noun, or say at the top why not (a `//! Long because …` line):\n{}",
         unexplained.join("\n")
     );
-    assert!(stale.is_empty(), "no longer long; remove from LONG_FILES_LEFT: {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "no longer long; remove from LONG_FILES_LEFT: {stale:?}"
+    );
 }
 
 /// The workspace crates named in a manifest's `[dependencies]` (build and
@@ -347,7 +357,11 @@ fn every_workspace_crate_has_its_rule() {
         .and_then(|(_, rest)| rest.split_once(']'))
         .map(|(list, _)| list)
         .expect("the workspace members");
-    for member in members.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()) {
+    for member in members
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+    {
         assert!(
             CRATE_DEPS.iter().any(|(dir, _)| *dir == member),
             "{member} has no entry in CRATE_DEPS"
@@ -358,8 +372,14 @@ fn every_workspace_crate_has_its_rule() {
 #[test]
 fn the_seam_finder_sees_what_it_should() {
     assert!(result_of_string("pub fn a() -> Result<(), String> {"));
-    assert!(result_of_string("fn b() -> BoxFuture<'a, Result<Vec<String>, String>>;"));
+    assert!(result_of_string(
+        "fn b() -> BoxFuture<'a, Result<Vec<String>, String>>;"
+    ));
     assert!(!result_of_string("pub fn c() -> Result<String, Error> {"));
-    assert!(!result_of_string("pub fn d() -> Result<Map<String, Value>, E> {"));
-    assert!(result_of_string("pub fn e() -> Result<Map<String, Value>, String> {"));
+    assert!(!result_of_string(
+        "pub fn d() -> Result<Map<String, Value>, E> {"
+    ));
+    assert!(result_of_string(
+        "pub fn e() -> Result<Map<String, Value>, String> {"
+    ));
 }

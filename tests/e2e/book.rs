@@ -135,16 +135,29 @@ fn the_guide_builds_and_every_link_in_it_holds() {
             } else {
                 page.parent().expect("a folder").join(file)
             };
-            let relative = page.strip_prefix(out.path()).unwrap_or(&page).display().to_string();
+            let relative = page
+                .strip_prefix(out.path())
+                .unwrap_or(&page)
+                .display()
+                .to_string();
             if !target.is_file() {
                 broken.push(format!("{relative}: {link} (no such page)"));
             } else if !fragment.is_empty() && !has_id(&target, fragment) {
-                broken.push(format!("{relative}: {link} (no heading `#{fragment}` there)"));
+                broken.push(format!(
+                    "{relative}: {link} (no heading `#{fragment}` there)"
+                ));
             }
         }
     }
-    assert!(checked > 50, "only {checked} links found: is the book's HTML laid out as expected?");
-    assert!(broken.is_empty(), "broken links in the guide:\n{}", broken.join("\n"));
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the book's HTML laid out as expected?"
+    );
+    assert!(
+        broken.is_empty(),
+        "broken links in the guide:\n{}",
+        broken.join("\n")
+    );
 }
 
 #[test]
@@ -165,14 +178,21 @@ fn every_chapter_is_in_the_summary() {
             if path.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "md") {
-                let rel = path.strip_prefix(&src).expect("inside").display().to_string();
+                let rel = path
+                    .strip_prefix(&src)
+                    .expect("inside")
+                    .display()
+                    .to_string();
                 if rel != "SUMMARY.md" && !listed.contains(&rel) {
                     orphans.push(rel);
                 }
             }
         }
     }
-    assert!(orphans.is_empty(), "chapters missing from docs/src/SUMMARY.md: {orphans:?}");
+    assert!(
+        orphans.is_empty(),
+        "chapters missing from docs/src/SUMMARY.md: {orphans:?}"
+    );
 }
 
 /// The repository's front pages link to files that exist, and into the
@@ -184,7 +204,11 @@ fn the_front_pages_link_to_what_exists() {
     let mut broken = Vec::new();
     for doc in ["README.md", "CONTRIBUTING.md", "ARCHITECTURE.md"] {
         let text = std::fs::read_to_string(root.join(doc)).expect(doc);
-        for link in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+        for link in text
+            .split("](")
+            .skip(1)
+            .filter_map(|rest| rest.split(')').next())
+        {
             if external(link) || link.starts_with('#') {
                 continue;
             }
@@ -200,7 +224,9 @@ fn the_front_pages_link_to_what_exists() {
                 .strip_prefix("docs/src/")
                 .map(|chapter| out.path().join(chapter.replace(".md", ".html")));
             if page.is_none_or(|page| !has_id(&page, fragment)) {
-                broken.push(format!("{doc}: {link} (no heading `#{fragment}` in the guide)"));
+                broken.push(format!(
+                    "{doc}: {link} (no heading `#{fragment}` in the guide)"
+                ));
             }
         }
     }

@@ -837,7 +837,10 @@ fn the_guides_schedule_trigger_and_heartbeat_examples_are_valid_config() {
         }
         assert!(blocks > 0, "{chapter} has no toml example");
     }
-    assert!(config.contains("[heartbeat."), "no heartbeat example: {config}");
+    assert!(
+        config.contains("[heartbeat."),
+        "no heartbeat example: {config}"
+    );
     let home = TestHome::new();
     home.write_config(&config);
     let workflows = home.workspace().join("workflows");

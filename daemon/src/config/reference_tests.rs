@@ -161,7 +161,11 @@ impl<'de> Deserializer<'de> for Tracer<'_> {
                 if name == SPANNED {
                     // The span's offsets and the value, which stays at the
                     // key's own path.
-                    let path = if field == SPANNED_VALUE { self.path.to_owned() } else { String::new() };
+                    let path = if field == SPANNED_VALUE {
+                        self.path.to_owned()
+                    } else {
+                        String::new()
+                    };
                     (field, path)
                 } else {
                     let path = Self::child(self.path, field);
@@ -197,7 +201,10 @@ impl<'de> SeqAccess<'de> for OneElement<'_> {
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, TraceError> {
-        self.0.take().map(|tracer| seed.deserialize(tracer)).transpose()
+        self.0
+            .take()
+            .map(|tracer| seed.deserialize(tracer))
+            .transpose()
     }
 }
 
@@ -224,7 +231,10 @@ impl<'de> MapAccess<'de> for Fields<'_> {
             .map(Some)
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, TraceError> {
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, TraceError> {
         let path = self.value.take().unwrap_or_default();
         seed.deserialize(Tracer {
             path: &path,
@@ -242,7 +252,11 @@ fn keys_in_code() -> BTreeSet<String> {
         keys: &keys,
     });
     // A failure would leave the fields after it untraced.
-    assert!(traced.is_ok(), "tracing the config's types failed: {:?}", traced.err());
+    assert!(
+        traced.is_ok(),
+        "tracing the config's types failed: {:?}",
+        traced.err()
+    );
     keys.into_inner()
 }
 
@@ -271,7 +285,9 @@ fn keys_in_reference(text: &str) -> BTreeSet<String> {
                 keys.insert(table.clone());
             }
         } else if let Some(cell) = line.strip_prefix("| `") {
-            let Some(key) = cell.split('`').next() else { continue };
+            let Some(key) = cell.split('`').next() else {
+                continue;
+            };
             keys.insert(Tracer::child(&table, key));
         }
     }
@@ -290,12 +306,24 @@ fn first_code_span(line: &str) -> Option<&str> {
 /// type, so the list cannot outlive the refusal.
 const REFUSED: &[(&str, &str)] = &[
     ("channels.discord.mode", "mode = \"polling\""),
-    ("channels.discord.poll_timeout_secs", "poll_timeout_secs = 30"),
-    ("channels.discord.webhook", "webhook = { url = \"https://a.example\" }"),
+    (
+        "channels.discord.poll_timeout_secs",
+        "poll_timeout_secs = 30",
+    ),
+    (
+        "channels.discord.webhook",
+        "webhook = { url = \"https://a.example\" }",
+    ),
     ("channels.telegram.guilds", "guilds = { \"1\" = {} }"),
-    ("channels.telegram.message_content", "message_content = true"),
+    (
+        "channels.telegram.message_content",
+        "message_content = true",
+    ),
     ("channels.telegram.catch_up_hours", "catch_up_hours = 1"),
-    ("channels.telegram.catch_up_messages", "catch_up_messages = 1"),
+    (
+        "channels.telegram.catch_up_messages",
+        "catch_up_messages = 1",
+    ),
     (
         "channels.telegram.groups.<name>.allow_roles",
         "allow_roles = [\"1\"]",
@@ -304,7 +332,10 @@ const REFUSED: &[(&str, &str)] = &[
 
 #[test]
 fn every_key_in_the_code_has_an_entry_in_the_reference_and_the_reverse() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/src/config-reference.md");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/src/config-reference.md"
+    );
     let text = std::fs::read_to_string(path).expect("the configuration reference");
     let refused: BTreeSet<String> = REFUSED
         .iter()
