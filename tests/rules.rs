@@ -26,7 +26,8 @@ const CRATE_DEPS: &[(&str, &[&str])] = &[
     ("proto", &[]),
     ("daemon/fs", &[]),
     ("daemon/memory", &[]),
-    ("bridges/channel", &["pincer-fs"]),
+    ("daemon/migrate", &[]),
+    ("bridges/channel", &["pincer-fs", "pincer-migrate"]),
     ("bridges/telegram", &["pincer-channel", "pincer-fs"]),
     ("bridges/discord", &["pincer-channel"]),
     ("packaging", &[]),
@@ -39,6 +40,7 @@ const CRATE_DEPS: &[(&str, &[&str])] = &[
             "pincer-discord",
             "pincer-memory",
             "pincer-fs",
+            "pincer-migrate",
         ],
     ),
     ("clients", &["pincer-proto", "pincer-service"]),
@@ -177,75 +179,14 @@ fn string_seams(path: &Path) -> Vec<String> {
     seams
 }
 
-/// Seams that still carry a `String` error, by file: the work left of
-/// issue 27. The list only shrinks: a seam not listed fails, and so does
-/// a file listed with no such seam left.
-const STRING_SEAMS_LEFT: &[(&str, usize)] = &[
-    ("bridges/discord/src/check.rs", 2),
-    ("bridges/discord/src/rest.rs", 1),
-    ("bridges/telegram/src/api.rs", 1),
-    ("bridges/telegram/src/me.rs", 1),
-    ("bridges/telegram/src/webhook.rs", 1),
-    ("daemon/src/agent/compaction.rs", 1),
-    ("daemon/src/agent/session_log.rs", 1),
-    ("daemon/src/agent/tool_step.rs", 3),
-    ("daemon/src/config/channels.rs", 2),
-    ("daemon/src/config/secret.rs", 1),
-    ("daemon/src/config/tool_names.rs", 1),
-    ("daemon/src/config/url.rs", 1),
-    ("daemon/src/lifecycle.rs", 1),
-    ("daemon/src/llm/toolcall/hermes.rs", 2),
-    ("daemon/src/llm/toolcall/xml.rs", 2),
-    ("daemon/src/memory.rs", 2),
-    ("daemon/src/sandbox/landlock.rs", 1),
-    ("daemon/src/sandbox/mod.rs", 1),
-    ("daemon/src/sandbox/seccomp.rs", 2),
-    ("daemon/src/schedule/trigger/process.rs", 2),
-    ("daemon/src/server/daemon.rs", 1),
-    ("daemon/src/tools/mcp.rs", 1),
-    ("daemon/src/tools/message.rs", 4),
-    ("daemon/src/tools/open.rs", 3),
-    ("daemon/src/tools/origin.rs", 1),
-    ("daemon/src/tools/patch.rs", 2),
-    ("daemon/src/tools/paths.rs", 1),
-    ("daemon/src/tools/schedule_book.rs", 2),
-    ("daemon/src/tools/workflow_run.rs", 1),
-    ("daemon/src/workflow/def.rs", 2),
-    ("daemon/src/workflow/replay.rs", 3),
-];
-
 #[test]
 fn no_result_of_string_at_a_seam() {
-    let mut unlisted = Vec::new();
-    let mut counts = std::collections::BTreeMap::new();
-    for path in sources() {
-        let seams = string_seams(&path);
-        if seams.is_empty() {
-            continue;
-        }
-        let file = path.display().to_string();
-        counts.insert(file.clone(), seams.len());
-        let allowed = STRING_SEAMS_LEFT
-            .iter()
-            .find(|(f, _)| *f == file)
-            .map_or(0, |(_, n)| *n);
-        if seams.len() > allowed {
-            unlisted.extend(seams);
-        }
-    }
-    let stale: Vec<_> = STRING_SEAMS_LEFT
-        .iter()
-        .filter(|(file, n)| counts.get(*file).copied().unwrap_or(0) < *n)
-        .collect();
+    let seams: Vec<String> = sources().iter().flat_map(|p| string_seams(p)).collect();
     assert!(
-        unlisted.is_empty(),
+        seams.is_empty(),
         "a seam returns `Result<_, String>`: give it an error type that says what happened (thiserror), \
          mapped once where it meets gRPC or a chat:\n{}",
-        unlisted.join("\n")
-    );
-    assert!(
-        stale.is_empty(),
-        "fewer `String` seams than listed in STRING_SEAMS_LEFT; lower these counts: {stale:?}"
+        seams.join("\n")
     );
 }
 
@@ -257,30 +198,12 @@ fn lines_of_code(code: &str) -> usize {
         .count()
 }
 
-/// Files over [`MAX_LINES`] still to split: the list only shrinks.
-const LONG_FILES_LEFT: &[&str] = &[
-    "daemon/memory/src/index.rs",
-    "daemon/src/agent/turn.rs",
-    "daemon/src/config/channels.rs",
-    "daemon/src/doctor.rs",
-    "daemon/src/schedule/store.rs",
-    "daemon/src/workflow/check.rs",
-    "daemon/src/workflow/engine.rs",
-    "daemon/src/workflow/runner/mod.rs",
-];
-
 #[test]
 fn a_long_file_says_why() {
     let mut unexplained = Vec::new();
-    let mut long = BTreeSet::new();
     for path in sources() {
         let code = code_of(&path);
         let lines = lines_of_code(&code);
-        if lines <= MAX_LINES {
-            continue;
-        }
-        let file = path.display().to_string();
-        long.insert(file.clone());
         let explained = code
             .lines()
             .take_while(|l| l.starts_with("//!") || l.trim().is_empty())
@@ -289,22 +212,14 @@ fn a_long_file_says_why() {
                     .trim_start()
                     .starts_with("Long because")
             });
-        if !explained && !LONG_FILES_LEFT.contains(&file.as_str()) {
-            unexplained.push(format!("{file}: {lines} lines of code"));
+        if lines > MAX_LINES && !explained {
+            unexplained.push(format!("{}: {lines} lines of code", path.display()));
         }
     }
-    let stale: Vec<_> = LONG_FILES_LEFT
-        .iter()
-        .filter(|f| !long.contains(**f))
-        .collect();
     assert!(
         unexplained.is_empty(),
         "files over {MAX_LINES} lines of code: split them by noun, or say at the top why not (a `//! Long because …` line):\n{}",
         unexplained.join("\n")
-    );
-    assert!(
-        stale.is_empty(),
-        "no longer long; remove from LONG_FILES_LEFT: {stale:?}"
     );
 }
 

@@ -162,7 +162,9 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     } else {
         tracing::warn!("{sandbox}");
     }
-    let hub = Hub::new(runtime, config.daemon.max_concurrent_turns);
+    // The daemon wires the runtime into the parts it starts; everything
+    // after start-up reaches it through the hub's verbs.
+    let hub = Hub::new(runtime.clone(), config.daemon.max_concurrent_turns);
     // Signal handlers go in before the socket exists: once a client can see
     // pincerd, a SIGHUP reloads it and a SIGTERM stops it gracefully
     // instead of the default action killing it.
@@ -171,12 +173,11 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
 
     let channels = crate::channels::Channels::open(&home, hub.clone())?;
     let workflows = crate::workflow::engine::Workflows::open(
-        hub.runtime().clone(),
+        runtime.clone(),
         std::sync::Arc::new(hub.clone()),
         &home.workflows_db(),
     )?;
-    hub.runtime()
-        .set_workflows(std::sync::Arc::new(workflows.clone()));
+    runtime.set_workflows(std::sync::Arc::new(workflows.clone()));
     let schedules_db = home.schedules_db();
     let clock = crate::schedule::clock::clock();
     let scheduler =
@@ -185,8 +186,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
                 path: schedules_db.display().to_string(),
                 source,
             })?;
-    hub.runtime()
-        .set_schedules(std::sync::Arc::new(scheduler.clone()));
+    runtime.set_schedules(std::sync::Arc::new(scheduler.clone()));
     let triggers = crate::schedule::trigger::Triggers::new(
         hub.clone(),
         scheduler.store().clone(),
@@ -214,8 +214,8 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     let served = server.result.clone();
     let parts = Arc::new(
         Parts::new(failures)
-            .with(hub.runtime().memory().clone())
-            .with(crate::agent::mcp_part::McpPart(hub.runtime().clone()))
+            .with(runtime.memory().clone())
+            .with(crate::agent::mcp_part::McpPart(runtime.clone()))
             // After MCP (their tools), before the channels and the server:
             // stopped after them, so a run's last step can still send.
             .with(workflows)
@@ -233,7 +233,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     tokio::spawn(handle_signals(signals, stop.clone(), reload_tx));
     tokio::spawn(handle_reloads(
         home.clone(),
-        hub.clone(),
+        runtime.clone(),
         parts.clone(),
         config.daemon.clone(),
         reload_rx,
@@ -258,7 +258,7 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     // the other parts stop after the hub.
     let _ = served.finished.clone().wait().await;
     hub.shutdown(grace).await;
-    hub.runtime().jobs().kill_all();
+    runtime.jobs().kill_all();
     parts.stop(grace).await;
     tracing::info!("pincerd stopped");
     match served
@@ -321,6 +321,11 @@ impl ServerPart {
     }
 }
 
+/// The server part's listener was already taken by an earlier start.
+#[derive(Debug, thiserror::Error)]
+#[error("the server was started twice")]
+struct StartedTwice;
+
 impl Part for ServerPart {
     fn name(&self) -> &'static str {
         "server"
@@ -333,9 +338,7 @@ impl Part for ServerPart {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         let Some((listener, state)) = taken else {
-            return Box::pin(std::future::ready(Err(
-                "the server was started twice".into()
-            )));
+            return Box::pin(std::future::ready(Err(StartedTwice.into())));
         };
         let result = self.result.clone();
         tokio::spawn(async move {
@@ -410,13 +413,13 @@ async fn handle_signals(
 /// later reloads read.
 async fn handle_reloads(
     home: Home,
-    hub: Hub,
+    runtime: Runtime,
     parts: Arc<Parts>,
     running: DaemonSettings,
     mut requests: mpsc::Receiver<ReloadAsk>,
 ) {
     while let Some(ask) = requests.recv().await {
-        let report = reload(&home, &hub, &parts, &running);
+        let report = reload(&home, &runtime, &parts, &running);
         log_reload(ask.by, &report);
         let _ = ask.reply.send(report);
     }
@@ -447,12 +450,11 @@ fn log_reload(by: &str, report: &ReloadReport) {
 /// Loads the config again, applies what can change live, and asks each
 /// part: the report has the config's own changes, then a line per part
 /// that the change concerns ("mcp: servers restarted on next use").
-fn reload(home: &Home, hub: &Hub, parts: &Parts, running: &DaemonSettings) -> ReloadReport {
-    let new = config::load(home).map_err(|e| e.to_string())?;
-    let rt = hub.runtime();
+fn reload(home: &Home, rt: &Runtime, parts: &Parts, running: &DaemonSettings) -> ReloadReport {
+    let new = config::load(home)?;
     let old = rt.config();
     let (mut applied, mut needs_restart) = diff(&old, &new, running);
-    let models = ModelClient::new(&new.providers).map_err(|e| e.to_string())?;
+    let models = ModelClient::new(&new.providers)?;
     let (part_applied, part_restart) = parts.reload(&old, &new);
     rt.replace(new.into_in_force(), models);
     applied.extend(part_applied);

@@ -33,9 +33,14 @@ pub enum Reloaded {
 
 pub type StopFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// A start: `Err` holds why the part could not start, one sentence a user
-/// can act on.
-pub type StartFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+/// Why a part could not start: the part's own error, whose message is one
+/// sentence a user can act on (`pincer status` and doctor show it). Boxed
+/// because each part fails in its own way and the lifecycle only records
+/// and shows it.
+pub type StartError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A start: `Err` holds why the part could not start.
+pub type StartFuture<'a> = Pin<Box<dyn Future<Output = Result<(), StartError>> + Send + 'a>>;
 
 /// The parts that could not start and why, in start order: read by the
 /// status and doctor RPCs while the daemon serves.
@@ -99,7 +104,7 @@ impl Parts {
         for part in &self.parts {
             if let Err(why) = part.start(config).await {
                 tracing::error!(part = part.name(), "could not start: {why}");
-                self.failures.record(part.name(), why);
+                self.failures.record(part.name(), why.to_string());
             }
         }
     }
@@ -153,7 +158,7 @@ mod tests {
                     .lock()
                     .unwrap()
                     .push(format!("start {}", self.name));
-                self.fails.map_or(Ok(()), |why| Err(why.to_string()))
+                self.fails.map_or(Ok(()), |why| Err(why.into()))
             })
         }
         fn reload(&self, _: &Config, _: &Config) -> Reloaded {

@@ -47,13 +47,46 @@ pub enum MemoryUnavailable {
     Open { agent: String, reason: String },
 }
 
+/// The agents whose index could not be opened at start-up, each with why
+/// (the others work, and a failed one is tried again on its next use).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", joined(.0))]
+pub struct IndexesUnopened(pub Vec<MemoryUnavailable>);
+
+fn joined(failed: &[MemoryUnavailable]) -> String {
+    let failed: Vec<String> = failed.iter().map(ToString::to_string).collect();
+    failed.join("; ")
+}
+
+/// Why there is no embedder: the sentence users see after "the vector leg
+/// is off".
+#[derive(Debug, thiserror::Error)]
+pub enum NoEmbedder {
+    #[error("[memory] embedder = \"none\"")]
+    TurnedOff,
+    #[error(
+        "no embedding model in {}: run `pincer models fetch`, or set [memory] embedder = \"openai\"",
+        .0.display()
+    )]
+    NoModel(PathBuf),
+    #[error(transparent)]
+    Local(#[from] pincer_memory::EmbedError),
+    #[error("this pincerd was built without the local embedder (cargo feature `local-embedder`)")]
+    NotBuiltIn,
+    /// The API key's problem, as the config put it.
+    #[error("{0}")]
+    ApiKey(String),
+    #[error("cannot build the HTTP client for the embedder: {0}")]
+    Http(reqwest::Error),
+}
+
 impl Memory {
     /// Chooses the embedder; opens nothing yet (see [`Memory::start`]).
     pub fn new(home: &Home, config: &Config) -> Self {
         let settings = config.memory.clone();
         let (embedder, no_embedder) = match choose_embedder(&settings) {
             Ok(e) => (Some(e), String::new()),
-            Err(reason) => (None, reason),
+            Err(reason) => (None, reason.to_string()),
         };
         Self {
             inner: Arc::new(Inner {
@@ -73,11 +106,8 @@ impl Memory {
 
     /// Opens every agent's index and starts its watcher, whose first act is
     /// the reconcile scan. Agents whose index cannot open are logged and
-    /// retried on first use.
-    /// Opens and watches every agent's index; `Err` names those that
-    /// could not be opened (the others work, and a failed one is tried
-    /// again on its next use).
-    pub fn start(&self, config: &Config) -> Result<(), String> {
+    /// retried on first use; `Err` names them.
+    pub fn start(&self, config: &Config) -> Result<(), IndexesUnopened> {
         if !self.inner.settings.enabled {
             tracing::info!("memory is turned off ([memory] enabled = false)");
             return Ok(());
@@ -89,16 +119,15 @@ impl Memory {
                 self.inner.no_embedder
             ),
         }
-        let failed: Vec<String> = config
+        let failed: Vec<MemoryUnavailable> = config
             .agents
             .values()
             .filter_map(|agent| self.index(agent).err())
-            .map(|e| e.to_string())
             .collect();
         if failed.is_empty() {
             Ok(())
         } else {
-            Err(failed.join("; "))
+            Err(IndexesUnopened(failed))
         }
     }
 
@@ -181,49 +210,46 @@ impl Memory {
 
 /// The embedder `[memory] embedder` names, or why there is none, as the
 /// sentence users see.
-pub fn choose_embedder(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
+pub fn choose_embedder(s: &MemorySettings) -> Result<Arc<dyn Embedder>, NoEmbedder> {
     match s.embedder {
-        EmbedderChoice::None => Err("[memory] embedder = \"none\"".into()),
+        EmbedderChoice::None => Err(NoEmbedder::TurnedOff),
         EmbedderChoice::Local => local(s),
         EmbedderChoice::Openai => openai(s),
         EmbedderChoice::Auto => {
             if s.model_dir.join("config.json").is_file() {
                 local(s)
             } else {
-                Err(format!(
-                    "no embedding model in {}: run `pincer models fetch`, or set [memory] embedder = \"openai\"",
-                    s.model_dir.display()
-                ))
+                Err(NoEmbedder::NoModel(s.model_dir.clone()))
             }
         }
     }
 }
 
 #[cfg(feature = "local-embedder")]
-fn local(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
+fn local(s: &MemorySettings) -> Result<Arc<dyn Embedder>, NoEmbedder> {
     pincer_memory::embed::local::LocalEmbedder::open(&s.model_dir)
         .map(|e| Arc::new(e) as Arc<dyn Embedder>)
-        .map_err(|e| e.to_string())
+        .map_err(NoEmbedder::Local)
 }
 
 #[cfg(not(feature = "local-embedder"))]
-fn local(_: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
-    Err("this pincerd was built without the local embedder (cargo feature `local-embedder`)".into())
+fn local(_: &MemorySettings) -> Result<Arc<dyn Embedder>, NoEmbedder> {
+    Err(NoEmbedder::NotBuiltIn)
 }
 
-fn openai(s: &MemorySettings) -> Result<Arc<dyn Embedder>, String> {
+fn openai(s: &MemorySettings) -> Result<Arc<dyn Embedder>, NoEmbedder> {
     crate::llm::client::install_crypto_provider();
     let o = &s.openai;
     let key = match &o.api_key {
         ApiKey::None => None,
         ApiKey::Found { value, .. } => Some(value.0.clone()),
-        ApiKey::Missing { problem } => return Err(problem.clone()),
+        ApiKey::Missing { problem } => return Err(NoEmbedder::ApiKey(problem.clone())),
     };
     let http = reqwest::Client::builder()
         .timeout(o.timeout)
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| format!("cannot build the HTTP client for the embedder: {e}"))?;
+        .map_err(NoEmbedder::Http)?;
     Ok(Arc::new(OpenAiEmbedder::new(
         http,
         &o.base_url,
@@ -242,7 +268,9 @@ impl crate::lifecycle::Part for Memory {
     }
 
     fn start<'a>(&'a self, config: &'a Config) -> crate::lifecycle::StartFuture<'a> {
-        Box::pin(std::future::ready(Memory::start(self, config)))
+        Box::pin(std::future::ready(
+            Memory::start(self, config).map_err(crate::lifecycle::StartError::from),
+        ))
     }
 
     fn reload(&self, _old: &Config, new: &Config) -> crate::lifecycle::Reloaded {
@@ -294,6 +322,7 @@ mod tests {
         let Err(why) = choose_embedder(&config.memory) else {
             panic!("an empty home has no model");
         };
+        let why = why.to_string();
         assert!(
             why.starts_with("no embedding model in ")
                 && why.contains(": run `pincer models fetch`, or set"),

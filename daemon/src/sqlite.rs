@@ -2,12 +2,14 @@
 //! it holds the only connection and runs every job in order, so there is
 //! exactly one writer and async tasks never block on SQLite — they send a
 //! closure and await its answer. Schemas grow by numbered migrations kept
-//! in `user_version`. The session registry and the workflow runs each own
+//! in `user_version` (`pincer_migrate`; a file of a newer schema is
+//! refused). The session registry and the workflow runs each own
 //! one.
 
 use std::path::Path;
 use std::thread;
 
+use pincer_migrate::MigrateError;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -17,6 +19,10 @@ pub enum DbError {
     Sqlite(#[from] rusqlite::Error),
     #[error("the database thread has stopped")]
     Closed,
+    /// The schema could not be brought up to date, or is newer than this
+    /// build knows.
+    #[error("{0}")]
+    Migrate(#[from] MigrateError),
 }
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -35,7 +41,7 @@ impl Db {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        migrate(&mut conn, migrations)?;
+        pincer_migrate::migrate(&mut conn, migrations)?;
         let (jobs, mut rx) = mpsc::unbounded_channel::<Job>();
         thread::Builder::new()
             .name(thread.into())
@@ -68,21 +74,4 @@ impl Db {
     pub fn queue(&self, f: impl FnOnce(&mut Connection) + Send + 'static) -> Result<(), DbError> {
         self.jobs.send(Box::new(f)).map_err(|_| DbError::Closed)
     }
-}
-
-/// Runs the migrations after the database's `user_version`, each in its
-/// own transaction that also moves the version.
-pub fn migrate(conn: &mut Connection, migrations: &[&str]) -> rusqlite::Result<()> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    for (step, sql) in migrations.iter().enumerate() {
-        let target = step as i64 + 1;
-        if version >= target {
-            continue;
-        }
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", target)?;
-        tx.commit()?;
-    }
-    Ok(())
 }

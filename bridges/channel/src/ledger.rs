@@ -104,6 +104,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pincer_migrate::MigrateError;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::message::Inbound;
@@ -613,25 +614,10 @@ impl Ledger {
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
-    let known = MIGRATIONS.len() as i64;
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > known {
-        return Err(LedgerError::NewerSchema {
-            found: version,
-            known,
-        });
-    }
-    for (step, sql) in MIGRATIONS.iter().enumerate() {
-        let target = step as i64 + 1;
-        if version >= target {
-            continue;
-        }
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", target)?;
-        tx.commit()?;
-    }
-    Ok(())
+    pincer_migrate::migrate(conn, MIGRATIONS).map_err(|e| match e {
+        MigrateError::Sqlite(e) => LedgerError::Sqlite(e),
+        MigrateError::NewerSchema { found, known } => LedgerError::NewerSchema { found, known },
+    })
 }
 
 fn insert_claim(tx: &Transaction<'_>, inbound: &Inbound, now: i64) -> Result<Claim, LedgerError> {

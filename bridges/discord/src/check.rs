@@ -21,7 +21,7 @@ use serenity::model::channel::{PermissionOverwrite, PermissionOverwriteType};
 use serenity::model::permissions::Permissions;
 
 use crate::discord::BAD_TOKEN;
-use crate::rest::{Rest, RestError};
+use crate::rest::{ClientError, Rest, RestError};
 use crate::settings::DiscordSettings;
 
 /// What Discord says about the bot.
@@ -65,16 +65,32 @@ pub struct GuildCheck {
     pub id: String,
     /// `Ok(true)`: the bot is a member; `Ok(false)`: Discord answered
     /// 403 or 404; `Err`: it could not be told.
-    pub joined: Result<bool, String>,
+    pub joined: Result<bool, RestError>,
+}
+
+/// Why the bot could not be asked about at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// `/users/@me` answered 401.
+    #[error("{}", BAD_TOKEN)]
+    BadToken,
+    /// `/users/@me` failed otherwise: the network, the origin, a 5xx.
+    #[error("cannot reach Discord at {api_url}: {source}")]
+    Unreachable { api_url: String, source: RestError },
 }
 
 /// Asks Discord about the bot of `settings`: the error is the sentence a
 /// refused token or an unreachable API gets.
-pub async fn check(settings: &DiscordSettings) -> Result<Report, String> {
+pub async fn check(settings: &DiscordSettings) -> Result<Report, CheckError> {
     let rest = Rest::new(&settings.api_url, &settings.token)?;
     let me = rest.get("/users/@me").await.map_err(|e| match e {
-        RestError::Unauthorized => BAD_TOKEN.to_string(),
-        e => format!("cannot reach Discord at {}: {e}", settings.api_url),
+        RestError::Unauthorized => CheckError::BadToken,
+        source => CheckError::Unreachable {
+            api_url: settings.api_url.clone(),
+            source,
+        },
     })?;
     let bot_id = me["id"].as_str().unwrap_or_default().to_string();
     let bot = me["username"].as_str().unwrap_or_default().to_string();
@@ -89,7 +105,7 @@ pub async fn check(settings: &DiscordSettings) -> Result<Report, String> {
             Err(RestError::Refused {
                 status: 403 | 404, ..
             }) => Ok(false),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         };
         guilds.push(GuildCheck {
             id: id.clone(),

@@ -129,7 +129,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Checks the token and reads the gateway's address.
 pub async fn connect(settings: DiscordSettings) -> Result<Arc<Discord>, Ended> {
-    let rest = Rest::new(&settings.api_url, &settings.token).map_err(Ended::Fatal)?;
+    let rest =
+        Rest::new(&settings.api_url, &settings.token).map_err(|e| Ended::Fatal(e.to_string()))?;
     let me = rest.get("/users/@me").await.map_err(|e| match e {
         RestError::Unauthorized => Ended::Fatal(BAD_TOKEN.into()),
         e => Ended::Retry(format!("cannot reach Discord at {}: {e}", settings.api_url)),

@@ -31,11 +31,12 @@ use std::sync::Arc;
 use pincer_channel::{Bridge, Ended};
 use tokio_util::sync::CancellationToken;
 
-pub use check::{Access, ChannelCheck, GuildCheck, Report, check};
+pub use check::{Access, ChannelCheck, CheckError, GuildCheck, Report, check};
 pub use commands::COMMANDS;
 pub use discord::{Discord, connect};
 pub use events::{BOT_LOOP_EVENTS, BOT_WINDOW};
 pub use platform::{MAX_BUTTON_DATA, MAX_CHARS, MAX_LINES};
+pub use rest::{ClientError, RestError};
 pub use settings::{
     DEFAULT_API_URL, DEFAULT_CATCH_UP_AGE, DEFAULT_CATCH_UP_MESSAGES, DiscordSettings,
 };

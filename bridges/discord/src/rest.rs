@@ -47,6 +47,11 @@ pub enum RestError {
     },
 }
 
+/// The HTTP client could not be set up (TLS roots, the resolver).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the HTTP client: {0}")]
+pub struct ClientError(#[source] reqwest::Error);
+
 /// The HTTP API with the bot's token.
 pub struct Rest {
     http: reqwest::Client,
@@ -58,7 +63,7 @@ pub struct Rest {
 }
 
 impl Rest {
-    pub fn new(origin: &str, token: &str) -> Result<Self, String> {
+    pub fn new(origin: &str, token: &str) -> Result<Self, ClientError> {
         let http = reqwest::Client::builder()
             .user_agent(concat!(
                 "DiscordBot (https://example.invalid/pincer, ",
@@ -68,7 +73,7 @@ impl Rest {
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(30))
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(ClientError)?;
         Ok(Self {
             http,
             base: format!("{}/api/v10", origin.trim_end_matches('/')),

@@ -43,6 +43,23 @@ pub(crate) enum Failure {
     },
 }
 
+/// url's `ParseError`, named through reqwest's `Url` (the bridge does not
+/// depend on url itself).
+pub(crate) type UrlError = <reqwest::Url as std::str::FromStr>::Err;
+
+/// Why [`Api::new`] could not set up the API.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SetupError {
+    #[error("the Telegram api_url `{base}` is not a URL ({source})")]
+    NotAUrl { base: String, source: UrlError },
+    #[error(
+        "the Telegram api_url `{base}` must start with https:// (or http:// for a local server)"
+    )]
+    NotHttp { base: String },
+    #[error("cannot set up the HTTP client for Telegram: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
 /// The Bot API of one bot.
 pub(crate) struct Api {
     bot: Bot,
@@ -52,23 +69,23 @@ pub(crate) struct Api {
 }
 
 impl Api {
-    /// The API at `api_url` for `token`. Fails with a sentence when the URL
-    /// is not one or the HTTP client cannot be built.
-    pub(crate) fn new(token: &str, api_url: &str) -> Result<Self, String> {
+    /// The API at `api_url` for `token`. Fails when the URL is not one or
+    /// the HTTP client cannot be built.
+    pub(crate) fn new(token: &str, api_url: &str) -> Result<Self, SetupError> {
         let base = api_url.trim().trim_end_matches('/').to_string();
-        let url = reqwest::Url::parse(&base)
-            .map_err(|e| format!("the Telegram api_url `{base}` is not a URL ({e})"))?;
+        let url = match reqwest::Url::parse(&base) {
+            Ok(url) => url,
+            Err(source) => return Err(SetupError::NotAUrl { base, source }),
+        };
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "the Telegram api_url `{base}` must start with https:// (or http:// for a local server)"
-            ));
+            return Err(SetupError::NotHttp { base });
         }
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(CALL_TIMEOUT)
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| format!("cannot set up the HTTP client for Telegram: {e}"))?;
+            .map_err(SetupError::Client)?;
         let bot = Bot::with_client(token, client).set_api_url(url);
         Ok(Self { bot, base })
     }

@@ -16,11 +16,15 @@ pub(crate) struct Me {
     pub(crate) can_read_all_group_messages: bool,
 }
 
+/// `getMe` answered something that is not a user.
+#[derive(Debug, thiserror::Error)]
+#[error("Telegram's answer to getMe does not describe a bot ({0})")]
+pub(crate) struct NotABot(#[source] serde_json::Error);
+
 impl Me {
-    /// Reads `getMe`'s result; a sentence when it is not a user.
-    pub(crate) fn from_result(result: Value) -> Result<Self, String> {
-        serde_json::from_value(result)
-            .map_err(|e| format!("Telegram's answer to getMe does not describe a bot ({e})"))
+    /// Reads `getMe`'s result.
+    pub(crate) fn from_result(result: Value) -> Result<Self, NotABot> {
+        serde_json::from_value(result).map_err(NotABot)
     }
 }
 

@@ -52,7 +52,7 @@ pub async fn connect(settings: TelegramSettings) -> Result<Arc<Telegram>, Connec
             "the token holds characters a bot token never has".into(),
         ));
     }
-    let api = Api::new(token, &settings.api_url).map_err(ConnectError::Other)?;
+    let api = Api::new(token, &settings.api_url).map_err(|e| ConnectError::Other(e.to_string()))?;
     let answer = tokio::time::timeout(CONNECT_WAIT, api.call(&GetMe::new()))
         .await
         .map_err(|_| {
@@ -63,7 +63,7 @@ pub async fn connect(settings: TelegramSettings) -> Result<Arc<Telegram>, Connec
             ))
         })?
         .map_err(|f| ConnectError::from_failure(f, api.base()))?;
-    let me = Me::from_result(answer).map_err(ConnectError::Other)?;
+    let me = Me::from_result(answer).map_err(|e| ConnectError::Other(e.to_string()))?;
     tracing::info!(account = %settings.account, bot = %me.username, "connected to Telegram");
     Ok(Arc::new(Telegram { api, me, settings }))
 }

@@ -19,6 +19,7 @@ use pincer_channel::{Bridge, Incoming, pause};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::UrlError;
 use crate::telegram::Telegram;
 use crate::updates;
 
@@ -47,10 +48,20 @@ fn same(given: &[u8], expected: &[u8]) -> bool {
         == 0
 }
 
+/// The configured webhook URL does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("the webhook url `{url}` is not a URL ({source})")]
+pub(crate) struct BadUrl {
+    url: String,
+    source: UrlError,
+}
+
 /// The path of the webhook URL the server answers on (`/` when none).
-pub(crate) fn path_of(url: &str) -> Result<String, String> {
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| format!("the webhook url `{url}` is not a URL ({e})"))?;
+pub(crate) fn path_of(url: &str) -> Result<String, BadUrl> {
+    let parsed = reqwest::Url::parse(url).map_err(|source| BadUrl {
+        url: url.to_string(),
+        source,
+    })?;
     Ok(parsed.path().to_string())
 }
 
@@ -127,7 +138,8 @@ pub(crate) async fn run(
     let health = bridge.health().clone();
     let path = match path_of(&url) {
         Ok(p) => p,
-        Err(why) => {
+        Err(e) => {
+            let why = e.to_string();
             tracing::error!("{why}");
             health.disconnected(&why);
             return;

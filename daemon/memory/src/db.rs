@@ -7,7 +7,8 @@
 //! alone took 5.7 ms for 10k × 384-d on the reference machine, over the whole
 //! search budget, while the bit scan is a popcount per 64 dimensions. The
 //! float vectors stay in `embedding_cache`, and the search re-scores the
-//! bit scan's best candidates by exact cosine (`index::vector_candidates`).
+//! bit scan's best candidates by exact cosine
+//! (`index::search::vector_candidates`).
 //!
 //! sqlite-vec is compiled into the binary and registered once per process
 //! as an auto-extension, so every connection opened afterwards has `vec0`.

@@ -6,7 +6,7 @@
 //! that runs tools without a model turn around them (a workflow's `tool`
 //! step).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use tokio_util::sync::CancellationToken;
 
@@ -51,6 +51,38 @@ pub struct CallScope<'a> {
     pub emit: &'a Emit,
     /// The hub, for the session tools (`None`: they answer unavailable).
     pub sessions: Option<Arc<dyn SessionAccess>>,
+}
+
+/// Where the events of calls outside a turn go: nobody streams them.
+static NO_EVENTS: LazyLock<Emit> = LazyLock::new(|| Arc::new(|_: Event| {}));
+
+impl<'a> CallScope<'a> {
+    /// The scope of calls run without a model turn around them (a
+    /// workflow's tool and command steps, a schedule's or a trigger's
+    /// command): no sub-agent layer, no session tools, and its events
+    /// reported to nobody.
+    pub fn outside_turn(
+        rt: &'a Runtime,
+        config: &'a Config,
+        agent: &'a AgentSettings,
+        key: &'a SessionKey,
+        session_id: &'a str,
+        origin: &'a ChatOrigin,
+        cancel: &'a CancellationToken,
+    ) -> Self {
+        Self {
+            rt,
+            config,
+            agent,
+            key,
+            session_id,
+            origin,
+            spawn_layer: None,
+            cancel,
+            emit: &NO_EVENTS,
+            sessions: None,
+        }
+    }
 }
 
 /// The call environment of `scope` over `registry`.

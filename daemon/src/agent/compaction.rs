@@ -6,7 +6,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::session_log::{Emit, SessionLog};
+use super::session_log::{Emit, SessionLog, TranscriptWriteError};
 use super::{Event, Runtime};
 use crate::config::{AgentSettings, Config};
 use crate::context::compact::{self, Plan};
@@ -14,7 +14,7 @@ use crate::context::guard::without_thinking;
 use crate::context::history;
 use crate::context::tokens::estimate_text;
 use crate::llm::windows::ContextWindow;
-use crate::llm::{Message, Request};
+use crate::llm::{LlmError, Message, Request};
 use crate::session::SessionKey;
 use crate::session::transcript::Body;
 
@@ -28,6 +28,24 @@ pub enum Compacted {
     },
     /// The history after the last compaction is already small.
     Nothing,
+}
+
+/// Why a compaction did not complete; the history is kept whole in every
+/// case.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    /// `[context] compaction = false`.
+    #[error("compaction is off ([context] compaction = false)")]
+    Off,
+    /// The summary could not be written by the compaction model.
+    #[error("compaction failed ({reason}): {source}; the history was kept whole")]
+    Summary {
+        reason: &'static str,
+        source: LlmError,
+    },
+    /// The summary was written but could not be kept.
+    #[error("compaction failed: {0}")]
+    Transcript(#[from] TranscriptWriteError),
 }
 
 /// Everything a compaction needs besides the session's log.
@@ -64,7 +82,7 @@ impl Compactor<'_> {
         reason: &'static str,
         force: bool,
         system_tokens: u64,
-    ) -> Result<Compacted, String> {
+    ) -> Result<Compacted, CompactionError> {
         let window = self.agent.context_window();
         let keep = self.config.context.keep_recent_for(window);
         let Some(plan) = compact::plan(&log.entries, keep, force) else {
@@ -74,9 +92,9 @@ impl Compactor<'_> {
         let result = self.summarise(log, &plan, turn).await;
         let summary = match result {
             Ok(summary) => summary,
-            Err(e) => {
-                let message =
-                    format!("compaction failed ({reason}): {e}; the history was kept whole");
+            Err(source) => {
+                let error = CompactionError::Summary { reason, source };
+                let message = error.to_string();
                 tracing::warn!(session = %self.key, "{message}");
                 let _ = log.append(
                     turn,
@@ -89,9 +107,9 @@ impl Compactor<'_> {
                     tokens_before,
                     tokens_after: tokens_before,
                     reason,
-                    error: message.clone(),
+                    error: message,
                 });
-                return Err(message);
+                return Err(error);
             }
         };
         let kept: u64 = log.entries[plan.summarise.end..]
@@ -140,7 +158,7 @@ impl Compactor<'_> {
         log: &mut SessionLog,
         plan: &Plan,
         turn: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, LlmError> {
         let text = compact::render(&log.entries[plan.summarise.clone()]);
         if self.config.context.memory_flush && self.owner {
             self.flush_memory(log, &text, turn).await;
@@ -155,7 +173,6 @@ impl Compactor<'_> {
             self.cancel,
         )
         .await
-        .map_err(|e| e.to_string())
     }
 
     /// The silent pre-compaction turn: one call without tools whose answer

@@ -4,14 +4,35 @@
 //! the turn, compaction and a recorded tool step, so none of them depends
 //! on another for it.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::Event;
+use super::{Event, Runtime};
 use crate::context::tokens::Anchor;
+use crate::session::registry::{NewSession, RegistryError};
 use crate::session::transcript::{Body, Entry, Transcript};
+use crate::session::{Principal, SessionKey};
 use crate::tools::loops::LoopDetector;
 
 pub type Emit = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// A transcript entry could not be written: the turn, compaction or step
+/// that wanted it stops, since what it would say next could not be kept.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the transcript {}: {source}", path.display())]
+pub struct TranscriptWriteError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+/// A session could not be opened for a run outside a chat turn.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Transcript(#[from] std::io::Error),
+}
 
 /// A session's transcript and its entries in memory.
 pub struct SessionLog {
@@ -46,13 +67,36 @@ impl SessionLog {
         Ok(Self::new(session_id, transcript, entries))
     }
 
-    pub fn append(&mut self, turn: &str, body: Body) -> Result<(), String> {
-        let entry = self.transcript.append(Some(turn), body).map_err(|e| {
-            format!(
-                "cannot write the transcript {}: {e}",
-                self.transcript.path().display()
+    /// Opens session `key` of `agent` for a run outside a chat turn (a
+    /// workflow run, a schedule's or a trigger's command): its registry
+    /// row, made for `principal` the first time, and its transcript.
+    pub async fn open_session(
+        rt: &Runtime,
+        agent: &str,
+        key: &SessionKey,
+        principal: Principal,
+    ) -> Result<Self, OpenError> {
+        let row = rt
+            .registry()
+            .get_or_create(
+                &key.to_string(),
+                agent,
+                key.channel(),
+                NewSession::of(principal),
             )
-        })?;
+            .await?;
+        let path = rt.home().transcript(agent, &row.id);
+        Ok(Self::open(path, row.id).await?)
+    }
+
+    pub fn append(&mut self, turn: &str, body: Body) -> Result<(), TranscriptWriteError> {
+        let entry =
+            self.transcript
+                .append(Some(turn), body)
+                .map_err(|source| TranscriptWriteError {
+                    path: self.transcript.path().to_path_buf(),
+                    source,
+                })?;
         self.entries.push(entry);
         Ok(())
     }

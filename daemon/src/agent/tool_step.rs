@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::Event;
-use super::session_log::{Emit, SessionLog};
+use super::session_log::{Emit, SessionLog, TranscriptWriteError};
 use crate::session::transcript::Body;
 use crate::tools::arguments::shorten;
 use crate::tools::pipeline::{CallEnv, CallResult};
@@ -36,7 +36,7 @@ pub async fn run_recorded(
     call: ToolCall<'_>,
     deadline: Instant,
     emit: &Emit,
-) -> Result<CallResult, String> {
+) -> Result<CallResult, TranscriptWriteError> {
     record_call(env, log, turn_id, &call, emit)?;
     let started = Instant::now();
     let result = env
@@ -55,7 +55,7 @@ pub fn record_call(
     turn_id: &str,
     call: &ToolCall<'_>,
     emit: &Emit,
-) -> Result<(), String> {
+) -> Result<(), TranscriptWriteError> {
     let body = call_entry(env, call);
     log.append(turn_id, body.clone())?;
     if let Body::ToolCall { arguments, .. } = body {
@@ -97,7 +97,7 @@ pub fn record_result(
     result: &CallResult,
     started: Instant,
     emit: &Emit,
-) -> Result<(), String> {
+) -> Result<(), TranscriptWriteError> {
     let body = result_entry(call, result, started);
     let duration_ms = match &body {
         Body::ToolResult { duration_ms, .. } => *duration_ms,

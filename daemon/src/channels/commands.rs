@@ -125,7 +125,7 @@ async fn run_workflow(hub: &Hub, route: &Route, text: &str) -> Result<String, Ho
             serde_json::Value::String(value.to_string()),
         );
     }
-    let Some(runner) = hub.runtime().workflows() else {
+    let Some(runner) = hub.workflows() else {
         return Ok("No workflow engine runs in this pincerd.".into());
     };
     match runner
@@ -154,7 +154,7 @@ async fn schedules(hub: &Hub, route: &Route, text: &str) -> Result<String, HostE
             );
         }
     };
-    let Some(book) = hub.runtime().schedules() else {
+    let Some(book) = hub.schedules() else {
         return Ok("No scheduler runs in this pincerd.".into());
     };
     let key = route.key.to_string();
@@ -163,19 +163,17 @@ async fn schedules(hub: &Hub, route: &Route, text: &str) -> Result<String, HostE
         session_key: &key,
         origin: &route.origin,
     };
-    Ok(book.act(asker, verb).await.unwrap_or_else(|e| e))
+    Ok(book
+        .act(asker, verb)
+        .await
+        .unwrap_or_else(|e| e.to_string()))
 }
 
 /// How long `/run` waits for the run to end or halt before it answers.
 const RUN_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 async fn reset(hub: &Hub, key: &str) -> Result<String, HostError> {
-    let row = hub
-        .runtime()
-        .registry()
-        .find(key)
-        .await
-        .map_err(|e| HostError::Refused(e.to_string()))?;
+    let row = hub.session_of(key).await.map_err(refused)?;
     let Some(row) = row else {
         return Ok("This is a new conversation already.".into());
     };
@@ -193,12 +191,7 @@ async fn reset(hub: &Hub, key: &str) -> Result<String, HostError> {
 /// The whole status, for the owner in their DM.
 async fn owners_status(hub: &Hub, config: &Config, route: &Route) -> Result<String, HostError> {
     let key = route.key.to_string();
-    let row = hub
-        .runtime()
-        .registry()
-        .find(&key)
-        .await
-        .map_err(|e| HostError::Refused(e.to_string()))?;
+    let row = hub.session_of(&key).await.map_err(refused)?;
     let model = config
         .agent(&route.agent)
         .and_then(|a| a.models.first())
@@ -271,7 +264,7 @@ mod tests {
     }
 
     async fn ask(hub: &Hub, msg: &Inbound, command: Command) -> String {
-        let config = hub.runtime().config();
+        let config = hub.config();
         let route = crate::routing::route(&config, &super::super::host::to_routing(msg)).unwrap();
         answer(hub, &config, msg, &route, &command).await.unwrap()
     }
@@ -334,7 +327,7 @@ mod tests {
     async fn the_owners_status_says_when_the_session_started_as_people_read_it() {
         let hub = hub();
         let owner = msg(ChatKind::Direct, "1");
-        let config = hub.runtime().config();
+        let config = hub.config();
         let route =
             crate::routing::route(&config, &super::super::host::to_routing(&owner)).unwrap();
         let row = hub

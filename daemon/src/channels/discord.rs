@@ -19,7 +19,9 @@ use crate::config::ChannelSettings;
 
 /// The crate's settings from the daemon's config, reading the token.
 fn platform_settings(settings: &ChannelSettings) -> Result<pincer_discord::DiscordSettings, Ended> {
-    let mut out = pincer_discord::DiscordSettings::new(settings.token().map_err(Ended::Fatal)?);
+    let mut out = pincer_discord::DiscordSettings::new(
+        settings.token().map_err(|e| Ended::Fatal(e.to_string()))?,
+    );
     out.api_url = settings.api_url.clone();
     (out.channels, out.open_guilds) = settings.listened();
     out.guilds = settings.guilds.keys().cloned().collect();

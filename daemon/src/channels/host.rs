@@ -38,7 +38,7 @@ impl DaemonHost {
 
     /// The route of a chat message under the live config.
     fn route(&self, msg: &Inbound) -> Result<Route, HostError> {
-        let config = self.hub.runtime().config();
+        let config = self.hub.config();
         routing::route(&config, &to_routing(msg)).map_err(|e| HostError::Refused(e.to_string()))
     }
 }
@@ -145,7 +145,7 @@ impl Host for DaemonHost {
     ) -> BoxFuture<'a, Result<String, HostError>> {
         Box::pin(async move {
             let route = self.route(msg)?;
-            let config = self.hub.runtime().config();
+            let config = self.hub.config();
             super::commands::answer(&self.hub, &config, msg, &route, command).await
         })
     }
@@ -170,11 +170,7 @@ impl Host for DaemonHost {
                     Decision::Answer(Decision::json(&json, "input").map_err(refusal)?)
                 }
             };
-            let owner = self
-                .hub
-                .runtime()
-                .config()
-                .is_channel_owner(&by.channel, &by.id);
+            let owner = self.hub.config().is_channel_owner(&by.channel, &by.id);
             let voter = Voter {
                 by: DecidedBy::Chat {
                     channel: by.channel.clone(),
@@ -185,7 +181,6 @@ impl Host for DaemonHost {
             };
             let decided = self
                 .hub
-                .runtime()
                 .approvals()
                 .decide(id, decision, &voter)
                 .await
@@ -202,12 +197,12 @@ impl Host for DaemonHost {
     }
 
     fn is_waiting(&self, id: &str) -> bool {
-        self.hub.runtime().approvals().get(id).is_some()
+        self.hub.approvals().get(id).is_some()
     }
 
     fn inbox(&self, msg: &Inbound) -> Result<Dir, HostError> {
         let route = self.route(msg)?;
-        let config = self.hub.runtime().config();
+        let config = self.hub.config();
         let agent = config
             .agent(&route.agent)
             .ok_or_else(|| HostError::Refused(format!("no agent `{}`", route.agent)))?;

@@ -164,7 +164,7 @@ impl Channels {
 
     /// Every configured bridge (running or not), by channel name.
     pub fn status(&self) -> Vec<ChannelStatus> {
-        let config = self.hub().runtime().config();
+        let config = self.hub().config();
         let now = now();
         let running = self.running();
         config
@@ -243,7 +243,7 @@ impl Channels {
     /// `channel` (any case, blanks trimmed) when it is configured.
     fn configured(&self, channel: &str) -> Result<String, PairingVerbError> {
         let channel = channel.trim().to_lowercase();
-        let config = self.hub().runtime().config();
+        let config = self.hub().config();
         if config.channels.contains_key(&channel) {
             return Ok(channel);
         }
@@ -287,7 +287,6 @@ impl Channels {
             Err(PairingsError::Pairing(pincer_channel::PairingError::UnknownSender { .. }))
                 if self
                     .hub()
-                    .runtime()
                     .config()
                     .channels
                     .get(&channel)
@@ -343,7 +342,7 @@ impl Channels {
     /// until `stop`. One task, in the store's order: a request's message
     /// is sent before its end is handled.
     pub(crate) fn forward_approvals(&self, stop: CancellationToken) {
-        let mut events = self.hub().runtime().approvals().subscribe();
+        let mut events = self.hub().approvals().subscribe();
         let this = self.clone();
         tokio::spawn(async move {
             loop {

@@ -118,10 +118,7 @@ impl Part for ChannelsPart {
     /// Launches each enabled bridge; each connects in the background and
     /// reports through its health, so this start does not fail.
     fn start<'a>(&'a self, config: &'a Config) -> StartFuture<'a> {
-        self.channels
-            .hub()
-            .runtime()
-            .set_outbox(self.channels.outbox());
+        self.channels.hub().install_outbox(self.channels.outbox());
         self.channels.forward_approvals(self.stop.child_token());
         for (name, settings) in &config.channels {
             if settings.enabled {

@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 
 use pincer_channel::BridgeSettings;
-use pincer_channel::access::{AccessPolicy, DmPolicy, GroupRule, GuildRule};
+use pincer_channel::access::{AccessPolicy, GroupRule, GuildRule};
 
-use crate::config::{ChannelSettings, DmPolicy as ConfigDmPolicy};
+use crate::config::ChannelSettings;
 
 /// The bridge's settings for one channel's config.
 pub fn bridge_settings(config: &ChannelSettings) -> BridgeSettings {
@@ -18,12 +18,7 @@ pub fn bridge_settings(config: &ChannelSettings) -> BridgeSettings {
         ids.as_ref().map(|ids| ids.iter().cloned().collect())
     };
     let access = AccessPolicy {
-        dm: match config.dm_policy {
-            ConfigDmPolicy::Pairing => DmPolicy::Pairing,
-            ConfigDmPolicy::Allowlist => DmPolicy::Allowlist,
-            ConfigDmPolicy::Open => DmPolicy::Open,
-            ConfigDmPolicy::Disabled => DmPolicy::Disabled,
-        },
+        dm: config.dm_policy,
         allow_from: config.allow_from.iter().cloned().collect(),
         groups: config
             .groups

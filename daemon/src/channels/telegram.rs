@@ -21,14 +21,15 @@ use crate::config::{ChannelSettings, TelegramMode};
 fn platform_settings(
     settings: &ChannelSettings,
 ) -> Result<pincer_telegram::TelegramSettings, String> {
-    let mut out = pincer_telegram::TelegramSettings::new(settings.token()?);
+    let token = settings.token().map_err(|e| e.to_string())?;
+    let mut out = pincer_telegram::TelegramSettings::new(token);
     out.api_url = settings.api_url.clone();
     match settings.telegram.as_ref().map(|t| &t.mode) {
         Some(TelegramMode::Webhook(w)) => {
             out.mode = pincer_telegram::Mode::Webhook {
                 url: w.url.clone(),
                 listen: w.listen,
-                secret: w.secret()?,
+                secret: w.secret().map_err(|e| e.to_string())?,
             };
         }
         Some(TelegramMode::Polling { timeout }) => out.poll_timeout = *timeout,

@@ -88,7 +88,7 @@ pub(super) fn mcp_servers(
                 }
                 let value = url.get_ref().trim().to_string();
                 if let Err(why) = check_http_url(&value) {
-                    return Err(loc.at(url.span(), why));
+                    return Err(loc.at(url.span(), why.to_string()));
                 }
                 Transport::Http {
                     url: value,

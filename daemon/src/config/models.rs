@@ -23,7 +23,7 @@ pub(super) fn provider_settings(
         Some(url) => {
             let value = url.get_ref().trim_end_matches('/').to_string();
             if let Err(why) = check_http_url(&value) {
-                return Err(loc.at(url.span(), why));
+                return Err(loc.at(url.span(), why.to_string()));
             }
             value
         }

@@ -75,11 +75,28 @@ impl SecretSource {
         }
     }
 
-    /// The value, or the sentence `"{who} reads its {what} from …"`.
-    pub fn read_for(&self, who: &str, what: &str) -> Result<String, String> {
-        self.read()
-            .ok_or_else(|| format!("{who} reads its {what} from {}", self.missing()))
+    /// The value, read now for `who` (`[channels.telegram]`, a provider),
+    /// which reads its `what` (`bot token`) from here.
+    pub fn read_for(&self, who: &str, what: &'static str) -> Result<String, MissingSecret> {
+        self.read().ok_or_else(|| MissingSecret {
+            who: who.to_string(),
+            what,
+            place: self.clone(),
+        })
     }
+}
+
+/// A secret not found where the config says it is (unset, unreadable or
+/// blank).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{who} reads its {what} from {}", .place.missing())]
+pub struct MissingSecret {
+    /// Who reads it: `[channels.telegram]`, a provider.
+    pub who: String,
+    /// What it is: `bot token`, `API key`.
+    pub what: &'static str,
+    /// Where it was looked for.
+    pub place: SecretSource,
 }
 
 /// An API key named by an environment variable or a file in
@@ -122,7 +139,7 @@ mod tests {
         let source = SecretSource::File(path.clone());
         assert_eq!(source.read().as_deref(), Some("value"));
         std::fs::write(&path, "\n").unwrap();
-        let err = source.read_for("x", "token").unwrap_err();
+        let err = source.read_for("x", "token").unwrap_err().to_string();
         assert_eq!(
             err,
             format!(

@@ -71,31 +71,51 @@ pub fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?', '[', '{', '\\'])
 }
 
-/// Checks a pattern's form (a known group, a glob that compiles); the
-/// error is a sentence for the user. Which names exist is
-/// [`ToolNames::check`], on top of this one (a plugin's hooks get only
-/// this: they name the plugin's own tools, unknown until it runs).
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
+/// Why a tool pattern cannot match any tool, whatever the daemon has.
+#[derive(Debug, thiserror::Error)]
+pub enum PatternError {
+    #[error("an empty tool pattern matches nothing")]
+    Empty,
+    /// `group:<name>` with a group [`GROUPS`] lacks, as written.
+    #[error("unknown tool group `{0}`: the groups are {groups}", groups = group_names())]
+    UnknownGroup(String),
+    #[error("`{pattern}` is not a valid glob: {source}")]
+    BadGlob {
+        pattern: String,
+        source: globset::Error,
+    },
+}
+
+/// Every group as a pattern names it: `group:fs, group:runtime, …`.
+fn group_names() -> String {
+    GROUPS
+        .iter()
+        .map(|g| format!("group:{g}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks a pattern's form (a known group, a glob that compiles). Which
+/// names exist is [`ToolNames::check`], on top of this one (a plugin's
+/// hooks get only this: they name the plugin's own tools, unknown until
+/// it runs).
+pub fn check_pattern(pattern: &str) -> Result<(), PatternError> {
     let p = pattern.trim();
     if p.is_empty() {
-        return Err("an empty tool pattern matches nothing".into());
+        return Err(PatternError::Empty);
     }
     if let Some(group) = p.strip_prefix("group:") {
         if !GROUPS.contains(&group.to_ascii_lowercase().as_str()) {
-            return Err(format!(
-                "unknown tool group `{p}`: the groups are {}",
-                GROUPS
-                    .iter()
-                    .map(|g| format!("group:{g}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            return Err(PatternError::UnknownGroup(p.to_string()));
         }
         return Ok(());
     }
     Glob::new(&p.to_lowercase())
         .map(|_| ())
-        .map_err(|e| format!("`{p}` is not a valid glob: {e}"))
+        .map_err(|source| PatternError::BadGlob {
+            pattern: p.to_string(),
+            source,
+        })
 }
 
 /// A tool name the config names that only a server's list can confirm.
@@ -143,7 +163,7 @@ impl ToolNames {
         pattern: &str,
         span: Range<usize>,
     ) -> Result<(), ConfigError> {
-        check_pattern(pattern).map_err(|why| loc.at(span.clone(), why))?;
+        check_pattern(pattern).map_err(|why| loc.at(span.clone(), why.to_string()))?;
         let written = pattern.trim();
         let name = written.to_lowercase();
         if name.starts_with("group:")

@@ -2,11 +2,16 @@
 //! base URLs, MCP servers, plugins' servers): http or https, nothing else,
 //! so a typo fails at load time with the same sentence everywhere.
 
-/// `Ok` for an http:// or https:// URL; otherwise the sentence for the user.
-pub(super) fn check_http_url(value: &str) -> Result<(), String> {
+/// A URL of another scheme, or no URL at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an http:// or https:// URL")]
+pub(super) struct NotHttpUrl(String);
+
+/// `Ok` for an http:// or https:// URL.
+pub(super) fn check_http_url(value: &str) -> Result<(), NotHttpUrl> {
     if value.starts_with("http://") || value.starts_with("https://") {
         Ok(())
     } else {
-        Err(format!("`{value}` is not an http:// or https:// URL"))
+        Err(NotHttpUrl(value.to_string()))
     }
 }

@@ -71,8 +71,10 @@ impl ImageLoader {
     }
 
     fn read(&self, path: &str) -> Result<Part, String> {
-        let real = crate::tools::paths::confine(&self.workspace, path)?;
-        let file = crate::tools::open::open_regular(&real, path, self.fs)?;
+        let real =
+            crate::tools::paths::confine(&self.workspace, path).map_err(|e| e.to_string())?;
+        let file =
+            crate::tools::open::open_regular(&real, path, self.fs).map_err(|e| e.to_string())?;
         let mut bytes = Vec::new();
         // `take`: the file may grow after it was saved.
         file.take(MAX_IMAGE_BYTES + 1)

@@ -84,6 +84,47 @@ pub enum RouteError {
     Key(#[from] KeyError),
 }
 
+/// A chat named by hand (`pincer tools list --channel … [--group ID]
+/// [--guild ID] [--role ID…] [--peer ID]`) rather than by a message: a DM
+/// with `peer`, or a message in `group` (of `guild`, from a sender
+/// holding `roles`). Empty strings are absent; no `peer` is anyone.
+#[derive(Debug, Default)]
+pub struct NamedChat<'a> {
+    pub channel: &'a str,
+    pub group: &'a str,
+    pub guild: &'a str,
+    pub roles: &'a [String],
+    pub peer: &'a str,
+}
+
+/// Routes a message `chat` would send, exactly as a bridge's message of
+/// that chat is routed, so what it shows is what such a chat gets.
+pub fn route_named(config: &Config, chat: &NamedChat<'_>) -> Result<Route, RouteError> {
+    let (group, guild, peer) = (chat.group.trim(), chat.guild.trim(), chat.peer.trim());
+    let inbound = Inbound {
+        channel: chat.channel.trim().to_string(),
+        account: None,
+        chat: if group.is_empty() {
+            Chat::Direct
+        } else {
+            Chat::Group(group.to_string())
+        },
+        thread: None,
+        guild: Some(guild).filter(|g| !g.is_empty()).map(str::to_string),
+        roles: chat
+            .roles
+            .iter()
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect(),
+        sender: Sender {
+            id: if peer.is_empty() { "anyone" } else { peer }.to_string(),
+            name: peer.to_string(),
+        },
+    };
+    route(config, &inbound)
+}
+
 /// The owner at the CLI, talking to the session `key`.
 pub fn owner(key: &SessionKey) -> ChatOrigin {
     ChatOrigin::owner(key.is_main())

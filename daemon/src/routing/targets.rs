@@ -25,7 +25,7 @@
 
 use super::{Chat, DEFAULT_ACCOUNT, Inbound, Sender, agent_of};
 use crate::config::Config;
-use crate::tools::message::{BoundChat, MessageTargets};
+use crate::tools::message::{BoundChat, MessageTargets, NoDefaultChat};
 use crate::tools::origin::{ChatAddress, ChatOrigin, ChatPlace};
 
 /// Where `agent` may send in a turn from `origin` (the module doc's
@@ -114,8 +114,8 @@ fn reaching(channel: &str, chat: Chat, sender: &str) -> Inbound {
 }
 
 /// The chat the turn came from; at the CLI the owner's DM on the one
-/// channel with an owner. The error is a clause saying why there is none.
-fn default_target(config: &Config, origin: &ChatOrigin) -> Result<ChatAddress, String> {
+/// channel with an owner; or why there is none.
+fn default_target(config: &Config, origin: &ChatOrigin) -> Result<ChatAddress, NoDefaultChat> {
     if !origin.other_chats.is_empty() {
         let chats: Vec<String> = std::iter::once(&origin.chat)
             .chain(&origin.other_chats)
@@ -124,16 +124,13 @@ fn default_target(config: &Config, origin: &ChatOrigin) -> Result<ChatAddress, S
                 None => "the CLI".into(),
             })
             .collect();
-        return Err(format!(
-            "this turn answers messages from several chats ({})",
-            chats.join(", ")
-        ));
+        return Err(NoDefaultChat::SeveralChats(chats));
     }
     if let Some(address) = origin.chat.address() {
         return Ok(address);
     }
     if !origin.is_owner() {
-        return Err("this turn came from no chat".into());
+        return Err(NoDefaultChat::NoChat);
     }
     let owners: Vec<ChatAddress> = config
         .channels
@@ -142,17 +139,9 @@ fn default_target(config: &Config, origin: &ChatOrigin) -> Result<ChatAddress, S
         .collect();
     match owners.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err(
-            "this turn came from the CLI and no channel has an `owner` whose DM it could go to"
-                .into(),
-        ),
-        several => Err(format!(
-            "this turn came from the CLI and several channels have an owner ({})",
-            several
-                .iter()
-                .map(|a| a.channel.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+        [] => Err(NoDefaultChat::NoOwner),
+        several => Err(NoDefaultChat::SeveralOwners(
+            several.iter().map(|a| a.channel.clone()).collect(),
         )),
     }
 }
@@ -323,18 +312,15 @@ mod tests {
         let none = config("");
         let t = message_targets(&none, "main", &ChatOrigin::owner(true));
         assert_eq!(
-            t.default,
-            Err(
-                "this turn came from the CLI and no channel has an `owner` whose DM it could go to"
-                    .into()
-            )
+            t.default.unwrap_err().to_string(),
+            "this turn came from the CLI and no channel has an `owner` whose DM it could go to"
         );
         assert!(t.allowed.is_empty());
         let two = config("[channels.telegram]\nowner = \"1\"\n[channels.discord]\nowner = \"2\"\n");
         let t = message_targets(&two, "main", &ChatOrigin::owner(true));
         assert_eq!(
-            t.default,
-            Err("this turn came from the CLI and several channels have an owner (discord, telegram)".into())
+            t.default.unwrap_err().to_string(),
+            "this turn came from the CLI and several channels have an owner (discord, telegram)"
         );
         assert_eq!(t.allowed.len(), 2, "both owners' DMs");
         let c = config(CHANNEL);
@@ -344,8 +330,8 @@ mod tests {
         ]);
         let t = message_targets(&c, "main", &merged);
         assert_eq!(
-            t.default,
-            Err("this turn answers messages from several chats (telegram:-200, telegram:6)".into())
+            t.default.clone().unwrap_err().to_string(),
+            "this turn answers messages from several chats (telegram:-200, telegram:6)"
         );
         assert!(t.pick(Some("telegram:6")).is_ok(), "each chat it came from");
     }

@@ -12,14 +12,31 @@ use std::path::PathBuf;
 
 use landlock::{
     ABI, Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, Scope,
+    RulesetError, RulesetStatus, Scope,
 };
 
 /// The newest ABI this ruleset was written and tested against.
 const ABI_WANTED: ABI = ABI::V9;
 
+/// Why the process could not be confined; the launcher then runs nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("cannot make the Landlock ruleset: {0}")]
+    Ruleset(RulesetError),
+    #[error("cannot allow {}: {source}", .path.display())]
+    Allow { path: PathBuf, source: RulesetError },
+    #[error("cannot enforce the Landlock ruleset: {0}")]
+    Enforce(RulesetError),
+    #[error("the kernel enforced none of the Landlock ruleset")]
+    NotEnforced,
+}
+
 /// Confines the calling (single-threaded) process and its future children.
-pub fn restrict(read: &[PathBuf], write: &[PathBuf], devices: &[PathBuf]) -> Result<(), String> {
+pub fn restrict(
+    read: &[PathBuf],
+    write: &[PathBuf],
+    devices: &[PathBuf],
+) -> Result<(), LandlockError> {
     let all = AccessFs::from_all(ABI_WANTED);
     let read_only = AccessFs::from_read(ABI_WANTED);
     let device = AccessFs::from_file(ABI_WANTED) & !AccessFs::Execute;
@@ -27,7 +44,7 @@ pub fn restrict(read: &[PathBuf], write: &[PathBuf], devices: &[PathBuf]) -> Res
         .handle_access(all)
         .and_then(|r| r.scope(Scope::from_all(ABI_WANTED)))
         .and_then(|r| r.create())
-        .map_err(|e| format!("cannot make the Landlock ruleset: {e}"))?;
+        .map_err(LandlockError::Ruleset)?;
     for (paths, access) in [(read, read_only), (write, all), (devices, device)] {
         for path in paths {
             let fd = match PathFd::new(path) {
@@ -43,14 +60,15 @@ pub fn restrict(read: &[PathBuf], write: &[PathBuf], devices: &[PathBuf]) -> Res
             };
             ruleset = ruleset
                 .add_rule(PathBeneath::new(fd, access))
-                .map_err(|e| format!("cannot allow {}: {e}", path.display()))?;
+                .map_err(|source| LandlockError::Allow {
+                    path: path.clone(),
+                    source,
+                })?;
         }
     }
-    let status = ruleset
-        .restrict_self()
-        .map_err(|e| format!("cannot enforce the Landlock ruleset: {e}"))?;
+    let status = ruleset.restrict_self().map_err(LandlockError::Enforce)?;
     if status.ruleset == RulesetStatus::NotEnforced {
-        return Err("the kernel enforced none of the Landlock ruleset".into());
+        return Err(LandlockError::NotEnforced);
     }
     Ok(())
 }

@@ -59,7 +59,7 @@ pub fn run(args: LauncherArgs) -> ExitCode {
             }
             format!("cannot run {}: {e}", program.to_string_lossy())
         }
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     fail(&err)
 }
@@ -71,25 +71,48 @@ fn fail(why: &str) -> ExitCode {
     ExitCode::from(EXIT_NO_SANDBOX)
 }
 
+/// Why the launcher could not confine itself (it then runs nothing).
+#[derive(Debug, thiserror::Error)]
+enum ConfineError {
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    Seccomp(#[from] super::seccomp::SeccompError),
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    Landlock(#[from] super::landlock::LandlockError),
+    #[cfg(target_os = "linux")]
+    #[error("cannot drop capability {cap}: {source}")]
+    DropCapability {
+        cap: libc::c_ulong,
+        source: std::io::Error,
+    },
+    #[cfg(target_os = "linux")]
+    #[error("cannot drop capabilities: {0}")]
+    ClearCapabilities(std::io::Error),
+    #[cfg(not(target_os = "linux"))]
+    #[error("the sandbox needs Linux")]
+    NotLinux,
+}
+
 #[cfg(target_os = "linux")]
-fn confine(args: &LauncherArgs) -> Result<(), String> {
+fn confine(args: &LauncherArgs) -> Result<(), ConfineError> {
     // Built before anything is restricted (it allocates, and reads nothing).
     let filter = super::seccomp::filter(!args.no_network)?;
     drop_capabilities()?;
     super::landlock::restrict(&args.read, &args.write, &args.devices)?;
-    super::seccomp::apply(&filter)
+    Ok(super::seccomp::apply(&filter)?)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn confine(_: &LauncherArgs) -> Result<(), String> {
-    Err("the sandbox needs Linux".into())
+fn confine(_: &LauncherArgs) -> Result<(), ConfineError> {
+    Err(ConfineError::NotLinux)
 }
 
 /// Empties the capability bounding set (so no later `exec`, not even of a
 /// root-owned program by a root daemon, gains a capability), the ambient
 /// set, and the process's own sets.
 #[cfg(target_os = "linux")]
-fn drop_capabilities() -> Result<(), String> {
+fn drop_capabilities() -> Result<(), ConfineError> {
     // SAFETY: prctl with integer arguments only changes this process's
     // capability sets.
     unsafe {
@@ -113,7 +136,7 @@ fn drop_capabilities() -> Result<(), String> {
                 // No CAP_SETPCAP: an unprivileged process, whose bounding
                 // set cannot matter (it has nothing to gain on exec).
                 Some(libc::EPERM) => break,
-                _ => return Err(format!("cannot drop capability {cap}: {e}")),
+                _ => return Err(ConfineError::DropCapability { cap, source: e }),
             }
         }
         cap += 1;
@@ -124,7 +147,7 @@ fn drop_capabilities() -> Result<(), String> {
 /// Empties the effective, permitted and inheritable sets now (a root
 /// process keeps its capabilities until the next `exec` otherwise).
 #[cfg(target_os = "linux")]
-fn clear_capability_sets() -> Result<(), String> {
+fn clear_capability_sets() -> Result<(), ConfineError> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -151,9 +174,8 @@ fn clear_capability_sets() -> Result<(), String> {
     // version 3 (two data structs), and live across the call.
     let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
     if r != 0 {
-        return Err(format!(
-            "cannot drop capabilities: {}",
-            std::io::Error::last_os_error()
+        return Err(ConfineError::ClearCapabilities(
+            std::io::Error::last_os_error(),
         ));
     }
     Ok(())

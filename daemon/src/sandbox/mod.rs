@@ -72,10 +72,25 @@ impl Support {
                 format!("exec is not sandboxed: {why}")
             }
             (Support::Unavailable(why), ExecSandboxMode::Required) => {
-                format!("exec is refused: tools.exec.sandbox is required but {why}")
+                SandboxError::Required { why: why.clone() }.to_string()
             }
         }
     }
+}
+
+/// Why a command was not started in the sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// `tools.exec.sandbox = "required"` on a kernel without the sandbox.
+    #[error("exec is refused: tools.exec.sandbox is required but {why}")]
+    Required { why: String },
+    #[error("the sandbox has no temp folder (see the log)")]
+    NoTempRoot,
+    #[error("cannot make the temp folder {}: {source}", .dir.display())]
+    TempFolder {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The daemon's sandbox: what the kernel offers, the folders every
@@ -183,14 +198,14 @@ impl Sandbox {
         settings: &ExecSandboxSettings,
         jail: &Jail<'_>,
         program: &str,
-    ) -> Result<tokio::process::Command, String> {
+    ) -> Result<tokio::process::Command, SandboxError> {
         if !self.active(settings) {
             // Not active under `required` means the kernel lacks it.
-            return match settings.mode {
-                ExecSandboxMode::Required => Err(self.sentence(settings)),
-                ExecSandboxMode::Auto | ExecSandboxMode::Off => {
-                    Ok(tokio::process::Command::new(program))
+            return match (settings.mode, &self.support) {
+                (ExecSandboxMode::Required, Support::Unavailable(why)) => {
+                    Err(SandboxError::Required { why: why.clone() })
                 }
+                _ => Ok(tokio::process::Command::new(program)),
             };
         }
         let tmp = self.private_tmp(jail.tmp_name)?;
@@ -215,9 +230,9 @@ impl Sandbox {
 
     /// `<tmp>/<name>`, made on first use; each `/`-separated part of
     /// `name` is made a safe file name.
-    fn private_tmp(&self, name: &str) -> Result<PathBuf, String> {
+    fn private_tmp(&self, name: &str) -> Result<PathBuf, SandboxError> {
         let Some(root) = &self.tmp else {
-            return Err("the sandbox has no temp folder (see the log)".into());
+            return Err(SandboxError::NoTempRoot);
         };
         let mut dir = root.path().to_path_buf();
         for part in name.split('/').filter(|p| !p.is_empty()) {
@@ -238,7 +253,10 @@ impl Sandbox {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| format!("cannot make the temp folder {}: {e}", dir.display()))?;
+            .map_err(|source| SandboxError::TempFolder {
+                dir: dir.clone(),
+                source,
+            })?;
         Ok(dir)
     }
 }

@@ -31,9 +31,20 @@ const ARCH: TargetArch = TargetArch::riscv64;
 #[cfg(target_arch = "x86_64")]
 const X32_BIT: i64 = 0x4000_0000;
 
+/// Why the filter could not be had; the launcher then runs nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("cannot build the seccomp filter: {0}")]
+    Build(seccompiler::BackendError),
+    #[error("cannot compile the seccomp filter: {0}")]
+    Compile(seccompiler::BackendError),
+    #[error("cannot install the seccomp filter: {0}")]
+    Install(seccompiler::Error),
+}
+
 /// The filter for a command with or without network access.
-pub fn filter(network: bool) -> Result<BpfProgram, String> {
-    let fail = |e: seccompiler::BackendError| format!("cannot build the seccomp filter: {e}");
+pub fn filter(network: bool) -> Result<BpfProgram, SeccompError> {
+    let fail = SeccompError::Build;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let socket_rules = if network {
         let unix = SeccompCondition::new(
@@ -71,15 +82,12 @@ pub fn filter(network: bool) -> Result<BpfProgram, String> {
         ARCH,
     )
     .map_err(fail)?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("cannot compile the seccomp filter: {e}"))
+    filter.try_into().map_err(SeccompError::Compile)
 }
 
 /// Installs `program` on the calling thread (and sets `no_new_privs`).
-pub fn apply(program: &BpfProgram) -> Result<(), String> {
-    seccompiler::apply_filter(program)
-        .map_err(|e| format!("cannot install the seccomp filter: {e}"))
+pub fn apply(program: &BpfProgram) -> Result<(), SeccompError> {
+    seccompiler::apply_filter(program).map_err(SeccompError::Install)
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@ use futures_util::future::BoxFuture;
 
 use crate::config::schedules::ScheduleFields;
 use crate::tools::origin::ChatPlace;
-use crate::tools::schedule_book::{Asker, BookVerb, ScheduleBook};
+use crate::tools::schedule_book::{Asker, BookError, BookVerb, ScheduleBook};
 
-use super::manage::Maker;
+use super::manage::{Maker, ManageError};
 use super::scheduler::Scheduler;
 
 /// Whether `key` is the session of a scheduled or triggered run
@@ -45,7 +45,7 @@ fn this_chat(asker: &Asker<'_>) -> Option<String> {
 }
 
 impl Scheduler {
-    async fn free_name(&self, fields: &ScheduleFields) -> Result<String, String> {
+    async fn free_name(&self, fields: &ScheduleFields) -> Result<String, BookError> {
         let base = if fields.at.is_some() {
             "reminder"
         } else {
@@ -55,7 +55,7 @@ impl Scheduler {
             .store()
             .list()
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| BookError::Scheduler(e.to_string()))?
             .into_iter()
             .map(|r| r.name)
             .collect();
@@ -66,13 +66,18 @@ impl Scheduler {
     }
 }
 
+/// The scheduler's refusal, as the tool and the chat say it.
+fn scheduler_said(e: ManageError) -> BookError {
+    BookError::Scheduler(e.to_string())
+}
+
 impl ScheduleBook for Scheduler {
     fn add<'a>(
         &'a self,
         asker: Asker<'a>,
         name: Option<String>,
         mut fields: ScheduleFields,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    ) -> BoxFuture<'a, Result<String, BookError>> {
         Box::pin(async move {
             if scheduled_run(asker.session_key) {
                 let config = self.runtime_config();
@@ -80,10 +85,9 @@ impl ScheduleBook for Scheduler {
                     .agent(asker.agent)
                     .is_some_and(|a| a.scheduled_runs_may_schedule);
                 if !allowed {
-                    return Err(format!(
-                        "a scheduled run cannot make schedules (the owner may allow it with `scheduled_runs_may_schedule = true` under [agents.{}])",
-                        asker.agent
-                    ));
+                    return Err(BookError::ScheduledRun {
+                        agent: asker.agent.to_string(),
+                    });
                 }
             }
             fields.agent.get_or_insert_with(|| asker.agent.to_string());
@@ -101,7 +105,7 @@ impl ScheduleBook for Scheduler {
             let view = self
                 .add(&name, fields, maker)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(scheduler_said)?;
             Ok(format!("Scheduled {}", view.line()))
         })
     }
@@ -110,7 +114,7 @@ impl ScheduleBook for Scheduler {
         &'a self,
         asker: Asker<'a>,
         verb: BookVerb,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    ) -> BoxFuture<'a, Result<String, BookError>> {
         Box::pin(async move {
             let who = &asker.origin.principal;
             let r = match verb {
@@ -142,7 +146,7 @@ impl ScheduleBook for Scheduler {
                     .await
                     .map(|fire| format!("Schedule {name} fires now (fire {fire}).")),
             };
-            r.map_err(|e| e.to_string())
+            r.map_err(scheduler_said)
         })
     }
 }

@@ -5,19 +5,18 @@
 //! delivery's are kept apart: a delivery that fails is retried from its
 //! row (a minute, then five, then fifteen) without running the fire again.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::mpsc;
 
+use crate::agent::Event;
+use crate::agent::call_env::{self, CallScope};
 use crate::agent::hub::Hub;
-use crate::agent::session_log::{Emit, SessionLog};
+use crate::agent::session_log::SessionLog;
 use crate::agent::tool_step::{self, ToolCall};
-use crate::agent::{Event, call_env};
 use crate::config::schedules::{Delivery, Target};
 use crate::session::SessionKey;
-use crate::session::registry::NewSession;
 use crate::tools::origin::{ChatAddress, ChatOrigin, Inbound};
 use crate::tools::workflow_run::RunReport;
 
@@ -83,7 +82,7 @@ pub async fn run(
     if let Err(e) = store.running(c.fire, None).await {
         tracing::error!(schedule = %name, error = %e, "cannot record a fire as running");
     }
-    let config = hub.runtime().config();
+    let config = hub.config();
     if let Some(why) = validate(&config, &c.spec.agent, &c.spec.target, &c.spec.deliver) {
         // A job the config cannot serve would fail the same way every
         // time: the owner hears once and nothing retries.
@@ -276,7 +275,7 @@ pub async fn run_unscheduled(
     if let Err(e) = store.running(id, None).await {
         tracing::error!(fire = %name, error = %e, "cannot record a fire as running");
     }
-    let r = if let Some(why) = validate(&hub.runtime().config(), u.agent, u.target, u.deliver) {
+    let r = if let Some(why) = validate(&hub.config(), u.agent, u.target, u.deliver) {
         tracing::warn!(fire = %name, "it cannot run: {why}");
         store
             .ended(
@@ -405,34 +404,13 @@ pub async fn perform(hub: &Hub, c: &Job<'_>) -> Result<String, Failed> {
     match c.target {
         Target::Command { command } => {
             let key = session_key(c.kind, &agent.id, c.name, None)?;
-            let row = rt
-                .registry()
-                .get_or_create(
-                    &key.to_string(),
-                    &agent.id,
-                    key.channel(),
-                    NewSession::of(origin.principal.clone()),
-                )
+            let mut log = SessionLog::open_session(rt, &agent.id, &key, origin.principal.clone())
                 .await
                 .map_err(|e| Failed::before_model(e.to_string()))?;
-            let path = rt.home().transcript(&agent.id, &row.id);
-            let mut log = SessionLog::open(path, row.id.clone())
-                .await
-                .map_err(|e| Failed::before_model(e.to_string()))?;
-            let emit: Emit = Arc::new(|_: Event| {});
+            let session_id = log.session_id.clone();
             let cancel = tokio_util::sync::CancellationToken::new();
-            let scope = call_env::CallScope {
-                rt,
-                config: &config,
-                agent: &agent,
-                key: &key,
-                session_id: &row.id,
-                origin: &origin,
-                spawn_layer: None,
-                cancel: &cancel,
-                emit: &emit,
-                sessions: None,
-            };
+            let scope =
+                CallScope::outside_turn(rt, &config, &agent, &key, &session_id, &origin, &cancel);
             let registry = rt.tool_registry().await;
             let env = call_env::build(&scope, &registry);
             let arguments = serde_json::json!({ "command": command }).to_string();
@@ -447,10 +425,10 @@ pub async fn perform(hub: &Hub, c: &Job<'_>) -> Result<String, Failed> {
                     arguments: &arguments,
                 },
                 Instant::now() + RUN_LIMIT,
-                &emit,
+                scope.emit,
             )
             .await
-            .map_err(Failed::before_model)?;
+            .map_err(|e| Failed::before_model(e.to_string()))?;
             if result.output.is_error || result.status != "ok" {
                 return Err(Failed::after_model(format!(
                     "exec ({}): {}",
@@ -503,7 +481,7 @@ pub async fn perform(hub: &Hub, c: &Job<'_>) -> Result<String, Failed> {
             let report = engine
                 .run(&agent.id, &origin, name, inputs.clone(), WORKFLOW_WAIT)
                 .await
-                .map_err(Failed::after_model)?;
+                .map_err(|e| Failed::after_model(e.to_string()))?;
             match &report {
                 RunReport::NotAdmitted { why } => Err(Failed {
                     why: why.clone(),
@@ -566,7 +544,7 @@ fn address(hub: &Hub, deliver: &Delivery) -> Option<ChatAddress> {
     match deliver {
         Delivery::Nowhere => None,
         Delivery::Owner { channel } => {
-            let config = hub.runtime().config();
+            let config = hub.config();
             let owner = config.channels.get(channel)?.owner.clone()?;
             Some(ChatAddress::person(channel, &owner))
         }
@@ -582,7 +560,7 @@ pub async fn deliver(
     d: &DeliveryRow,
     now: &impl Fn() -> Timestamp,
 ) {
-    let sent = match (hub.runtime().outbox(), ChatAddress::parse(&d.to)) {
+    let sent = match (hub.outbox(), ChatAddress::parse(&d.to)) {
         (Some(outbox), Ok(to)) => {
             // The owner's DM is addressed to the person (the platform
             // opens the DM).
@@ -591,10 +569,14 @@ pub async fn deliver(
             } else {
                 to
             };
-            outbox.send_text(&to, &d.text).await.map(|_| ())
+            outbox
+                .send_text(&to, &d.text)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         }
         (None, _) => Err("no channel is running".to_string()),
-        (_, Err(e)) => Err(e),
+        (_, Err(e)) => Err(e.to_string()),
     };
     let r = match sent {
         Ok(()) => store.delivered(d.id).await,
@@ -614,7 +596,7 @@ pub async fn deliver(
 /// The owner's DM where messages about schedules go: on the first
 /// channel (by name) that names its owner; `None` when none does.
 pub fn owner_dm(hub: &Hub) -> Option<ChatAddress> {
-    let config = hub.runtime().config();
+    let config = hub.config();
     config
         .channels
         .iter()
@@ -622,7 +604,7 @@ pub fn owner_dm(hub: &Hub) -> Option<ChatAddress> {
 }
 
 fn is_owner_dm(hub: &Hub, to: &ChatAddress) -> bool {
-    let config = hub.runtime().config();
+    let config = hub.config();
     config
         .channels
         .get(&to.channel)

@@ -133,7 +133,6 @@ impl Heartbeats {
             }
             let Some(workspace) = inner
                 .hub
-                .runtime()
                 .config()
                 .agent(&spec.agent)
                 .map(|a| a.workspace.clone())

@@ -99,7 +99,7 @@ impl Scheduler {
 
     /// The config in force.
     pub(super) fn runtime_config(&self) -> Arc<Config> {
-        self.inner.hub.runtime().config()
+        self.inner.hub.config()
     }
 
     /// Runs claimed fire `c` in the background (the stop's grace waits
@@ -163,7 +163,7 @@ impl Scheduler {
         let inner = &self.inner;
         loop {
             let now = inner.clock.now();
-            let config = inner.hub.runtime().config();
+            let config = inner.hub.config();
             let ids: Vec<&str> = config.agents.keys().map(String::as_str).collect();
             let agents = Agents {
                 ids: &ids,

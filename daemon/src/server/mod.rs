@@ -9,6 +9,7 @@ pub mod channels;
 pub mod daemon;
 pub mod fit;
 pub mod memory;
+mod request;
 pub mod schedules;
 pub mod sessions;
 pub mod skills;

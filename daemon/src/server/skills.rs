@@ -26,7 +26,7 @@ impl pb::skills_server::Skills for SkillsService {
         request: Request<pb::ListSkillsRequest>,
     ) -> Result<Response<pb::ListSkillsResponse>, Status> {
         let id = self.state.hub.agent_id(&request.into_inner().agent)?;
-        let config = self.state.hub.runtime().config();
+        let config = self.state.hub.config();
         let Some(agent) = config.agent(&id).cloned() else {
             return Err(Status::not_found(format!("no agent `{id}`")));
         };

@@ -5,7 +5,10 @@
 
 use tonic::Status;
 
+use super::daemon::ReloadError;
+use super::request::RequestError;
 use crate::agent::hub::HubError;
+use crate::channels::PairingVerbError;
 use crate::schedule::manage::ManageError;
 use crate::tools::approvals::Refusal;
 use crate::workflow::engine::StartError;
@@ -104,13 +107,56 @@ impl From<ManageError> for Status {
     }
 }
 
+impl From<PairingVerbError> for Status {
+    fn from(e: PairingVerbError) -> Self {
+        use pincer_channel::{PairingError, PairingsError};
+        let message = e.to_string();
+        match e {
+            PairingVerbError::UnknownChannel(..) => Status::not_found(message),
+            PairingVerbError::AllowedInConfig(..) => Status::failed_precondition(message),
+            PairingVerbError::Pairings(PairingsError::Pairing(PairingError::UnknownSender {
+                ..
+            })) => Status::not_found(message),
+            PairingVerbError::Pairings(PairingsError::Pairing(PairingError::UnknownCode {
+                ..
+            })) => Status::not_found(message),
+            PairingVerbError::Pairings(PairingsError::Pairing(PairingError::Expired {
+                ..
+            })) => Status::failed_precondition(message),
+            PairingVerbError::Pairings(_) => Status::internal(message),
+        }
+    }
+}
+
+impl From<ReloadError> for Status {
+    fn from(e: ReloadError) -> Self {
+        // The config in force stays: the file is what must change.
+        Status::failed_precondition(format!(
+            "the new config is invalid and was not applied: {e}"
+        ))
+    }
+}
+
+impl From<RequestError> for Status {
+    fn from(e: RequestError) -> Self {
+        match e {
+            RequestError::Answer(refusal) => refusal.into(),
+            e => Status::invalid_argument(e.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_failed_compaction_is_not_an_unreachable_daemon() {
-        let status = Status::from(HubError::Compaction("the model call failed".into()));
+        let failed = crate::agent::compaction::CompactionError::Summary {
+            reason: "manual",
+            source: crate::llm::LlmError::NotConfigured("the model call failed".into()),
+        };
+        let status = Status::from(HubError::Compaction(failed));
         assert_eq!(status.code(), tonic::Code::Aborted);
         assert!(status.message().contains("the model call failed"));
         assert!(status.message().contains("kept whole"));
@@ -131,7 +177,7 @@ mod tests {
             HubError::NoPrompt("agent:main:main".into()),
             HubError::Transcript(std::io::Error::other("disk full")),
             HubError::Busy("agent:main:main".into()),
-            HubError::Compaction("why".into()),
+            HubError::Compaction(crate::agent::compaction::CompactionError::Off),
         ];
         for e in errors {
             assert_ne!(Status::from(e).code(), tonic::Code::Unavailable);

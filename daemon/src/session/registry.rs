@@ -19,6 +19,8 @@ pub enum RegistryError {
     Sqlite(#[from] rusqlite::Error),
     #[error("session registry: the database thread has stopped")]
     Closed,
+    #[error("session registry: {0}")]
+    Migrate(pincer_migrate::MigrateError),
 }
 
 impl From<DbError> for RegistryError {
@@ -26,6 +28,7 @@ impl From<DbError> for RegistryError {
         match e {
             DbError::Sqlite(e) => Self::Sqlite(e),
             DbError::Closed => Self::Closed,
+            DbError::Migrate(e) => Self::Migrate(e),
         }
     }
 }

@@ -157,7 +157,7 @@ impl FileAccess {
 
     /// `requested` as a path to read (or list), or why not.
     pub fn read(&self, requested: &str) -> Result<PathBuf, Refusal> {
-        let path = confine(&self.root, requested).map_err(Refusal::Invalid)?;
+        let path = confine(&self.root, requested).map_err(|e| Refusal::Invalid(e.to_string()))?;
         if self.hides(&path) {
             return Err(Refusal::Boundary(self.hidden_sentence(requested)));
         }
@@ -168,7 +168,7 @@ impl FileAccess {
     /// not: anywhere in the workspace for the owner, only in the chat's
     /// own folder for anyone else.
     pub fn write(&self, requested: &str) -> Result<PathBuf, Refusal> {
-        let path = confine(&self.root, requested).map_err(Refusal::Invalid)?;
+        let path = confine(&self.root, requested).map_err(|e| Refusal::Invalid(e.to_string()))?;
         if let (Some(w), Some(rel)) = (&self.workflows, self.relative(&path))
             && rel.starts_with(w)
         {

@@ -96,7 +96,7 @@ async fn exec(args: ExecArgs, ctx: ToolContext) -> ToolOutput {
     };
     let mut cmd = match ctx.sandbox.command(&ctx.settings.exec_sandbox, &jail, "sh") {
         Ok(cmd) => cmd,
-        Err(refused) => return ToolOutput::error(refused),
+        Err(refused) => return ToolOutput::error(refused.to_string()),
     };
     let script = crate::children::shell_script(&mut cmd, &args.command);
     crate::children::die_with_daemon(&mut cmd);

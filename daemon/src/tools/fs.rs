@@ -200,7 +200,7 @@ fn read_window(
     w: Window,
     cancel: &CancellationToken,
 ) -> Result<String, String> {
-    let file = open_regular(path, shown, fs)?;
+    let file = open_regular(path, shown, fs).map_err(|e| e.to_string())?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let failed = |e: std::io::Error| format!("cannot read `{shown}`: {e}");
     let mut lines = LineReader::new(file, MAX_LINE_CHARS * 4, cancel.clone());
@@ -262,7 +262,7 @@ async fn write(args: WriteArgs, ctx: ToolContext) -> ToolOutput {
     let shown = args.path.clone();
     let files = ctx.files.clone();
     let result = tokio::task::spawn_blocking(move || {
-        check_replaceable(&path, &shown, fs)?;
+        check_replaceable(&path, &shown, fs).map_err(|e| e.to_string())?;
         super::write::replace(&files, &path, args.content.as_bytes())
             .map_err(|e| format!("cannot write `{shown}`: {e}"))
     })
@@ -300,7 +300,7 @@ fn replace_in(
     args: &EditArgs,
     fs: FsSettings,
 ) -> Result<String, String> {
-    let text = read_text(path, &args.path, fs, MAX_CHANGE_BYTES)?;
+    let text = read_text(path, &args.path, fs, MAX_CHANGE_BYTES).map_err(|e| e.to_string())?;
     let count = text.matches(&args.old_string).count();
     let new_text = match (count, args.replace_all) {
         (0, _) => {

@@ -147,7 +147,10 @@ async fn run(hook: &HookSettings, facts: &CallFacts<'_>, input: &Value) -> Resul
         // plant files in.
         let tmp_name = format!("hooks/{}", hook.name);
         let jail = Jail::writing(vec![facts.workspace.to_path_buf()], &tmp_name);
-        facts.sandbox.command(facts.exec, &jail, program)?
+        facts
+            .sandbox
+            .command(facts.exec, &jail, program)
+            .map_err(|e| e.to_string())?
     } else {
         tokio::process::Command::new(program)
     };

@@ -68,10 +68,51 @@ enum State {
         stale: Arc<AtomicBool>,
     },
     Failed {
-        error: String,
+        error: McpError,
         retry_at: Instant,
         backoff: Duration,
     },
+}
+
+/// Why a server offers no tools now; it is tried again on a later use,
+/// after a backoff. The reasons from other libraries are kept as text:
+/// the error is cloned to every use until the retry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpError {
+    #[error("the server `{server}` stopped")]
+    Stopped { server: String },
+    /// The server stopped under a call, which said `why`.
+    #[error("the server `{server}` stopped: {why}")]
+    StoppedInCall { server: String, why: String },
+    #[error("the MCP server `{server}` has no command")]
+    NoCommand { server: String },
+    /// The exec sandbox refused to start it (`why`).
+    #[error("the MCP server `{server}` was not started: {why}")]
+    NotSandboxed { server: String, why: String },
+    #[error("cannot start the MCP server `{server}` (`{program}`): {why}")]
+    CannotStart {
+        server: String,
+        program: String,
+        why: String,
+    },
+    #[error("the MCP server `{server}` did not initialize: {why}")]
+    NotInitialized { server: String, why: String },
+    #[error("the MCP server `{server}` at {url} did not initialize: {why}")]
+    HttpNotInitialized {
+        server: String,
+        url: String,
+        why: String,
+    },
+    #[error("bad header name `{header}`: {why}")]
+    BadHeaderName { header: String, why: String },
+    #[error("bad value for header `{header}`: {why}")]
+    BadHeaderValue { header: String, why: String },
+    #[error("cannot build the HTTP client: {why}")]
+    HttpClient { why: String },
+    #[error("cannot list the tools of `{server}`: {why}")]
+    CannotList { server: String, why: String },
+    #[error("the MCP server `{server}` did not start within {secs} s")]
+    Timeout { server: String, secs: u64 },
 }
 
 /// One server and its connection.
@@ -91,7 +132,7 @@ pub struct Listing {
     /// The plugin whose server it is.
     pub plugin: Option<String>,
     /// The tools' names as offered, or why the server did not list them.
-    pub tools: Result<Vec<String>, String>,
+    pub tools: Result<Vec<String>, McpError>,
 }
 
 /// What `status` reports about a server.
@@ -127,12 +168,13 @@ impl McpServer {
     }
 
     /// A running service and its tool list; connects if needed.
-    async fn ready(self: &Arc<Self>) -> Result<(Arc<Service>, Vec<ToolDef>), String> {
+    async fn ready(self: &Arc<Self>) -> Result<(Arc<Service>, Vec<ToolDef>), McpError> {
         let mut state = self.state.lock().await;
         if let State::Ready { service, stale, .. } = &*state {
             if gone(service) {
                 tracing::warn!(server = %self.config.name, "MCP server stopped; it will be restarted");
-                *state = failed(format!("the server `{}` stopped", self.config.name), None);
+                let server = self.config.name.clone();
+                *state = failed(McpError::Stopped { server }, None);
             } else if stale.swap(false, Ordering::SeqCst) {
                 match self.list(service).await {
                     Ok(list) => {
@@ -186,18 +228,17 @@ impl McpServer {
                 Err(e)
             }
             Err(_) => {
-                let e = format!(
-                    "the MCP server `{}` did not start within {} s",
-                    self.config.name,
-                    self.config.startup_timeout.as_secs()
-                );
+                let e = McpError::Timeout {
+                    server: self.config.name.clone(),
+                    secs: self.config.startup_timeout.as_secs(),
+                };
                 *state = failed(e.clone(), previous);
                 Err(e)
             }
         }
     }
 
-    async fn connect(&self) -> Result<(Service, Arc<AtomicBool>), String> {
+    async fn connect(&self) -> Result<(Service, Arc<AtomicBool>), McpError> {
         let stale = Arc::new(AtomicBool::new(false));
         let handler = Handler {
             stale: stale.clone(),
@@ -211,14 +252,19 @@ impl McpServer {
                 sandbox,
             } => {
                 let Some((program, args)) = command.split_first() else {
-                    return Err(format!("the MCP server `{name}` has no command"));
+                    return Err(McpError::NoCommand {
+                        server: name.clone(),
+                    });
                 };
                 let mut cmd = if *sandbox {
                     let tmp_name = format!("mcp/{name}");
                     let jail = Jail::writing(cwd.iter().cloned().collect(), &tmp_name);
                     self.sandbox
                         .command(&self.exec, &jail, program)
-                        .map_err(|e| format!("the MCP server `{name}` was not started: {e}"))?
+                        .map_err(|e| McpError::NotSandboxed {
+                            server: name.clone(),
+                            why: e.to_string(),
+                        })?
                 } else {
                     tokio::process::Command::new(program)
                 };
@@ -233,7 +279,11 @@ impl McpServer {
                         .spawn()
                 })
                 .await
-                .map_err(|e| format!("cannot start the MCP server `{name}` (`{program}`): {e}"))?;
+                .map_err(|e| McpError::CannotStart {
+                    server: name.clone(),
+                    program: program.clone(),
+                    why: e.to_string(),
+                })?;
                 if let Some(stderr) = stderr {
                     let server = name.clone();
                     // Its stderr goes to our log, a line at a time.
@@ -247,16 +297,28 @@ impl McpServer {
                 handler
                     .serve_with_ct(transport, self.stop.child_token())
                     .await
-                    .map_err(|e| format!("the MCP server `{name}` did not initialize: {e}"))?
+                    .map_err(|e| McpError::NotInitialized {
+                        server: name.clone(),
+                        why: e.to_string(),
+                    })?
             }
             Transport::Http { url, headers } => {
                 crate::llm::client::install_crypto_provider();
                 let mut map = std::collections::HashMap::new();
                 for (k, v) in headers {
-                    let key = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|e| format!("bad header name `{k}`: {e}"))?;
-                    let value = reqwest::header::HeaderValue::from_str(v)
-                        .map_err(|e| format!("bad value for header `{k}`: {e}"))?;
+                    let key =
+                        reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| {
+                            McpError::BadHeaderName {
+                                header: k.clone(),
+                                why: e.to_string(),
+                            }
+                        })?;
+                    let value = reqwest::header::HeaderValue::from_str(v).map_err(|e| {
+                        McpError::BadHeaderValue {
+                            header: k.clone(),
+                            why: e.to_string(),
+                        }
+                    })?;
                     map.insert(key, value);
                 }
                 let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
@@ -264,26 +326,31 @@ impl McpServer {
                 let client = reqwest::Client::builder()
                     .connect_timeout(Duration::from_secs(10))
                     .build()
-                    .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                    .map_err(|e| McpError::HttpClient { why: e.to_string() })?;
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
                 handler
                     .serve_with_ct(transport, self.stop.child_token())
                     .await
-                    .map_err(|e| {
-                        format!("the MCP server `{name}` at {url} did not initialize: {e}")
+                    .map_err(|e| McpError::HttpNotInitialized {
+                        server: name.clone(),
+                        url: url.clone(),
+                        why: e.to_string(),
                     })?
             }
         };
         Ok((service, stale))
     }
 
-    async fn list(self: &Arc<Self>, service: &Service) -> Result<Vec<ToolDef>, String> {
+    async fn list(self: &Arc<Self>, service: &Service) -> Result<Vec<ToolDef>, McpError> {
         let listed = service
             .peer()
             .list_all_tools()
             .await
-            .map_err(|e| format!("cannot list the tools of `{}`: {e}", self.config.name))?;
+            .map_err(|e| McpError::CannotList {
+                server: self.config.name.clone(),
+                why: e.to_string(),
+            })?;
         Ok(listed.into_iter().map(|t| self.tool_def(t)).collect())
     }
 
@@ -361,7 +428,11 @@ impl McpServer {
                 ) || gone(&service)
                 {
                     let mut state = self.state.lock().await;
-                    *state = failed(format!("the server `{name}` stopped: {e}"), None);
+                    let stopped = McpError::StoppedInCall {
+                        server: name.clone(),
+                        why: e.to_string(),
+                    };
+                    *state = failed(stopped, None);
                 }
                 ToolOutput::error(format!("MCP server `{name}` failed to run `{tool}`: {e}"))
             }
@@ -397,7 +468,7 @@ fn gone(service: &Service) -> bool {
     service.is_closed() || service.peer().is_transport_closed()
 }
 
-fn failed(error: String, previous: Option<Duration>) -> State {
+fn failed(error: McpError, previous: Option<Duration>) -> State {
     let backoff = previous.map_or(MIN_BACKOFF, |b| (b * 2).min(MAX_BACKOFF));
     State::Failed {
         error,

@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::open::open_regular;
-use super::origin::{ChatAddress, ChatOrigin};
+use super::origin::{BadChatAddress, ChatAddress, ChatOrigin};
 use super::paths::display_relative;
 use super::sessions::BoxFuture;
 use super::{ToolContext, ToolDef, ToolFlags, ToolOutput};
@@ -48,12 +48,66 @@ pub struct BoundChat {
     pub what: String,
 }
 
+/// Why a message without `to` has no chat to go to: a clause, completed
+/// by [`MessageTargets::pick`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoDefaultChat {
+    /// A merged turn: the chats it came from, `the CLI` for the owner's.
+    #[error("this turn answers messages from several chats ({})", .0.join(", "))]
+    SeveralChats(Vec<String>),
+    #[error("this turn came from no chat")]
+    NoChat,
+    #[error("this turn came from the CLI and no channel has an `owner` whose DM it could go to")]
+    NoOwner,
+    /// The channels that have an owner.
+    #[error("this turn came from the CLI and several channels have an owner ({})", .0.join(", "))]
+    SeveralOwners(Vec<String>),
+    #[error("pincerd is shutting down; nothing was sent")]
+    ShuttingDown,
+}
+
+/// Why the `message` tool may not send where it was asked; each names the
+/// chats it may use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetRefused {
+    /// No `to`, and no chat to default to; `allowed` is the sentence on
+    /// the chats it may name.
+    #[error("{why}, so the message needs `to`; {allowed}")]
+    NeedsTo { why: NoDefaultChat, allowed: String },
+    #[error(transparent)]
+    BadAddress(#[from] BadChatAddress),
+    #[error("`{address}` is not a chat this agent is bound to, so nothing was sent; {allowed}")]
+    NotBound {
+        address: ChatAddress,
+        allowed: String,
+    },
+}
+
+/// Why a bridge did not send what the `message` tool gave it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("pincerd is shutting down; nothing was sent")]
+    ShuttingDown,
+    #[error("no channel `{channel}` is configured in this daemon")]
+    NoChannel { channel: String },
+    #[error("the {channel} bridge is disabled ([channels.{channel}] enabled = false)")]
+    Disabled { channel: String },
+    /// `why`: the bridge's last error, or that it is still connecting.
+    #[error("the {channel} bridge is not connected ({why})")]
+    NotConnected { channel: String, why: String },
+    #[error("cannot open the DM with {to}: {why}")]
+    NoDm { to: ChatAddress, why: String },
+    #[error("{channel} did not take the message: {why}")]
+    TextRefused { channel: String, why: String },
+    #[error("{channel} did not take the file: {why}")]
+    FileRefused { channel: String, why: String },
+}
+
 /// Where the `message` tool of one agent may send in one turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageTargets {
-    /// Where a message without `to` goes, or why there is no such chat
-    /// (a clause, completed by [`MessageTargets::pick`]).
-    pub default: Result<ChatAddress, String>,
+    /// Where a message without `to` goes, or why there is no such chat.
+    pub default: Result<ChatAddress, NoDefaultChat>,
     /// Every chat the agent may name in `to`; a group's entry also admits
     /// its threads.
     pub allowed: Vec<BoundChat>,
@@ -61,14 +115,12 @@ pub struct MessageTargets {
 
 impl MessageTargets {
     /// The chat `to` names (or the default without it), if the agent may
-    /// send there; the refusal is a sentence naming the chats it may use.
-    pub fn pick(&self, to: Option<&str>) -> Result<ChatAddress, String> {
+    /// send there; the refusal names the chats it may use.
+    pub fn pick(&self, to: Option<&str>) -> Result<ChatAddress, TargetRefused> {
         let Some(to) = to.map(str::trim).filter(|t| !t.is_empty()) else {
-            return self.default.clone().map_err(|why| {
-                format!(
-                    "{why}, so the message needs `to`; {}",
-                    self.allowed_sentence()
-                )
+            return self.default.clone().map_err(|why| TargetRefused::NeedsTo {
+                why,
+                allowed: self.allowed_sentence(),
             });
         };
         let address = ChatAddress::parse(to)?;
@@ -79,10 +131,10 @@ impl MessageTargets {
                 ..bound.clone()
             });
         }
-        Err(format!(
-            "`{address}` is not a chat this agent is bound to, so nothing was sent; {}",
-            self.allowed_sentence()
-        ))
+        Err(TargetRefused::NotBound {
+            address,
+            allowed: self.allowed_sentence(),
+        })
     }
 
     /// The bound chat `address` names (a group's entry admits its
@@ -112,7 +164,7 @@ impl MessageTargets {
 }
 
 /// What the `message` tool needs from the bridges, which live above the
-/// tools. Errors are sentences for the model.
+/// tools.
 pub trait Outbox: Send + Sync {
     /// Where `agent` may send in a turn from `origin` (the routing
     /// layer's decision under the live config).
@@ -123,7 +175,7 @@ pub trait Outbox: Send + Sync {
         &'a self,
         to: &'a ChatAddress,
         text: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>>;
+    ) -> BoxFuture<'a, Result<Vec<String>, SendError>>;
     /// Uploads `file` (named as it should arrive) with `caption`; answers
     /// the message id.
     fn send_file<'a>(
@@ -131,7 +183,7 @@ pub trait Outbox: Send + Sync {
         to: &'a ChatAddress,
         file: &'a Path,
         caption: &'a str,
-    ) -> BoxFuture<'a, Result<String, String>>;
+    ) -> BoxFuture<'a, Result<String, SendError>>;
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -180,7 +232,7 @@ async fn run(args: MessageArgs, ctx: ToolContext) -> ToolOutput {
         .pick(args.to.as_deref())
     {
         Ok(to) => to,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::error(e.to_string()),
     };
     let staged = match file {
         Some(requested) => {
@@ -277,7 +329,7 @@ struct Staged {
 /// file tools do, and copies it from the opened descriptor into a private
 /// folder under its own name.
 fn stage(workspace: &Path, path: &Path, requested: &str, fs: FsSettings) -> Result<Staged, String> {
-    let file = open_regular(path, requested, fs)?;
+    let file = open_regular(path, requested, fs).map_err(|e| e.to_string())?;
     let too_big = |len: u64| {
         format!(
             "`{requested}` is {len} bytes; `message` sends files of up to {MAX_FILE_BYTES} bytes (50 MB)"
@@ -371,7 +423,7 @@ mod tests {
             "telegram:-300/5",
             "telegram:43",
         ] {
-            let e = t.pick(Some(to)).unwrap_err();
+            let e = t.pick(Some(to)).unwrap_err().to_string();
             assert!(
                 e.contains("is not a chat this agent is bound to"),
                 "{to}: {e}"
@@ -382,30 +434,30 @@ mod tests {
                 "{e}"
             );
         }
-        let e = t.pick(Some("-999")).unwrap_err();
+        let e = t.pick(Some("-999")).unwrap_err().to_string();
         assert!(e.contains("is not a chat address"), "{e}");
     }
 
     #[test]
     fn without_a_default_the_refusal_asks_for_to_and_long_lists_are_shortened() {
         let t = MessageTargets {
-            default: Err("this turn came from the CLI and no channel has an `owner`".into()),
+            default: Err(NoDefaultChat::NoOwner),
             allowed: (0..25)
                 .map(|i| bound(&format!("telegram:-{i}"), "group"))
                 .collect(),
         };
-        let e = t.pick(None).unwrap_err();
+        let e = t.pick(None).unwrap_err().to_string();
         assert!(
-            e.starts_with("this turn came from the CLI and no channel has an `owner`, so the message needs `to`; it can send to: telegram:-0 (group)"),
+            e.starts_with("this turn came from the CLI and no channel has an `owner` whose DM it could go to, so the message needs `to`; it can send to: telegram:-0 (group)"),
             "{e}"
         );
         assert!(e.contains("telegram:-9 (group), and 15 more"), "{e}");
         assert!(!e.contains("telegram:-10 "), "{e}");
         let none = MessageTargets {
-            default: Err("x".into()),
+            default: Err(NoDefaultChat::NoChat),
             allowed: Vec::new(),
         };
-        let e = none.pick(Some("telegram:-1")).unwrap_err();
+        let e = none.pick(Some("telegram:-1")).unwrap_err().to_string();
         assert!(e.contains("this agent is bound to no chat"), "{e}");
     }
 
@@ -427,10 +479,13 @@ mod tests {
             &'a self,
             to: &'a ChatAddress,
             text: &'a str,
-        ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        ) -> BoxFuture<'a, Result<Vec<String>, SendError>> {
             Box::pin(async move {
                 if self.fail_text {
-                    return Err("the telegram bridge is not connected".into());
+                    return Err(SendError::NotConnected {
+                        channel: "telegram".into(),
+                        why: "it is still connecting".into(),
+                    });
                 }
                 self.sent
                     .lock()
@@ -444,7 +499,7 @@ mod tests {
             to: &'a ChatAddress,
             file: &'a Path,
             caption: &'a str,
-        ) -> BoxFuture<'a, Result<String, String>> {
+        ) -> BoxFuture<'a, Result<String, SendError>> {
             Box::pin(async move {
                 let name = file.file_name().unwrap().to_string_lossy().to_string();
                 let bytes = std::fs::read(file).unwrap();
@@ -587,7 +642,7 @@ mod tests {
         assert!(out.is_error);
         assert_eq!(
             out.content,
-            "the telegram bridge is not connected; nothing was sent to telegram:1001"
+            "the telegram bridge is not connected (it is still connecting); nothing was sent to telegram:1001"
         );
         let long = "y".repeat(MAX_CAPTION_CHARS + 1);
         let out = call(

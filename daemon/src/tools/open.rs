@@ -25,23 +25,55 @@ use crate::config::FsSettings;
 /// in memory, twice.
 pub const MAX_CHANGE_BYTES: u64 = 16 << 20;
 
+/// Why a workspace file was not opened, read or replaced; `shown` is the
+/// path as the model wrote it.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot read `{shown}`: {source}")]
+    CannotRead {
+        shown: String,
+        source: std::io::Error,
+    },
+    #[error("cannot write `{shown}`: {source}")]
+    CannotWrite {
+        shown: String,
+        source: std::io::Error,
+    },
+    #[error("`{shown}` became a symbolic link while it was being opened; it was not read")]
+    BecameLink { shown: String },
+    #[error("`{shown}` was replaced while it was being opened; it was not read")]
+    Replaced { shown: String },
+    #[error("`{shown}` is {kind}, not a regular file; file tools only open regular files")]
+    NotRegular { shown: String, kind: &'static str },
+    #[error(
+        "`{shown}` has {links} hard links: another name of the same file may be outside the workspace, so file tools neither read nor write it (the owner can allow hard-linked files with [tools.fs] allow_hard_links = true)"
+    )]
+    HardLinked { shown: String, links: u64 },
+    #[error(
+        "`{shown}` is {len} bytes; edit and apply_patch change files of up to {max} bytes (use exec for larger ones)"
+    )]
+    TooBig { shown: String, len: u64, max: u64 },
+    #[error("`{shown}` is not UTF-8 text; it can only be changed with exec")]
+    NotText { shown: String },
+}
+
 /// Opens the confined `path` for reading; `shown` is the path as the model
 /// wrote it, for the refusal.
-pub fn open_regular(path: &Path, shown: &str, fs: FsSettings) -> Result<File, String> {
-    let before = std::fs::symlink_metadata(path).map_err(|e| cannot_read(shown, &e))?;
+pub fn open_regular(path: &Path, shown: &str, fs: FsSettings) -> Result<File, OpenError> {
+    let before = std::fs::symlink_metadata(path).map_err(|e| cannot_read(shown, e))?;
     check(&before, shown, fs)?;
     let file = crate::util::open_without_blocking(path).map_err(|e| match e.raw_os_error() {
-        Some(libc::ELOOP) => {
-            format!("`{shown}` became a symbolic link while it was being opened; it was not read")
-        }
-        _ => cannot_read(shown, &e),
+        Some(libc::ELOOP) => OpenError::BecameLink {
+            shown: shown.to_string(),
+        },
+        _ => cannot_read(shown, e),
     })?;
-    let opened = file.metadata().map_err(|e| cannot_read(shown, &e))?;
+    let opened = file.metadata().map_err(|e| cannot_read(shown, e))?;
     check(&opened, shown, fs)?;
     if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) {
-        return Err(format!(
-            "`{shown}` was replaced while it was being opened; it was not read"
-        ));
+        return Err(OpenError::Replaced {
+            shown: shown.to_string(),
+        });
     }
     Ok(file)
 }
@@ -53,9 +85,9 @@ pub fn read_text(
     shown: &str,
     fs: FsSettings,
     max_bytes: u64,
-) -> Result<String, String> {
+) -> Result<String, OpenError> {
     let file = open_regular(path, shown, fs)?;
-    let len = file.metadata().map_err(|e| cannot_read(shown, &e))?.len();
+    let len = file.metadata().map_err(|e| cannot_read(shown, e))?.len();
     if len > max_bytes {
         return Err(too_big(shown, len, max_bytes));
     }
@@ -63,21 +95,25 @@ pub fn read_text(
     // `take`: the file may grow after the size was read.
     file.take(max_bytes + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| cannot_read(shown, &e))?;
+        .map_err(|e| cannot_read(shown, e))?;
     if bytes.len() as u64 > max_bytes {
         return Err(too_big(shown, bytes.len() as u64, max_bytes));
     }
-    String::from_utf8(bytes)
-        .map_err(|_| format!("`{shown}` is not UTF-8 text; it can only be changed with exec"))
+    String::from_utf8(bytes).map_err(|_| OpenError::NotText {
+        shown: shown.to_string(),
+    })
 }
 
 /// Checks that writing `path` (by replacing it) is allowed: nothing there
 /// yet, or a regular file with one link.
-pub fn check_replaceable(path: &Path, shown: &str, fs: FsSettings) -> Result<(), String> {
+pub fn check_replaceable(path: &Path, shown: &str, fs: FsSettings) -> Result<(), OpenError> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) => check(&meta, shown, fs),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot write `{shown}`: {e}")),
+        Err(source) => Err(OpenError::CannotWrite {
+            shown: shown.to_string(),
+            source,
+        }),
     }
 }
 
@@ -88,20 +124,20 @@ pub fn readable(meta: &Metadata, fs: FsSettings) -> bool {
 }
 
 /// The refusal for anything but a regular file with one link (or more,
-/// when allowed), as a sentence for the model.
-fn check(meta: &Metadata, shown: &str, fs: FsSettings) -> Result<(), String> {
+/// when allowed).
+fn check(meta: &Metadata, shown: &str, fs: FsSettings) -> Result<(), OpenError> {
     let kind = meta.file_type();
     if !kind.is_file() {
-        return Err(format!(
-            "`{shown}` is {}, not a regular file; file tools only open regular files",
-            describe(kind)
-        ));
+        return Err(OpenError::NotRegular {
+            shown: shown.to_string(),
+            kind: describe(kind),
+        });
     }
     if meta.nlink() > 1 && !fs.allow_hard_links {
-        return Err(format!(
-            "`{shown}` has {} hard links: another name of the same file may be outside the workspace, so file tools neither read nor write it (the owner can allow hard-linked files with [tools.fs] allow_hard_links = true)",
-            meta.nlink()
-        ));
+        return Err(OpenError::HardLinked {
+            shown: shown.to_string(),
+            links: meta.nlink(),
+        });
     }
     Ok(())
 }
@@ -122,12 +158,17 @@ fn describe(kind: FileType) -> &'static str {
     }
 }
 
-fn cannot_read(shown: &str, e: &std::io::Error) -> String {
-    format!("cannot read `{shown}`: {e}")
+fn cannot_read(shown: &str, source: std::io::Error) -> OpenError {
+    OpenError::CannotRead {
+        shown: shown.to_string(),
+        source,
+    }
 }
 
-fn too_big(shown: &str, len: u64, max: u64) -> String {
-    format!(
-        "`{shown}` is {len} bytes; edit and apply_patch change files of up to {max} bytes (use exec for larger ones)"
-    )
+fn too_big(shown: &str, len: u64, max: u64) -> OpenError {
+    OpenError::TooBig {
+        shown: shown.to_string(),
+        len,
+        max,
+    }
 }

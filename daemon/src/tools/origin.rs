@@ -96,13 +96,11 @@ impl ChatAddress {
             && self.thread_id == other.thread_id
     }
 
-    /// Reads `channel:chat` or `channel:chat/thread`; the error is a
-    /// sentence that shows the form.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = || {
-            format!(
-                "`{text}` is not a chat address: write the channel and the chat id, as telegram:-1001234567890 (a group), telegram:-1001234567890/7 (a topic in it) or telegram:123456789 (a DM)"
-            )
+    /// Reads `channel:chat` or `channel:chat/thread`; the error shows the
+    /// form.
+    pub fn parse(text: &str) -> Result<Self, BadChatAddress> {
+        let bad = || BadChatAddress {
+            text: text.to_string(),
         };
         let (channel, rest) = text.trim().split_once(':').ok_or_else(bad)?;
         let (chat, thread) = match rest.split_once('/') {
@@ -147,6 +145,16 @@ impl std::fmt::Display for ChatAddress {
         }
         Ok(())
     }
+}
+
+/// Text that is not a chat address (`channel:chat` or
+/// `channel:chat/thread`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{text}` is not a chat address: write the channel and the chat id, as telegram:-1001234567890 (a group), telegram:-1001234567890/7 (a topic in it) or telegram:123456789 (a DM)"
+)]
+pub struct BadChatAddress {
+    pub text: String,
 }
 
 /// The kind of chat a message arrived in.
@@ -440,7 +448,7 @@ mod tests {
             "tele gram:5",
             "telegram:1/2/3",
         ] {
-            let e = ChatAddress::parse(bad).unwrap_err();
+            let e = ChatAddress::parse(bad).unwrap_err().to_string();
             assert!(e.contains("telegram:-1001234567890"), "{bad}: {e}");
         }
         assert_eq!(

@@ -72,8 +72,46 @@ pub struct Hunk {
     pub new: Vec<String>,
 }
 
+/// Why a patch could not be read; most name the line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("the patch must start with `*** Begin Patch` and end with `*** End Patch`")]
+    NoMarkers,
+    #[error("line {0}: every line of an added file starts with `+`")]
+    AddedLine(usize),
+    #[error("line {line}: a hunk line starts with ' ', '-' or '+', or is `@@`: {text:?}")]
+    HunkLine { line: usize, text: String },
+    #[error("line {line}: `*** Update File: {path}` changes nothing")]
+    NoChange { line: usize, path: String },
+    #[error(
+        "line {line}: expected `*** Add File:`, `*** Update File:` or `*** Delete File:`, found {text:?}"
+    )]
+    Unexpected { line: usize, text: String },
+    #[error("the patch has no changes")]
+    Empty,
+}
+
+/// Why a file's hunks do not apply to its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HunkError {
+    #[error("hunk {hunk} of `{path}`: the line `@@ {anchor}` is not in the file")]
+    NoAnchor {
+        hunk: usize,
+        path: String,
+        anchor: String,
+    },
+    #[error(
+        "hunk {hunk} of `{path}`: these lines are not in the file (read it again and send the patch with the current text):\n{lines}"
+    )]
+    NoLines {
+        hunk: usize,
+        path: String,
+        lines: String,
+    },
+}
+
 /// Reads the patch text into operations; the error names the line.
-pub fn parse(text: &str) -> Result<Vec<Op>, String> {
+pub fn parse(text: &str) -> Result<Vec<Op>, ParseError> {
     let lines: Vec<&str> = text.trim().lines().collect();
     let body = match (lines.first(), lines.last()) {
         (Some(first), Some(last))
@@ -82,9 +120,7 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
             &lines[1..lines.len() - 1]
         }
         _ => {
-            return Err(
-                "the patch must start with `*** Begin Patch` and end with `*** End Patch`".into(),
-            );
+            return Err(ParseError::NoMarkers);
         }
     };
     let mut ops = Vec::new();
@@ -97,10 +133,7 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
             let mut content = String::new();
             while i < body.len() && !body[i].starts_with("*** ") {
                 let Some(l) = body[i].strip_prefix('+') else {
-                    return Err(format!(
-                        "line {}: every line of an added file starts with `+`",
-                        i + 2
-                    ));
+                    return Err(ParseError::AddedLine(i + 2));
                 };
                 content.push_str(l);
                 content.push('\n');
@@ -136,34 +169,35 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
                     if hunks.is_empty() {
                         hunks.push(Hunk::default());
                     }
-                    let h = hunks.last_mut().ok_or("no hunk")?;
-                    match l.chars().next() {
-                        Some('+') => h.new.push(l[1..].to_string()),
-                        Some('-') => h.old.push(l[1..].to_string()),
-                        Some(' ') => {
-                            h.old.push(l[1..].to_string());
-                            h.new.push(l[1..].to_string());
-                        }
-                        // An empty context line often loses its space.
-                        None => {
-                            h.old.push(String::new());
-                            h.new.push(String::new());
-                        }
-                        Some(_) => {
-                            return Err(format!(
-                                "line {}: a hunk line starts with ' ', '-' or '+', or is `@@`: {l:?}",
-                                i + 2
-                            ));
+                    if let Some(h) = hunks.last_mut() {
+                        match l.chars().next() {
+                            Some('+') => h.new.push(l[1..].to_string()),
+                            Some('-') => h.old.push(l[1..].to_string()),
+                            Some(' ') => {
+                                h.old.push(l[1..].to_string());
+                                h.new.push(l[1..].to_string());
+                            }
+                            // An empty context line often loses its space.
+                            None => {
+                                h.old.push(String::new());
+                                h.new.push(String::new());
+                            }
+                            Some(_) => {
+                                return Err(ParseError::HunkLine {
+                                    line: i + 2,
+                                    text: l.to_string(),
+                                });
+                            }
                         }
                     }
                 }
                 i += 1;
             }
             if hunks.iter().all(|h| h.old == h.new) && move_to.is_none() {
-                return Err(format!(
-                    "line {n}: `*** Update File: {}` changes nothing",
-                    path.trim()
-                ));
+                return Err(ParseError::NoChange {
+                    line: n,
+                    path: path.trim().to_string(),
+                });
             }
             ops.push(Op::Update {
                 path: path.trim().to_string(),
@@ -173,13 +207,14 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
         } else if line.trim().is_empty() {
             i += 1;
         } else {
-            return Err(format!(
-                "line {n}: expected `*** Add File:`, `*** Update File:` or `*** Delete File:`, found {line:?}"
-            ));
+            return Err(ParseError::Unexpected {
+                line: n,
+                text: line.to_string(),
+            });
         }
     }
     if ops.is_empty() {
-        return Err("the patch has no changes".into());
+        return Err(ParseError::Empty);
     }
     Ok(ops)
 }
@@ -210,7 +245,7 @@ fn find(lines: &[String], needle: &[String], from: usize) -> Option<usize> {
 }
 
 /// Applies the hunks to `text`.
-pub fn apply_hunks(text: &str, hunks: &[Hunk], path: &str) -> Result<String, String> {
+pub fn apply_hunks(text: &str, hunks: &[Hunk], path: &str) -> Result<String, HunkError> {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut cursor = 0;
     for (n, h) in hunks.iter().enumerate() {
@@ -218,19 +253,18 @@ pub fn apply_hunks(text: &str, hunks: &[Hunk], path: &str) -> Result<String, Str
             match find(&lines, std::slice::from_ref(anchor), cursor) {
                 Some(at) => cursor = at + 1,
                 None => {
-                    return Err(format!(
-                        "hunk {} of `{path}`: the line `@@ {anchor}` is not in the file",
-                        n + 1
-                    ));
+                    return Err(HunkError::NoAnchor {
+                        hunk: n + 1,
+                        path: path.to_string(),
+                        anchor: anchor.clone(),
+                    });
                 }
             }
         }
-        let at = find(&lines, &h.old, cursor).ok_or_else(|| {
-            format!(
-                "hunk {} of `{path}`: these lines are not in the file (read it again and send the patch with the current text):\n{}",
-                n + 1,
-                h.old.join("\n")
-            )
+        let at = find(&lines, &h.old, cursor).ok_or_else(|| HunkError::NoLines {
+            hunk: n + 1,
+            path: path.to_string(),
+            lines: h.old.join("\n"),
         })?;
         lines.splice(at..at + h.old.len(), h.new.iter().cloned());
         cursor = at + h.new.len();
@@ -248,8 +282,8 @@ enum Change {
     Remove(PathBuf),
 }
 
-fn invalid(why: String) -> Refusal {
-    Refusal::Invalid(why)
+fn invalid(why: impl ToString) -> Refusal {
+    Refusal::Invalid(why.to_string())
 }
 
 /// Every change the patch makes, checked against the disk; nothing is
@@ -383,7 +417,7 @@ mod tests {
                 "changes nothing",
             ),
         ] {
-            let e = parse(text).unwrap_err();
+            let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
         }
     }
@@ -406,6 +440,7 @@ mod tests {
         assert!(
             apply_hunks(text, &missing, "f.rs")
                 .unwrap_err()
+                .to_string()
                 .contains("not in the file")
         );
     }
@@ -417,7 +452,9 @@ mod tests {
             old: vec!["a".into()],
             new: vec!["b".into()],
         }];
-        let e = apply_hunks("", &hunks, "empty.txt").unwrap_err();
+        let e = apply_hunks("", &hunks, "empty.txt")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not in the file"), "{e}");
     }
 }

@@ -5,15 +5,35 @@
 
 use std::path::{Component, Path, PathBuf};
 
+/// Why a path is not one the file tools may use.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("the path contains a NUL byte")]
+    Nul,
+    #[error("the workspace {} is not accessible: {source}", .root.display())]
+    Workspace {
+        root: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "`{requested}` is outside the workspace ({}); file tools can only use paths inside it",
+        .root.display()
+    )]
+    Outside { requested: String, root: PathBuf },
+}
+
 /// Resolves `requested` (relative to `root`, or absolute) to a path inside
 /// `root`, or says why not.
-pub fn confine(root: &Path, requested: &str) -> Result<PathBuf, String> {
+pub fn confine(root: &Path, requested: &str) -> Result<PathBuf, ConfineError> {
     if requested.contains('\0') {
-        return Err("the path contains a NUL byte".into());
+        return Err(ConfineError::Nul);
     }
     let root = root
         .canonicalize()
-        .map_err(|e| format!("the workspace {} is not accessible: {e}", root.display()))?;
+        .map_err(|source| ConfineError::Workspace {
+            root: root.to_path_buf(),
+            source,
+        })?;
     let joined = if Path::new(requested).is_absolute() {
         PathBuf::from(requested)
     } else {
@@ -48,10 +68,10 @@ pub fn confine(root: &Path, requested: &str) -> Result<PathBuf, String> {
     if resolved.starts_with(&root) {
         Ok(resolved)
     } else {
-        Err(format!(
-            "`{requested}` is outside the workspace ({}); file tools can only use paths inside it",
-            root.display()
-        ))
+        Err(ConfineError::Outside {
+            requested: requested.to_string(),
+            root,
+        })
     }
 }
 

@@ -40,8 +40,24 @@ pub enum BookVerb {
     RunNow(String),
 }
 
-/// What the tool and the chat command need of the scheduler. Answers and
-/// errors are sentences.
+/// Why the scheduler did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum BookError {
+    /// A scheduled run asked, and its agent does not let scheduled runs
+    /// make schedules.
+    #[error(
+        "a scheduled run cannot make schedules (the owner may allow it with `scheduled_runs_may_schedule = true` under [agents.{agent}])"
+    )]
+    ScheduledRun { agent: String },
+    /// The scheduler refused it (no such schedule, a name taken, fields
+    /// that do not check, one of config.toml's) or could not do it: its
+    /// sentence.
+    #[error("{0}")]
+    Scheduler(String),
+}
+
+/// What the tool and the chat command need of the scheduler. Answers are
+/// sentences.
 pub trait ScheduleBook: Send + Sync {
     /// Makes schedule `name` (a name is made up when it is `None`).
     fn add<'a>(
@@ -49,11 +65,14 @@ pub trait ScheduleBook: Send + Sync {
         asker: Asker<'a>,
         name: Option<String>,
         fields: ScheduleFields,
-    ) -> BoxFuture<'a, Result<String, String>>;
+    ) -> BoxFuture<'a, Result<String, BookError>>;
 
     /// Does `verb` to the asker's schedules.
-    fn act<'a>(&'a self, asker: Asker<'a>, verb: BookVerb)
-    -> BoxFuture<'a, Result<String, String>>;
+    fn act<'a>(
+        &'a self,
+        asker: Asker<'a>,
+        verb: BookVerb,
+    ) -> BoxFuture<'a, Result<String, BookError>>;
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -157,7 +176,7 @@ async fn run(args: ScheduleArgs, ctx: ToolContext) -> ToolOutput {
             };
             return match book.add(asker, args.name, fields).await {
                 Ok(s) => ToolOutput::ok(s),
-                Err(e) => ToolOutput::error(e),
+                Err(e) => ToolOutput::error(e.to_string()),
             };
         }
         Action::List => Ok(BookVerb::List),
@@ -171,6 +190,6 @@ async fn run(args: ScheduleArgs, ctx: ToolContext) -> ToolOutput {
     };
     match book.act(asker, verb).await {
         Ok(s) => ToolOutput::ok(s),
-        Err(e) => ToolOutput::error(e),
+        Err(e) => ToolOutput::error(e.to_string()),
     }
 }

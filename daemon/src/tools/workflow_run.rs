@@ -105,11 +105,25 @@ impl RunReport {
     }
 }
 
+/// Why a run was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("no agent `{0}`")]
+    NoAgent(String),
+    /// The origin's policy removes `workflow_run`.
+    #[error("this chat may not run workflows: `workflow_run` is removed by {layer} ({reason})")]
+    NotOffered { layer: String, reason: String },
+    /// The engine could not start it (an unknown workflow, inputs that do
+    /// not fit, a store that failed): the engine's sentence.
+    #[error("{0}")]
+    NotStarted(String),
+}
+
 /// What the tool and the chat command need of the workflow engine.
 pub trait WorkflowRunner: Send + Sync {
     /// Starts workflow `name` of `agent` for `origin` (refused unless its
     /// policy offers `workflow_run`) and waits up to `wait` for it to end
-    /// or halt. Errors are sentences.
+    /// or halt.
     fn run<'a>(
         &'a self,
         agent: &'a str,
@@ -117,7 +131,7 @@ pub trait WorkflowRunner: Send + Sync {
         name: &'a str,
         inputs: Map<String, Value>,
         wait: Duration,
-    ) -> BoxFuture<'a, Result<RunReport, String>>;
+    ) -> BoxFuture<'a, Result<RunReport, RunError>>;
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -150,6 +164,6 @@ async fn run(args: WorkflowRunArgs, ctx: ToolContext) -> ToolOutput {
         .await
     {
         Ok(report) => ToolOutput::ok(report.json().to_string()),
-        Err(e) => ToolOutput::error(e),
+        Err(e) => ToolOutput::error(e.to_string()),
     }
 }

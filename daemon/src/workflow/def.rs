@@ -1,4 +1,4 @@
-//! A workflow as the engine runs it: the file checked (`check.rs`) into
+//! A workflow as the engine runs it: the file checked (`check/`) into
 //! typed steps. Strings that are templates or expressions are kept as
 //! text; they parsed when the file was checked and are rendered against
 //! the run's values when a step starts (`template.rs`).
@@ -66,7 +66,7 @@ impl Workflow {
     /// The `given` inputs checked against the declared ones, the defaults
     /// filled in; text (from a command line or a chat) is read as its
     /// input's kind.
-    pub fn fill_inputs(&self, given: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    pub fn fill_inputs(&self, given: Map<String, Value>) -> Result<Map<String, Value>, InputError> {
         let names: Vec<String> = self.inputs.iter().map(|i| i.name.clone()).collect();
         for name in given.keys() {
             if !names.contains(name) {
@@ -75,10 +75,11 @@ impl Workflow {
                     None if names.is_empty() => " (it takes none)".to_string(),
                     None => format!("; its inputs: {}", names.join(", ")),
                 };
-                return Err(format!(
-                    "workflow `{}` has no input `{name}`{hint}",
-                    self.name
-                ));
+                return Err(InputError::Unknown {
+                    workflow: self.name.clone(),
+                    name: name.clone(),
+                    hint,
+                });
             }
         }
         let mut out = Map::new();
@@ -87,32 +88,65 @@ impl Workflow {
                 (Some(v), _) => v.clone(),
                 (None, Some(d)) => d.clone(),
                 (None, None) => {
-                    return Err(format!(
-                        "workflow `{}` needs the input `{}` ({}): give it with --input {}=…",
-                        self.name,
-                        input.name,
-                        input.kind.described(),
-                        input.name
-                    ));
+                    return Err(InputError::Missing {
+                        workflow: self.name.clone(),
+                        name: input.name.clone(),
+                        kind: input.kind.described(),
+                    });
                 }
             };
             let value = match (&value, input.kind) {
-                (Value::String(text), kind) if !kind.admits(&value) => kind
-                    .from_text(text)
-                    .map_err(|e| format!("input `{}`: {e}", input.name))?,
+                (Value::String(text), kind) if !kind.admits(&value) => {
+                    kind.from_text(text).map_err(|source| InputError::Text {
+                        name: input.name.clone(),
+                        source,
+                    })?
+                }
                 _ => value,
             };
             if !input.kind.admits(&value) {
-                return Err(format!(
-                    "input `{}` is not {}",
-                    input.name,
-                    input.kind.described()
-                ));
+                return Err(InputError::NotOfKind {
+                    name: input.name.clone(),
+                    kind: input.kind.described(),
+                });
             }
             out.insert(input.name.clone(), value);
         }
         Ok(out)
     }
+}
+
+/// Why the inputs given to a run do not fit the workflow's.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// `hint` is the nearest name, or the inputs it takes.
+    #[error("workflow `{workflow}` has no input `{name}`{hint}")]
+    Unknown {
+        workflow: String,
+        name: String,
+        hint: String,
+    },
+    #[error(
+        "workflow `{workflow}` needs the input `{name}` ({kind}): give it with --input {name}=…"
+    )]
+    Missing {
+        workflow: String,
+        name: String,
+        kind: &'static str,
+    },
+    #[error("input `{name}`: {source}")]
+    Text { name: String, source: NotOfKind },
+    #[error("input `{name}` is not {kind}")]
+    NotOfKind { name: String, kind: &'static str },
+}
+
+/// A value given as text that does not read as its input's kind.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not {kind}")]
+pub struct NotOfKind {
+    pub text: String,
+    /// The kind, described.
+    pub kind: &'static str,
 }
 
 /// One typed input.
@@ -169,16 +203,19 @@ impl InputKind {
 
     /// A value given as text on a command line (`--input k=v`), read as
     /// this kind: text is taken as it is for `string`, JSON otherwise.
-    pub fn from_text(self, text: &str) -> Result<Value, String> {
+    pub fn from_text(self, text: &str) -> Result<Value, NotOfKind> {
         if self == Self::String {
             return Ok(Value::String(text.to_string()));
         }
-        let v: Value = serde_json::from_str(text)
-            .map_err(|_| format!("`{text}` is not {}", self.described()))?;
+        let not_of_kind = || NotOfKind {
+            text: text.to_string(),
+            kind: self.described(),
+        };
+        let v: Value = serde_json::from_str(text).map_err(|_| not_of_kind())?;
         if self.admits(&v) {
             Ok(v)
         } else {
-            Err(format!("`{text}` is not {}", self.described()))
+            Err(not_of_kind())
         }
     }
 
@@ -490,7 +527,7 @@ mod tests {
             serde_json::json!([1, 2])
         );
         assert_eq!(
-            InputKind::Boolean.from_text("yes").unwrap_err(),
+            InputKind::Boolean.from_text("yes").unwrap_err().to_string(),
             "`yes` is not true or false"
         );
     }

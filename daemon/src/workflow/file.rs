@@ -2,7 +2,7 @@
 //! workspace) as serde types, with the span of every value a problem may
 //! be reported at. Every table denies unknown keys, so a typo is an error
 //! with the nearest key, never a silent default. Which keys a step kind
-//! takes is checked after parsing (`check.rs`): one flat step table keeps
+//! takes is checked after parsing (`check/`): one flat step table keeps
 //! serde's "unknown key" sentence for a key no kind has.
 
 use std::collections::BTreeMap;

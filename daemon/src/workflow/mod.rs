@@ -4,7 +4,7 @@
 //! model deciding every step.
 //!
 //! A workflow is `workflows/NAME.toml` in an agent's workspace
-//! (`file.rs`, the serde shape); `check.rs` turns it into a typed
+//! (`file.rs`, the serde shape); `check/` turns it into a typed
 //! [`def::Workflow`] or a list of problems, each at its line;
 //! `library.rs` reads a workspace's workflows, refuses sub-workflow
 //! circles and links each to its sub-workflows; `template.rs` holds the MiniJinja environment its templates

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::store::{NewRun, RunRow, RunStore, StepRow, StepState};
+use super::store::{NewRun, RunRow, RunStore, StepRow, StepState, StoreError};
 
 /// What a run recorded, by step path and attempt; each taken once, in
 /// the order the run recorded them (a loop visits a step again with the
@@ -31,8 +31,14 @@ pub struct Recording {
 #[derive(Debug, Clone)]
 enum Recorded {
     Finished(Value),
-    Failed(String),
+    Failed(RecordedFailure),
 }
+
+/// A step attempt the run recorded as failed: its error, as the run
+/// recorded it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct RecordedFailure(pub String);
 
 impl Recording {
     /// The results in `rows`, a run's ledger.
@@ -41,7 +47,9 @@ impl Recording {
         for r in rows {
             let recorded = match r.state {
                 StepState::Finished => Recorded::Finished(r.output.clone().unwrap_or(Value::Null)),
-                StepState::Failed => Recorded::Failed(r.error.clone().unwrap_or_default()),
+                StepState::Failed => {
+                    Recorded::Failed(RecordedFailure(r.error.clone().unwrap_or_default()))
+                }
                 _ => continue,
             };
             attempts
@@ -57,7 +65,7 @@ impl Recording {
     /// The recorded result of attempt `attempt` of the step at `path`:
     /// its output, or its error; `None` when the run has none (the replay
     /// took another path).
-    pub fn answer(&self, path: &str, attempt: u32) -> Option<Result<Value, String>> {
+    pub fn answer(&self, path: &str, attempt: u32) -> Option<Result<Value, RecordedFailure>> {
         let mut attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
         let r = attempts
             .get_mut(&(path.to_string(), attempt))?
@@ -69,7 +77,7 @@ impl Recording {
     }
 
     /// The recorded result [`Self::answer`] would give next, left there.
-    pub fn peek(&self, path: &str, attempt: u32) -> Option<Result<Value, String>> {
+    pub fn peek(&self, path: &str, attempt: u32) -> Option<Result<Value, RecordedFailure>> {
         let attempts = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
         let r = attempts.get(&(path.to_string(), attempt))?.front()?.clone();
         Some(match r {
@@ -223,8 +231,8 @@ pub async fn scratch(
     dir: &std::path::Path,
     run: &RunRow,
     first: Option<String>,
-) -> Result<(RunStore, RunRow), String> {
-    let store = RunStore::open(&dir.join("replay.db")).map_err(|e| e.to_string())?;
+) -> Result<(RunStore, RunRow), StoreError> {
+    let store = RunStore::open(&dir.join("replay.db"))?;
     let row = store
         .create(NewRun {
             id: run.id.clone(),
@@ -241,7 +249,6 @@ pub async fn scratch(
             seed: run.seed,
             first,
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok((store, row))
 }

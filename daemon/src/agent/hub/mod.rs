@@ -67,8 +67,8 @@ pub enum HubError {
         window: u64,
     },
     /// The compaction ran and did not complete (the history was kept whole).
-    #[error("the compaction did not complete: {0}; the history was kept whole")]
-    Compaction(String),
+    #[error("the compaction did not complete: {0}")]
+    Compaction(#[from] super::compaction::CompactionError),
     /// A message would have gone into a session of another principal
     /// (the data boundary, SPEC §8.3).
     #[error("{key} is not a conversation of {asking}; nothing was sent to it")]
@@ -168,8 +168,70 @@ impl Hub {
         Self::new(Runtime::new(home, registry, config, models), 1)
     }
 
+    /// The runtime, for the parts that run tool calls and turns of their
+    /// own around the hub (the workflow runner, the scheduler's fires, the
+    /// triggers' commands, doctor): they need its sandbox, tools and
+    /// models as a turn does. Everything else asks the hub's verbs.
     pub fn runtime(&self) -> &Runtime {
         &self.rt
+    }
+
+    /// The config in force now (a snapshot: a reload does not change it
+    /// under the caller).
+    pub fn config(&self) -> Arc<crate::config::Config> {
+        self.rt.config()
+    }
+
+    /// What waits on a person: tool calls' approvals and workflow halts.
+    pub fn approvals(&self) -> &crate::tools::approvals::Approvals {
+        self.rt.approvals()
+    }
+
+    /// Every agent's long-term memory index.
+    pub fn memory(&self) -> &crate::memory::Memory {
+        self.rt.memory()
+    }
+
+    /// The exec sandbox (what the kernel offers).
+    pub fn sandbox(&self) -> &crate::sandbox::Sandbox {
+        self.rt.sandbox()
+    }
+
+    /// Every tool a turn could be offered now: the core tools, then
+    /// those of MCP servers and plugins (started on first need).
+    pub async fn tool_registry(&self) -> Arc<crate::tools::ToolRegistry> {
+        self.rt.tool_registry().await
+    }
+
+    /// The MCP servers of the config in force and how each is doing.
+    pub async fn mcp_status(&self) -> Vec<crate::tools::mcp::ServerStatus> {
+        self.rt.mcp().status().await
+    }
+
+    /// Every path inside `PINCER_HOME`.
+    pub fn home(&self) -> &crate::home::Home {
+        self.rt.home()
+    }
+
+    /// The workflow engine (`/run`), once the daemon installed it.
+    pub fn workflows(&self) -> Option<Arc<dyn crate::tools::workflow_run::WorkflowRunner>> {
+        self.rt.workflows()
+    }
+
+    /// The scheduler (`/schedules`), once the daemon installed it.
+    pub fn schedules(&self) -> Option<Arc<dyn crate::tools::schedule_book::ScheduleBook>> {
+        self.rt.schedules()
+    }
+
+    /// The chat bridges, once the channels installed them.
+    pub fn outbox(&self) -> Option<Arc<dyn crate::tools::message::Outbox>> {
+        self.rt.outbox()
+    }
+
+    /// Installs the chat bridges for the `message` tool and deliveries;
+    /// the first one installed stays.
+    pub fn install_outbox(&self, outbox: Arc<dyn crate::tools::message::Outbox>) {
+        self.rt.set_outbox(outbox);
     }
 
     pub fn max_concurrent_turns(&self) -> usize {

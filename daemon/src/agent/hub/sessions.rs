@@ -54,6 +54,16 @@ impl Hub {
         Ok(key)
     }
 
+    /// How many sessions the registry holds (0 when it cannot say).
+    pub async fn session_count(&self) -> u64 {
+        self.rt.registry.count().await.unwrap_or(0)
+    }
+
+    /// The session `key` (or registry id) names, if it exists yet.
+    pub async fn session_of(&self, key: &str) -> Result<Option<SessionRow>, HubError> {
+        Ok(self.rt.registry.find(key).await?)
+    }
+
     /// Finds an existing session by registry id, full key, or short name —
     /// the one way every command resolves a session name.
     pub async fn find(&self, agent: &str, session: &str) -> Result<SessionRow, HubError> {

@@ -6,16 +6,16 @@
 
 use serde_json::{Map, Value};
 
-use super::{MCP, ParsedCall, ToolSpec, coerce, find_tool, param_type, scan, xml};
+use super::{MCP, ParseError, ParsedCall, ToolSpec, coerce, find_tool, param_type, scan, xml};
 
 /// The calls inside one `<tool_call>` element.
-pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, String> {
+pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, ParseError> {
     let body = scan::strip_fence(content);
     if body.starts_with(super::QWEN_FUNCTION) {
         return qwen_function(body, tools).map(|c| vec![c]);
     }
     if body.is_empty() {
-        return Err("it is empty; put {\"name\": …, \"arguments\": {…}} inside".into());
+        return Err(ParseError::Empty);
     }
     if body.starts_with('<') {
         return elements(body, tools);
@@ -26,7 +26,7 @@ pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, Strin
     for value in &mut stream {
         match value {
             Ok(v) => values.push(v),
-            Err(e) => return Err(format!("its JSON is not valid ({e})")),
+            Err(e) => return Err(ParseError::BadJson(e)),
         }
     }
     let mut out = Vec::new();
@@ -41,7 +41,7 @@ pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, Strin
         }
     }
     if out.is_empty() {
-        return Err("it holds no call".into());
+        return Err(ParseError::NoCall);
     }
     Ok(out)
 }
@@ -50,7 +50,7 @@ pub fn calls(content: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, Strin
 /// offered in the turn, or `<use_mcp_tool>…</use_mcp_tool>`, one or more,
 /// with only whitespace between them. Nothing here calls back into the
 /// parser, so nested `<tool_call>` tags cannot recurse.
-fn elements(body: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, String> {
+fn elements(body: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, ParseError> {
     let mut out = Vec::new();
     let mut pos = 0;
     loop {
@@ -59,25 +59,20 @@ fn elements(body: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, String> {
         if pos >= body.len() {
             return Ok(out);
         }
-        let tag = scan::open_tag(body, pos).ok_or_else(|| {
-            "it has text beside its tool elements; write one element per call and nothing else"
-                .to_string()
-        })?;
+        let tag = scan::open_tag(body, pos).ok_or(ParseError::TextBesideElements)?;
         let spec = if tag.name == MCP {
             None
         } else {
-            Some(find_tool(tools, tag.name).ok_or_else(|| {
-                format!(
-                    "<{}> is not a tool offered here; call one of the listed tools",
-                    tag.name
-                )
-            })?)
+            Some(
+                find_tool(tools, tag.name)
+                    .ok_or_else(|| ParseError::NotOffered(tag.name.to_string()))?,
+            )
         };
         let (content, end) = if tag.self_closing {
             ("", tag.end)
         } else {
             let (close, end) = scan::close_tag(body, tag.name, tag.end)
-                .ok_or_else(|| format!("<{0}> inside it has no closing </{0}> tag", tag.name))?;
+                .ok_or_else(|| ParseError::InnerUnclosed(tag.name.to_string()))?;
             (&body[tag.end..close], end)
         };
         out.push(match spec {
@@ -91,16 +86,16 @@ fn elements(body: &str, tools: &[ToolSpec]) -> Result<Vec<ParsedCall>, String> {
 /// `{"name": …, "arguments": {…}}`, also with `parameters` for `arguments`,
 /// arguments encoded as a JSON string, or the OpenAI shape
 /// `{"type": "function", "function": {…}}`.
-fn call_from_json(value: Value) -> Result<ParsedCall, String> {
+fn call_from_json(value: Value) -> Result<ParsedCall, ParseError> {
     let Value::Object(mut obj) = value else {
-        return Err("each call must be a JSON object with `name` and `arguments`".into());
+        return Err(ParseError::NotAnObject);
     };
     if let Some(Value::Object(inner)) = obj.remove("function") {
         return call_from_json(Value::Object(inner));
     }
     let name = match obj.remove("name") {
         Some(Value::String(n)) if !n.trim().is_empty() => n.trim().to_string(),
-        _ => return Err("the call has no `name` string".into()),
+        _ => return Err(ParseError::NoName),
     };
     let args = ["arguments", "parameters", "args", "input"]
         .iter()
@@ -112,11 +107,11 @@ fn call_from_json(value: Value) -> Result<ParsedCall, String> {
         Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
             Ok(Value::Object(map)) => map,
             _ => {
-                return Err(format!("the `arguments` of `{name}` must be a JSON object"));
+                return Err(ParseError::ArgumentsNotAnObject(name));
             }
         },
         Some(_) => {
-            return Err(format!("the `arguments` of `{name}` must be a JSON object"));
+            return Err(ParseError::ArgumentsNotAnObject(name));
         }
     };
     Ok(ParsedCall { name, arguments })
@@ -124,19 +119,19 @@ fn call_from_json(value: Value) -> Result<ParsedCall, String> {
 
 /// `<function=name><parameter=p>value</parameter>…</function>`; `text`
 /// starts at `<function=`. Values are typed by the tool's schema.
-pub fn qwen_function(text: &str, tools: &[ToolSpec]) -> Result<ParsedCall, String> {
+pub fn qwen_function(text: &str, tools: &[ToolSpec]) -> Result<ParsedCall, ParseError> {
     let rest = text
         .strip_prefix(super::QWEN_FUNCTION)
-        .ok_or("it does not start with <function=")?;
-    let gt = rest.find('>').ok_or("its <function=…> tag is not closed")?;
+        .ok_or(ParseError::NotAFunction)?;
+    let gt = rest.find('>').ok_or(ParseError::FunctionTagOpen)?;
     let name = rest[..gt].trim().trim_matches('"').to_string();
     if name.is_empty() {
-        return Err("the function has no name".into());
+        return Err(ParseError::NoFunctionName);
     }
     let body = &rest[gt + 1..];
     let body = match scan::close_tag(body, "function", 0) {
         Some((close, _)) => &body[..close],
-        None => return Err(format!("<function={name}> has no </function>")),
+        None => return Err(ParseError::NoFunctionEnd(name)),
     };
     let spec = find_tool(tools, &name);
     let mut arguments = Map::new();
@@ -145,11 +140,11 @@ pub fn qwen_function(text: &str, tools: &[ToolSpec]) -> Result<ParsedCall, Strin
         let start = pos + rel + "<parameter=".len();
         let gt = body[start..]
             .find('>')
-            .ok_or("a <parameter=…> tag is not closed")?;
+            .ok_or(ParseError::ParameterTagOpen)?;
         let param = body[start..start + gt].trim().trim_matches('"').to_string();
         let value_start = start + gt + 1;
         let (close, end) = scan::close_tag(body, "parameter", value_start)
-            .ok_or_else(|| format!("<parameter={param}> has no </parameter>"))?;
+            .ok_or_else(|| ParseError::NoParameterEnd(param.clone()))?;
         let ty = spec.and_then(|s| param_type(s, &param));
         arguments.insert(param, coerce(&body[value_start..close], ty));
         pos = end;

@@ -45,6 +45,56 @@ pub struct Parsed {
     pub problems: Vec<String>,
 }
 
+/// Why call markup could not be read: a clause for the model, completed
+/// by the parser's "a <tag> call could not be read: …".
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("it is empty; put {{\"name\": …, \"arguments\": {{…}}}} inside")]
+    Empty,
+    #[error("its JSON is not valid ({0})")]
+    BadJson(serde_json::Error),
+    #[error("it holds no call")]
+    NoCall,
+    #[error("it has text beside its tool elements; write one element per call and nothing else")]
+    TextBesideElements,
+    #[error("<{0}> is not a tool offered here; call one of the listed tools")]
+    NotOffered(String),
+    #[error("<{0}> inside it has no closing </{0}> tag")]
+    InnerUnclosed(String),
+    #[error("each call must be a JSON object with `name` and `arguments`")]
+    NotAnObject,
+    #[error("the call has no `name` string")]
+    NoName,
+    #[error("the `arguments` of `{0}` must be a JSON object")]
+    ArgumentsNotAnObject(String),
+    #[error("it does not start with <function=")]
+    NotAFunction,
+    #[error("its <function=…> tag is not closed")]
+    FunctionTagOpen,
+    #[error("the function has no name")]
+    NoFunctionName,
+    #[error("<function={0}> has no </function>")]
+    NoFunctionEnd(String),
+    #[error("a <parameter=…> tag is not closed")]
+    ParameterTagOpen,
+    #[error("<parameter={0}> has no </parameter>")]
+    NoParameterEnd(String),
+    #[error("the body of <{0}> is neither parameter elements nor a JSON object")]
+    BodyNeither(String),
+    #[error(
+        "<{0}> holds text but no parameter elements; write each parameter as <name>value</name> inside <{0}>"
+    )]
+    TextWithoutParameters(String),
+    #[error("<{0}> has no closing </{0}> tag")]
+    ChildUnclosed(String),
+    #[error("<use_mcp_tool> needs a <tool_name>")]
+    NoToolName,
+    #[error("<arguments> must hold a JSON object")]
+    McpArgumentsNotAnObject,
+    #[error("<arguments> is not valid JSON ({0})")]
+    McpArgumentsBadJson(serde_json::Error),
+}
+
 /// Wrapper tags of the text forms (besides tags named after tools).
 const HERMES: &str = "tool_call";
 const MCP: &str = "use_mcp_tool";
@@ -90,7 +140,7 @@ pub fn parse(text: &str, tools: &[ToolSpec]) -> Parsed {
             let (content, end, complete) = body(text, "function", at);
             match (complete, hermes::qwen_function(content, tools)) {
                 (true, Ok(call)) => out.calls.push(call),
-                (complete, Err(e)) => out.problems.push(cut_or(complete, "function", Some(e))),
+                (complete, Err(e)) => out.problems.push(cut_or(complete, "function", Some(&e))),
                 (false, Ok(_)) => out.problems.push(cut_or(false, "function", None)),
             }
             pos = end;
@@ -120,12 +170,13 @@ pub fn parse(text: &str, tools: &[ToolSpec]) -> Parsed {
                 None => (&text[tag.end..], text.len(), false),
             }
         };
-        let result = match kind {
+        // The error is `None` for a call cut off with nothing more to say.
+        let result: Result<Vec<ParsedCall>, Option<ParseError>> = match kind {
             // A model stopped at `</tool_call>` as its stop sequence still
             // wrote a complete call: accept it when its JSON is whole.
-            Kind::Hermes => hermes::calls(content, tools),
-            Kind::Mcp if complete => xml::mcp_call(content, tools).map(|c| vec![c]),
-            Kind::Mcp => Err(String::new()),
+            Kind::Hermes => hermes::calls(content, tools).map_err(Some),
+            Kind::Mcp if complete => xml::mcp_call(content, tools).map(|c| vec![c]).map_err(Some),
+            Kind::Mcp => Err(None),
             Kind::Tool(spec) => {
                 if !complete && !xml::has_param_child(content, spec) && tag.attrs.is_empty() {
                     // `<read>` mentioned in prose, not a call.
@@ -134,18 +185,18 @@ pub fn parse(text: &str, tools: &[ToolSpec]) -> Parsed {
                     continue;
                 }
                 if complete {
-                    xml::element_call(spec, &tag.attrs, content).map(|c| vec![c])
+                    xml::element_call(spec, &tag.attrs, content)
+                        .map(|c| vec![c])
+                        .map_err(Some)
                 } else {
-                    Err(String::new())
+                    Err(None)
                 }
             }
         };
         prose.push_str(&text[copied..at]);
         match result {
             Ok(calls) => out.calls.extend(calls),
-            Err(e) => out
-                .problems
-                .push(cut_or(complete, tag.name, (!e.is_empty()).then_some(e))),
+            Err(e) => out.problems.push(cut_or(complete, tag.name, e.as_ref())),
         }
         pos = end;
         copied = end;
@@ -177,7 +228,7 @@ fn body<'a>(text: &'a str, name: &str, at: usize) -> (&'a str, usize, bool) {
     }
 }
 
-fn cut_or(complete: bool, tag: &str, error: Option<String>) -> String {
+fn cut_or(complete: bool, tag: &str, error: Option<&ParseError>) -> String {
     match (complete, error) {
         (true, Some(e)) => format!("a <{tag}> call could not be read: {e}"),
         (true, None) => format!("a <{tag}> call could not be read"),

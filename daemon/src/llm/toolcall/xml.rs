@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{ParsedCall, ToolSpec, coerce, find_tool, param_type, scan};
+use super::{ParseError, ParsedCall, ToolSpec, coerce, find_tool, param_type, scan};
 
 /// `<tool a="v"><p>value</p></tool>`. Values are typed by the schema; an
 /// element whose whole body is a JSON object takes that object as its
@@ -13,7 +13,7 @@ pub fn element_call(
     spec: &ToolSpec,
     attrs: &[(&str, String)],
     content: &str,
-) -> Result<ParsedCall, String> {
+) -> Result<ParsedCall, ParseError> {
     let mut arguments = Map::new();
     for (key, value) in attrs {
         arguments.insert((*key).to_string(), coerce(value, param_type(spec, key)));
@@ -25,17 +25,11 @@ pub fn element_call(
             match serde_json::from_str::<Value>(body) {
                 Ok(Value::Object(map)) => arguments.extend(map),
                 _ => {
-                    return Err(format!(
-                        "the body of <{}> is neither parameter elements nor a JSON object",
-                        spec.name
-                    ));
+                    return Err(ParseError::BodyNeither(spec.name.clone()));
                 }
             }
         } else if !body.is_empty() {
-            return Err(format!(
-                "<{0}> holds text but no parameter elements; write each parameter as <name>value</name> inside <{0}>",
-                spec.name
-            ));
+            return Err(ParseError::TextWithoutParameters(spec.name.clone()));
         }
     }
     for (param, raw) in children {
@@ -60,7 +54,7 @@ pub fn has_param_child(content: &str, spec: &ToolSpec) -> bool {
 /// The child elements of `content`, in order, as (name, raw text). Text
 /// between children is ignored; a child without its closing tag is an
 /// error.
-fn children(content: &str) -> Result<Vec<(&str, &str)>, String> {
+fn children(content: &str) -> Result<Vec<(&str, &str)>, ParseError> {
     let mut out = Vec::new();
     let mut pos = 0;
     while let Some(rel) = content.get(pos..).and_then(|t| t.find('<')) {
@@ -75,7 +69,7 @@ fn children(content: &str) -> Result<Vec<(&str, &str)>, String> {
             continue;
         }
         let (close, end) = scan::close_tag(content, tag.name, tag.end)
-            .ok_or_else(|| format!("<{0}> has no closing </{0}> tag", tag.name))?;
+            .ok_or_else(|| ParseError::ChildUnclosed(tag.name.to_string()))?;
         out.push((tag.name, &content[tag.end..close]));
         pos = end;
     }
@@ -85,7 +79,7 @@ fn children(content: &str) -> Result<Vec<(&str, &str)>, String> {
 /// MiroThinker's form. The server and tool names are matched to a tool
 /// offered as `mcp__<server>__<tool>` or, failing that, to the tool name
 /// alone (core tools).
-pub fn mcp_call(content: &str, tools: &[ToolSpec]) -> Result<ParsedCall, String> {
+pub fn mcp_call(content: &str, tools: &[ToolSpec]) -> Result<ParsedCall, ParseError> {
     let mut server = None;
     let mut tool = None;
     let mut args = None;
@@ -99,13 +93,13 @@ pub fn mcp_call(content: &str, tools: &[ToolSpec]) -> Result<ParsedCall, String>
     }
     let tool = tool
         .filter(|t| !t.is_empty())
-        .ok_or("<use_mcp_tool> needs a <tool_name>")?;
+        .ok_or(ParseError::NoToolName)?;
     let arguments = match args.map(scan::strip_fence) {
         None | Some("") => Map::new(),
         Some(body) => match serde_json::from_str::<Value>(body) {
             Ok(Value::Object(map)) => map,
-            Ok(_) => return Err("<arguments> must hold a JSON object".into()),
-            Err(e) => return Err(format!("<arguments> is not valid JSON ({e})")),
+            Ok(_) => return Err(ParseError::McpArgumentsNotAnObject),
+            Err(e) => return Err(ParseError::McpArgumentsBadJson(e)),
         },
     };
     let server = server.unwrap_or("").trim_start_matches("mcp:");

@@ -26,7 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use super::Watch;
 use super::event::Event;
 use super::limit::Limiter;
-use super::process;
+use super::process::{self, ProcessError};
 
 /// How long after the last matching line a batch fires.
 pub const BATCH_QUIET: Duration = Duration::from_secs(1);
@@ -41,7 +41,7 @@ const TAIL_LINES: usize = 20;
 const HEALTHY: Duration = Duration::from_secs(60);
 const MAX_PAUSE: Duration = Duration::from_secs(60);
 
-fn start(w: &Watch, command: &str) -> Result<tokio::process::Command, String> {
+fn start(w: &Watch, command: &str) -> Result<tokio::process::Command, ProcessError> {
     process::shell(w.runtime(), &w.spec.agent, &w.spec.name, command)
 }
 
@@ -128,11 +128,11 @@ pub async fn exits(w: Watch, command: &str, limiter: Limiter) {
 async fn run_to_end(w: &Watch, command: &str) -> Option<Result<(String, String), String>> {
     let cmd = match start(w, command) {
         Ok(c) => c,
-        Err(e) => return Some(Err(e)),
+        Err(e) => return Some(Err(e.to_string())),
     };
     let mut child = match process::spawn(cmd).await {
         Ok(c) => c,
-        Err(e) => return Some(Err(e)),
+        Err(e) => return Some(Err(e.to_string())),
     };
     let Some(out) = child.stdout.take() else {
         return Some(Err("no output to read".into()));

@@ -67,7 +67,6 @@ impl FileTrigger {
     ) -> Option<Self> {
         let name = &w.spec.name;
         let workspace = w
-            .runtime()
             .config()
             .agent(&w.spec.agent)
             .map(|a| a.workspace.clone())?;

@@ -85,8 +85,14 @@ impl Watch {
         }
     }
 
+    /// The runtime a trigger's command runs in (its sandbox).
     pub fn runtime(&self) -> &crate::agent::Runtime {
         self.triggers.inner.hub.runtime()
+    }
+
+    /// The config in force now.
+    pub fn config(&self) -> std::sync::Arc<crate::config::Config> {
+        self.triggers.inner.hub.config()
     }
 
     /// Fires with `event` in the background.

@@ -6,7 +6,18 @@
 use std::process::Stdio;
 
 use crate::agent::Runtime;
-use crate::sandbox::Jail;
+use crate::sandbox::{Jail, SandboxError};
+
+/// Why a trigger's command did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("there is no agent `{0}`")]
+    NoAgent(String),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error("cannot start `sh`: {0}")]
+    Spawn(std::io::Error),
+}
 
 /// `sh -c command` in the agent's workspace, sandboxed; stdout piped,
 /// stderr merged into it.
@@ -15,10 +26,10 @@ pub fn shell(
     agent: &str,
     trigger: &str,
     command: &str,
-) -> Result<tokio::process::Command, String> {
+) -> Result<tokio::process::Command, ProcessError> {
     let config = rt.config();
     let Some(agent) = config.agent(agent) else {
-        return Err(format!("there is no agent `{agent}`"));
+        return Err(ProcessError::NoAgent(agent.to_string()));
     };
     let tmp = format!("triggers/{trigger}");
     let jail = Jail::writing(vec![agent.workspace.clone()], &tmp);
@@ -43,9 +54,9 @@ pub fn shell(
 }
 
 /// Starts `cmd` on the thread children are forked on.
-pub async fn spawn(cmd: tokio::process::Command) -> Result<tokio::process::Child, String> {
+pub async fn spawn(cmd: tokio::process::Command) -> Result<tokio::process::Child, ProcessError> {
     let mut cmd = cmd;
     crate::children::spawn(move || cmd.spawn())
         .await
-        .map_err(|e| format!("cannot start `sh`: {e}"))
+        .map_err(ProcessError::Spawn)
 }

@@ -222,7 +222,9 @@ impl Runner {
             Ok(other) => return Err(Failure(format!("`inputs` is not a table but {other}"))),
             Err(e) => return Err(Failure(format!("`inputs`: {e}"))),
         };
-        let inputs: Map<String, Value> = workflow.fill_inputs(given).map_err(Failure)?;
+        let inputs: Map<String, Value> = workflow
+            .fill_inputs(given)
+            .map_err(|e| Failure(e.to_string()))?;
         let child = Frame::new(workflow.clone(), format!("{path}/"), Value::Object(inputs));
         let start = (!workflow.steps.is_empty()).then_some(0);
         match self.walk(&child, start).await {

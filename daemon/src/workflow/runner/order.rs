@@ -124,7 +124,7 @@ impl Runner {
                     .lock()
                     .await
                     .append(&self.run.id, body)
-                    .map_err(Failure);
+                    .map_err(|e| Failure(e.to_string()));
             };
             {
                 let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
