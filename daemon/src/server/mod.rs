@@ -3,6 +3,16 @@
 //! [`skills`], [`channels`], [`workflows`], [`schedules`]), plus gRPC health and
 //! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
 //! request passes the peer-uid check first.
+//!
+//! Each service's handlers only convert and call the hub or a part. The
+//! conversions live in the service's `pb` module (`<service>/pb.rs`; a
+//! `mod pb` at the bottom of `skills.rs`): it re-exports `pincer.v1`, so
+//! the handlers name messages `pb::X`, checks requests into typed inputs
+//! (`TryFrom`, refusing with `request.rs`'s `RequestError`) and turns our
+//! types into messages (`From`, or a function for another crate's types).
+//! An import there whose name is also a message's would hide the message
+//! from the handlers, so such types of ours are named by their path.
+//! Our error types become statuses once, in `status.rs`.
 
 pub mod agent;
 pub mod channels;

@@ -1,7 +1,7 @@
 //! `pincer.v1.Skills`: the skills of an agent's workspace and whether its
-//! prompt lists them (`pincer skills list`).
+//! prompt lists them (`pincer skills list`). Its one conversion is in
+//! `pb`, at the bottom.
 
-use pincer_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::State;
@@ -49,15 +49,56 @@ impl pb::skills_server::Skills for SkillsService {
             workspace: agent.workspace.display().to_string(),
             listed_in_prompt: note.is_empty() && !found.is_empty(),
             note,
-            skills: found
-                .into_iter()
-                .map(|s| pb::Skill {
-                    name: s.name,
-                    description: s.description,
-                    path: s.path,
-                    problem: s.problem.unwrap_or_default(),
-                })
-                .collect(),
+            skills: found.into_iter().map(pb::Skill::from).collect(),
         }))
+    }
+}
+
+/// The Skills service's wire types (`pincer.v1` re-exported, so the
+/// handler names its messages `pb::X`) and its one conversion. Our `Skill`
+/// is named by its path: imported, it would hide the message of that name.
+mod pb {
+    pub(super) use pincer_proto::v1::*;
+
+    use pincer_proto::v1 as pb;
+
+    impl From<crate::context::skills::Skill> for pb::Skill {
+        fn from(s: crate::context::skills::Skill) -> Self {
+            pb::Skill {
+                name: s.name,
+                description: s.description,
+                path: s.path,
+                problem: s.problem.unwrap_or_default(),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::context::skills::Skill;
+
+        #[test]
+        fn a_skill_keeps_its_fields() {
+            let skill = pb::Skill::from(Skill {
+                name: "deploy".into(),
+                description: "ships it".into(),
+                path: "skills/deploy/SKILL.md".into(),
+                problem: None,
+            });
+            assert_eq!(
+                (skill.name.as_str(), skill.description.as_str()),
+                ("deploy", "ships it")
+            );
+            assert_eq!(skill.path, "skills/deploy/SKILL.md");
+            assert_eq!(skill.problem, "");
+            let broken = pb::Skill::from(Skill {
+                name: "half".into(),
+                description: String::new(),
+                path: "skills/half/SKILL.md".into(),
+                problem: Some("no description".into()),
+            });
+            assert_eq!(broken.problem, "no description");
+        }
     }
 }

@@ -1,7 +1,8 @@
-//! The one mapping from the hub's errors to gRPC statuses. Each status says
-//! what happened, so a client can act on the code alone: only a daemon that
-//! is going away answers UNAVAILABLE (which clients read as "try later"),
-//! a failed operation is never mistaken for an unreachable daemon.
+//! The one mapping from our errors (the hub's, the parts', a request's
+//! own) to gRPC statuses. Each status says what happened, so a client can
+//! act on the code alone: only a daemon that is going away answers
+//! UNAVAILABLE (which clients read as "try later"), a failed operation is
+//! never mistaken for an unreachable daemon.
 
 use tonic::Status;
 

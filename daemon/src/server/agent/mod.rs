@@ -1,5 +1,5 @@
 //! `pincer.v1.Agent`: Chat streams a turn's events; Abort stops a turn.
-//! Requests are checked and events converted in [`pb`]; the handlers
+//! Requests are checked and events converted in `pb`; the handlers
 //! call the hub.
 
 mod pb;

@@ -1,6 +1,6 @@
 //! `pincer.v1.Channels`: the bridges' health (`pincer channels status`),
 //! the pairing codes (`pincer pairing list|approve|deny`) and the senders
-//! approved or denied (`pincer pairing allowed|revoke`). Converts ([`pb`])
+//! approved or denied (`pincer pairing allowed|revoke`). Converts (`pb`)
 //! and calls [`crate::channels::Channels`]; nothing is decided here.
 
 mod pb;

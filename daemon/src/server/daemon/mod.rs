@@ -1,5 +1,5 @@
 //! `pincer.v1.Daemon`: status, shutdown, reload, logs and doctor. The
-//! handlers gather what each answer says and convert it in [`pb`]; how a
+//! handlers gather what each answer says and convert it in `pb`; how a
 //! refused reload reads is `status.rs`'s.
 
 mod pb;

@@ -1,7 +1,7 @@
 //! `pincer.v1.Memory`: search, read, status and reindex of each agent's
 //! long-term memory index (SPEC §10). Every answer carries the vector leg,
 //! so a client can never show keyword-only results as hybrid ones.
-//! Requests are checked and answers converted in [`pb`].
+//! Requests are checked and answers converted in `pb`.
 
 mod pb;
 

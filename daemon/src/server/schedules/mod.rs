@@ -1,6 +1,6 @@
 //! `pincer.v1.Schedules`: the schedules, for the owner (`pincer schedules
 //! list|show|add|edit|remove|pause|resume|run-now|history`). What each
-//! verb does is `schedule::manage`'s; this converts ([`pb`]).
+//! verb does is `schedule::manage`'s; this converts (`pb`).
 
 mod pb;
 

@@ -1,6 +1,6 @@
 //! `pincer.v1.Sessions`: list, history, reset, delete, compact, and the
 //! last prompt. Each call converts its request, calls the hub's session
-//! verb ([`crate::agent::hub::sessions`]) and converts the answer ([`pb`]),
+//! verb ([`crate::agent::hub::sessions`]) and converts the answer (`pb`),
 //! fitted under the message limit ([`super::fit`]) so any session stays
 //! readable.
 

@@ -2,7 +2,7 @@
 //! layer that removed each tool it is not offered (`pincer tools list`),
 //! and the audit table of tool calls (`pincer tools audit`), the
 //! approvals waiting and their answers. Requests are checked and answers
-//! converted in [`pb`].
+//! converted in `pb`.
 
 mod pb;
 

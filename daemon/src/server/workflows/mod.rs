@@ -1,6 +1,6 @@
 //! `pincer.v1.Workflows`: an agent's workflows, checked for the owner
 //! (`pincer workflows list|check|show|graph`). The library and its checks
-//! are `workflow`'s; this converts ([`pb`]).
+//! are `workflow`'s; this converts (`pb`).
 
 mod pb;
 

@@ -456,7 +456,7 @@ mod tests {
         std::fs::create_dir(&wf).unwrap();
         std::fs::write(
             wf.join("daily.toml"),
-            "description = \"every day\"\n\n[[inputs]]\nname = \"n\"\ntype = \"number\"\ndefault = 2\n\n\
+            "description = \"every day\"\n\n[inputs.n]\ntype = \"integer\"\ndefault = 2\n\n\
              [[steps]]\nid = \"ask\"\nkind = \"llm\"\nprompt = \"hi\"\n",
         )
         .unwrap();
