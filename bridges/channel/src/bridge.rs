@@ -376,6 +376,54 @@ impl Bridge {
         }
     }
 
+    /// Records a batch of events read from one place (Telegram's
+    /// `getUpdates`) in one ledger transaction, with `cursor` (scope,
+    /// value) the position past the batch, then handles each event in
+    /// order as [`Bridge::receive`] does. An error means nothing was
+    /// recorded: the reader must read the batch again.
+    pub async fn receive_batch(
+        self: &Arc<Self>,
+        events: Vec<Event>,
+        cursor: (String, String),
+    ) -> Result<(), BridgeError> {
+        self.health.update_seen();
+        let (channel, account) = (self.channel().to_string(), self.account().to_string());
+        let at = now();
+        let mut messages = Vec::new();
+        let mut buttons = Vec::new();
+        for event in events {
+            match event {
+                Event::Message(mut msg) => {
+                    msg.channel = channel.clone();
+                    msg.account = account.clone();
+                    messages.push(msg);
+                }
+                Event::Button(press) => buttons.push(press),
+                Event::Other => {}
+            }
+        }
+        let copies = messages.clone();
+        let claims = self
+            .ledger(move |l| {
+                let (scope, value) = &cursor;
+                l.claim_batch(&channel, &account, &copies, scope, value, at)
+            })
+            .await?;
+        for (msg, claim) in messages.into_iter().zip(claims) {
+            if claim == Claim::Duplicate {
+                tracing::debug!(channel = %msg.channel, message = %msg.message_id, "a message seen before: not answered again");
+                continue;
+            }
+            self.health.message_in();
+            self.enqueue(msg);
+        }
+        for press in buttons {
+            let this = self.clone();
+            self.tasks.spawn(async move { this.button(press).await });
+        }
+        Ok(())
+    }
+
     /// Finishes what a previous run left: answers planned but not wholly
     /// sent are sent, messages claimed but never answered are handled
     /// again (each at most [`MAX_ATTEMPTS`] times). Call once, before the

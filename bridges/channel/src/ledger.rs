@@ -383,6 +383,32 @@ impl Ledger {
         Ok(claim)
     }
 
+    /// [`Ledger::claim_and_advance`] for a whole batch read from one
+    /// `scope` (Telegram's `getUpdates`), in one transaction: every
+    /// message claimed, then the cursor moved once, to `cursor`, the
+    /// position past the batch. One commit for the batch instead of one a
+    /// message; a crash before it leaves nothing, so the batch is read
+    /// again. The claims are in the order of `inbound`.
+    pub fn claim_batch(
+        &mut self,
+        channel: &str,
+        account: &str,
+        inbound: &[Inbound],
+        scope: &str,
+        cursor: &str,
+        now: i64,
+    ) -> Result<Vec<Claim>, LedgerError> {
+        let tx = self.conn.transaction()?;
+        let claims = inbound
+            .iter()
+            .map(|msg| insert_claim(&tx, msg, now))
+            .collect::<Result<Vec<_>, _>>()?;
+        crash_point("batch:inserted");
+        write_cursor(&tx, channel, account, scope, cursor, now)?;
+        tx.commit()?;
+        Ok(claims)
+    }
+
     /// Marks a claimed message settled: answered, or needing no answer. Its
     /// unconfirmed chunks, if any, will not be sent.
     pub fn answered(&mut self, key: Key<'_>, now: i64) -> Result<(), LedgerError> {

@@ -1,6 +1,7 @@
 //! The long-polling reader: `getUpdates` from the saved cursor, each
-//! update handed to the bridge in order, the cursor moving only past what
-//! the bridge recorded.
+//! batch handed to the bridge whole (recorded in one ledger transaction,
+//! then handled in order), the cursor moving only past what the bridge
+//! recorded.
 //!
 //! Three things keep it alive unattended:
 //! - a **watchdog**: a poll that has not returned within twice the poll
@@ -17,7 +18,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pincer_channel::{Backoff, Bridge, Incoming, pause};
+use pincer_channel::{Backoff, Bridge, pause};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -205,25 +206,32 @@ pub(crate) async fn run(telegram: Arc<Telegram>, bridge: Arc<Bridge>, stop: Canc
         health.connected();
         backoff.reset();
         let mut fresh = false;
+        let mut events = Vec::with_capacity(batch.len());
+        let mut last = None;
         for update in &batch {
             let Some(id) = updates::update_id(update) else {
                 tracing::warn!("Telegram sent an update without an id; it is skipped");
                 continue;
             };
             fresh |= offset.is_none_or(|o| id >= o);
-            let incoming = Incoming {
-                event: updates::event(update, &telegram.me, &account),
-                cursor: Some((CURSOR_SCOPE.to_string(), (id + 1).to_string())),
-            };
-            if let Err(e) = bridge.receive(incoming).await {
-                let why =
-                    format!("a Telegram update could not be recorded ({e}); reading it again");
-                tracing::error!("{why}");
-                health.error(&why);
-                reload = true;
-                break;
+            last = last.max(Some(id));
+            events.push(updates::event(update, &telegram.me, &account));
+        }
+        // The whole batch in one ledger transaction: one commit, and the
+        // cursor moves past all of it or none of it.
+        if let Some(last) = last {
+            let cursor = (CURSOR_SCOPE.to_string(), (last + 1).to_string());
+            match bridge.receive_batch(events, cursor).await {
+                Ok(()) => offset = Some(offset.map_or(last + 1, |o| o.max(last + 1))),
+                Err(e) => {
+                    let why = format!(
+                        "a batch of Telegram updates could not be recorded ({e}); reading it again"
+                    );
+                    tracing::error!("{why}");
+                    health.error(&why);
+                    reload = true;
+                }
             }
-            offset = Some(offset.map_or(id + 1, |o| o.max(id + 1)));
         }
         if reload {
             if !pause(&stop, RECEIVE_RETRY).await {

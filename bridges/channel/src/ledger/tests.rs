@@ -510,6 +510,69 @@ fn a_crash_inside_a_claim_leaves_no_half_claim() {
 }
 
 #[test]
+fn a_batch_is_claimed_in_order_with_one_cursor_move() {
+    let (_dir, path) = fresh();
+    let mut ledger = Ledger::open(&path).unwrap();
+    ledger.claim(&inbound("6"), 1).unwrap();
+    let batch = [inbound("5"), inbound("6"), inbound("7")];
+    let claims = ledger
+        .claim_batch("telegram", "main", &batch, "", "8", 2)
+        .unwrap();
+    assert_eq!(claims, [Claim::New, Claim::Duplicate, Claim::New]);
+    assert_eq!(
+        ledger.cursor("telegram", "main", "").unwrap().as_deref(),
+        Some("8")
+    );
+    let owed: Vec<String> = ledger
+        .unanswered("telegram", "main")
+        .unwrap()
+        .into_iter()
+        .map(|o| o.inbound.message_id)
+        .collect();
+    assert_eq!(owed, ["6", "5", "7"], "each claimed once, in arrival order");
+    // The same batch again (a server that ignores the offset): nothing new.
+    let again = ledger
+        .claim_batch("telegram", "main", &batch, "", "8", 3)
+        .unwrap();
+    assert!(again.iter().all(|c| *c == Claim::Duplicate), "{again:?}");
+}
+
+#[test]
+fn a_crash_inside_a_batch_leaves_none_of_it() {
+    if let Ok(path) = std::env::var(CHILD_LEDGER) {
+        let mut ledger = Ledger::open(Path::new(&path)).unwrap();
+        let batch = [inbound("5"), inbound("6")];
+        let _ = ledger.claim_batch("telegram", "main", &batch, "", "7", 2);
+        return; // not reached when the crash point fires
+    }
+    let (_dir, path) = fresh();
+    let mut ledger = Ledger::open(&path).unwrap();
+    ledger.set_cursor("telegram", "main", "", "5", 1).unwrap();
+    drop(ledger);
+
+    crash_child(
+        "ledger::tests::a_crash_inside_a_batch_leaves_none_of_it",
+        "batch:inserted",
+        &path,
+    );
+
+    let mut ledger = Ledger::open(&path).unwrap();
+    assert_eq!(
+        ledger.cursor("telegram", "main", "").unwrap().as_deref(),
+        Some("5"),
+        "the cursor did not move without its batch"
+    );
+    assert!(ledger.unanswered("telegram", "main").unwrap().is_empty());
+    let batch = [inbound("5"), inbound("6")];
+    assert_eq!(
+        ledger
+            .claim_batch("telegram", "main", &batch, "", "7", 3)
+            .unwrap(),
+        [Claim::New, Claim::New]
+    );
+}
+
+#[test]
 fn a_crash_inside_a_confirmation_resends_only_that_chunk() {
     if let Ok(path) = std::env::var(CHILD_LEDGER) {
         let mut ledger = Ledger::open(Path::new(&path)).unwrap();
