@@ -6,10 +6,15 @@ loads it to index the workspace's notes at start and releases it after
 `[memory] release_model_after_s` without use. This starts a zero-config
 pincerd (a MEMORY.md in its workspace, no provider reachable) in a fresh
 home, without the model and then with it, alternating, and samples VmRSS
-and RssAnon at fixed times: at start, while the model is loaded, and after
-its release (set to RELEASE seconds here so the run stays short).
+and RssAnon at fixed times: after start (the start-up indexing loads the
+model and lets it go), after a search at SEARCH_AT seconds (`pincer memory
+search`, which loads it again and keeps it), and after its idle release
+(RELEASE seconds here, so the run stays short; the watcher checks every
+30 s).
 
     python3 daemon/benches/model_rss.py target/release/pincerd [ROUNDS]
+
+(`pincer` is taken from beside `pincerd`.)
 
 The model is taken from tests/setup.sh's cache
 (~/.cache/pincer-test/models/all-MiniLM-L6-v2, or $PINCER_TEST_PEERS).
@@ -26,7 +31,8 @@ import tempfile
 import time
 
 RELEASE = 30
-SAMPLES = (1.5, 5.0, 20.0, RELEASE + 15.0, RELEASE + 40.0)
+SEARCH_AT = 6.0
+SAMPLES = (1.5, 5.0, 10.0, 20.0, SEARCH_AT + RELEASE + 45.0, SEARCH_AT + RELEASE + 60.0)
 
 
 def status_mb(pid, field):
@@ -43,6 +49,16 @@ def model_dir():
     if not os.path.isfile(os.path.join(path, "model.safetensors")):
         sys.exit(f"model_rss.py: no model at {path}; run `bash tests/setup.sh` first")
     return path
+
+
+def search(pincer, home):
+    subprocess.run(
+        [pincer, "--home", home, "memory", "search", "tea"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
 
 
 def one_start(pincerd, with_model):
@@ -70,7 +86,12 @@ def one_start(pincerd, with_model):
         started = time.monotonic()
         samples = []
         try:
+            searched = False
             for at in SAMPLES:
+                if not searched and at > SEARCH_AT:
+                    time.sleep(max(0.0, SEARCH_AT - (time.monotonic() - started)))
+                    search(os.path.join(os.path.dirname(pincerd), "pincer"), home)
+                    searched = True
                 time.sleep(max(0.0, at - (time.monotonic() - started)))
                 samples.append(
                     (status_mb(daemon.pid, "VmRSS"), status_mb(daemon.pid, "RssAnon"))
@@ -103,8 +124,9 @@ def main():
     for i, at in enumerate(SAMPLES):
         without = [run[i] for run in runs[False]]
         with_ = [run[i] for run in runs[True]]
+        label = f"{at:g} s" + (" (searched at %g s)" % SEARCH_AT if at > SEARCH_AT else "")
         print(
-            f"| {at:g} s | {cell([s[0] for s in without])} | {cell([s[0] for s in with_])} "
+            f"| {label} | {cell([s[0] for s in without])} | {cell([s[0] for s in with_])} "
             f"| {cell([s[1] for s in without])} | {cell([s[1] for s in with_])} |"
         )
 

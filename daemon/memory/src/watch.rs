@@ -115,9 +115,22 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
     }
 }
 
+/// Indexing loaded the embedding model to embed what changed: it goes
+/// again at once rather than after `release_model_after`, so a daemon that
+/// only indexed its notes does not hold the model (about 95 MB) while
+/// idle. A search loads it back.
+fn release_after_indexing(index: &MemoryIndex, embedded: usize) {
+    if embedded > 0
+        && let Some(e) = index.embedder()
+    {
+        e.release_if_idle(Duration::ZERO);
+    }
+}
+
 async fn reconcile(index: &MemoryIndex) {
     match index.sync(Scope::All, None).await {
         Ok(report) => {
+            release_after_indexing(index, report.chunks_embedded);
             if report.files_changed + report.files_removed + report.chunks_embedded > 0 {
                 tracing::info!(
                     agent = index.agent(),
@@ -178,8 +191,9 @@ async fn handle_events(index: &MemoryIndex, batch: Vec<DebounceEventResult>, app
     } else {
         Scope::Paths(paths.into_iter().collect())
     };
-    if let Err(e) = index.sync(scope, None).await {
-        tracing::error!(agent = index.agent(), "memory re-index failed: {e}");
+    match index.sync(scope, None).await {
+        Ok(report) => release_after_indexing(index, report.chunks_embedded),
+        Err(e) => tracing::error!(agent = index.agent(), "memory re-index failed: {e}"),
     }
 }
 

@@ -4,7 +4,9 @@
 //! microseconds, that counts the texts it embeds and can be told to fail.
 //! The real model is tested in `local_embedder.rs` and `retrieval_eval.rs`.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use pincer_memory::embed::{EmbedError, Embedder, EmbedderId};
@@ -16,6 +18,8 @@ pub struct ProjectionEmbedder {
     pub embedded: AtomicUsize,
     /// When set, every call fails like an endpoint that is down.
     pub failing: AtomicBool,
+    /// The `idle` of each `release_if_idle` asked so far.
+    pub releases: Mutex<Vec<Duration>>,
 }
 
 impl ProjectionEmbedder {
@@ -28,6 +32,7 @@ impl ProjectionEmbedder {
             dims,
             embedded: AtomicUsize::new(0),
             failing: AtomicBool::new(false),
+            releases: Mutex::new(Vec::new()),
         }
     }
 
@@ -86,5 +91,13 @@ impl Embedder for ProjectionEmbedder {
 
     fn batch_size(&self) -> usize {
         256
+    }
+
+    fn release_if_idle(&self, idle: Duration) -> bool {
+        self.releases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(idle);
+        false
     }
 }
