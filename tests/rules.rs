@@ -259,7 +259,7 @@ fn crates_depend_one_way() {
     }
     assert!(
         wrong.is_empty(),
-        "a crate depends on one it may not (CRATE_DEPS in tests/rules.rs says why each may):\n{}",
+        "a crate depends on one it may not (CRATE_DEPS in tests/rules.rs lists what each may use; ARCHITECTURE.md names the order):\n{}",
         wrong.join("\n")
     );
 }
