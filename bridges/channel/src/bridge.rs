@@ -78,7 +78,7 @@ use crate::host::{ChatPerson, Command, HELP, Host, HostError, TurnEvent};
 use crate::ledger::{Claim, Key, Ledger, LedgerError};
 use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;
-use crate::platform::{Event, Incoming, Platform, Target};
+use crate::platform::{ButtonPress, Event, Incoming, Platform, Target};
 use crate::untrusted::{display_name, neutralise};
 
 /// Turns tried for one message across restarts before the bridge gives
@@ -350,8 +350,7 @@ impl Bridge {
                         .await?;
                 }
                 if let Event::Button(press) = incoming.event {
-                    let this = self.clone();
-                    self.tasks.spawn(async move { this.button(press).await });
+                    self.press(press);
                 }
                 Ok(())
             }
@@ -365,15 +364,27 @@ impl Bridge {
                         None => l.claim(&copy, at),
                     })
                     .await?;
-                if claim == Claim::Duplicate {
-                    tracing::debug!(channel = %msg.channel, message = %msg.message_id, "a message seen before: not answered again");
-                    return Ok(());
-                }
-                self.health.message_in();
-                self.enqueue(msg);
+                self.admit(msg, claim);
                 Ok(())
             }
         }
+    }
+
+    /// A recorded message joins its chat's queue, unless it was seen
+    /// before.
+    fn admit(self: &Arc<Self>, msg: Inbound, claim: Claim) {
+        if claim == Claim::Duplicate {
+            tracing::debug!(channel = %msg.channel, message = %msg.message_id, "a message seen before: not answered again");
+            return;
+        }
+        self.health.message_in();
+        self.enqueue(msg);
+    }
+
+    /// A button press is handled in the background.
+    fn press(self: &Arc<Self>, press: ButtonPress) {
+        let this = self.clone();
+        self.tasks.spawn(async move { this.button(press).await });
     }
 
     /// Records a batch of events read from one place (Telegram's
@@ -389,37 +400,33 @@ impl Bridge {
         self.health.update_seen();
         let (channel, account) = (self.channel().to_string(), self.account().to_string());
         let at = now();
+        let mut events = events;
         let mut messages = Vec::new();
-        let mut buttons = Vec::new();
-        for event in events {
-            match event {
-                Event::Message(mut msg) => {
-                    msg.channel = channel.clone();
-                    msg.account = account.clone();
-                    messages.push(msg);
-                }
-                Event::Button(press) => buttons.push(press),
-                Event::Other => {}
+        for event in &mut events {
+            if let Event::Message(msg) = event {
+                msg.channel = channel.clone();
+                msg.account = account.clone();
+                messages.push(msg.clone());
             }
         }
-        let copies = messages.clone();
         let claims = self
             .ledger(move |l| {
                 let (scope, value) = &cursor;
-                l.claim_batch(&channel, &account, &copies, scope, value, at)
+                l.claim_batch(&channel, &account, &messages, scope, value, at)
             })
             .await?;
-        for (msg, claim) in messages.into_iter().zip(claims) {
-            if claim == Claim::Duplicate {
-                tracing::debug!(channel = %msg.channel, message = %msg.message_id, "a message seen before: not answered again");
-                continue;
+        // In the batch's order, as one `receive` after another would.
+        let mut claims = claims.into_iter();
+        for event in events {
+            match event {
+                Event::Message(msg) => {
+                    if let Some(claim) = claims.next() {
+                        self.admit(msg, claim);
+                    }
+                }
+                Event::Button(press) => self.press(press),
+                Event::Other => {}
             }
-            self.health.message_in();
-            self.enqueue(msg);
-        }
-        for press in buttons {
-            let this = self.clone();
-            self.tasks.spawn(async move { this.button(press).await });
         }
         Ok(())
     }
