@@ -34,8 +34,9 @@ import sys
 import tempfile
 import time
 
-PINCERD, PINCER = sys.argv[1], sys.argv[2]
-WINDOW = float(sys.argv[3]) if len(sys.argv) > 3 else 60.0
+# Set from the command line, or by bench/run.py, which imports this file.
+PINCERD = PINCER = None
+WINDOW = 60.0
 
 SCHEDULES = 1000
 TRIGGERS = 100
@@ -241,4 +242,8 @@ def main():
         print("fire delay: no fires recorded")
 
 
-main()
+
+if __name__ == "__main__":
+    PINCERD, PINCER = sys.argv[1], sys.argv[2]
+    WINDOW = float(sys.argv[3]) if len(sys.argv) > 3 else 60.0
+    main()

@@ -67,6 +67,8 @@ pub struct Args {
     pub messages: usize,
     pub solo: usize,
     pub rounds: usize,
+    /// Where to write the figures as JSON (for `bench/run.py`).
+    pub json: Option<PathBuf>,
 }
 
 impl Args {
@@ -79,6 +81,7 @@ impl Args {
             messages: 5,
             solo: 200,
             rounds: 3,
+            json: None,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -96,9 +99,10 @@ impl Args {
                 "--messages" => out.messages = number()?,
                 "--solo" => out.solo = number()?,
                 "--rounds" => out.rounds = number()?,
+                "--json" => out.json = Some(PathBuf::from(&value)),
                 _ => {
                     return Err(format!(
-                        "unknown flag {flag}; usage: {bin} [--pincerd PATH] [--chats 200] [--messages 5] [--solo 200] [--rounds 3]"
+                        "unknown flag {flag}; usage: {bin} [--pincerd PATH] [--chats 200] [--messages 5] [--solo 200] [--rounds 3] [--json PATH]"
                     ));
                 }
             }
@@ -414,6 +418,25 @@ async fn grpc(socket: PathBuf) -> Result<AgentClient<Channel>, String> {
         .await
         .map_err(|e| format!("cannot connect to pincerd: {e}"))?;
     Ok(AgentClient::new(channel))
+}
+
+/// A gRPC channel on a connection already made to pincerd's socket: the
+/// start-up bench connects itself, to time the socket's first accept
+/// apart from the first answer. The channel does not reconnect: a second
+/// connection asked of it fails.
+pub async fn channel_on(stream: tokio::net::UnixStream) -> Result<Channel, String> {
+    let stream = Arc::new(Mutex::new(Some(stream)));
+    Endpoint::from_static("http://pincerd.local")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let stream = stream.lock().unwrap_or_else(|e| e.into_inner()).take();
+            async move {
+                stream
+                    .map(TokioIo::new)
+                    .ok_or_else(|| std::io::Error::other("the connection was used already"))
+            }
+        }))
+        .await
+        .map_err(|e| format!("cannot talk gRPC to pincerd: {e}"))
 }
 
 /// One turn through the socket API; answers its time and final text.
@@ -955,7 +978,43 @@ async fn rounds(
         checks.absorb(counted);
     }
     report(args, labels, &through, &base, &checks);
+    if let Some(path) = &args.json {
+        let json = figures(&through, &base, &checks, problems.list().len());
+        std::fs::write(path, json.to_string())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
     Ok(verdict(&problems))
+}
+
+/// The table's figures as JSON: latencies in ms, memory in MB, the bridge
+/// beside the socket-API baseline of the same run.
+pub fn figures(bridge: &Run, base: &Run, checks: &Checks, problems: usize) -> serde_json::Value {
+    let side = |r: &Run| {
+        serde_json::json!({
+            "idle_mb": r.idle() as f64 / 1024.0,
+            "solo_p50_ms": r.solo.pct(50.0),
+            "paced_p50_ms": r.paced.pct(50.0),
+            "paced_p99_ms": r.paced.pct(99.0),
+            "paced_max_ms": r.paced.pct(100.0),
+            "flat_out_per_s": r.flat_out.len() as f64 / r.flat_out_wall.as_secs_f64().max(1e-9),
+            "peak_mb": r.peak_kib as f64 / 1024.0,
+            "hwm_mb": r.hwm_kib as f64 / 1024.0,
+            "after_mb": r.after_kib as f64 / 1024.0,
+        })
+    };
+    serde_json::json!({
+        "bridge": side(bridge),
+        "baseline": side(base),
+        "added_paced_p50_ms": bridge.paced.pct(50.0) - base.paced.pct(50.0),
+        "added_paced_p99_ms": bridge.paced.pct(99.0) - base.paced.pct(99.0),
+        "once": checks.once,
+        "sent": checks.sent,
+        "burst_settled": checks.burst_settled,
+        "burst_sent": checks.burst_sent,
+        "unmatched": checks.unmatched,
+        "send_calls": checks.send_calls,
+        "problems": problems,
+    })
 }
 
 /// Prints the problems, if any; answers whether there were none.

@@ -293,10 +293,17 @@ async fn openai(
     State(inner): State<Arc<Mutex<Inner>>>,
     axum::Json(body): axum::Json<Value>,
 ) -> Response {
+    // Peers that ask for a whole reply (`"stream": false`, e.g. ZeroClaw in
+    // the bench's --peers lane) get one; an absent field keeps the stream
+    // every existing caller gets.
+    let whole = body.get("stream") == Some(&Value::Bool(false));
     let (step, prompt_tokens) = match take_step(&inner, body) {
         Ok(step) => step,
         Err(response) => return *response,
     };
+    if whole {
+        return openai_whole(&step, prompt_tokens);
+    }
     let chunk = |delta: Value, finish: Value| {
         format!(
             "data: {}\n\n",
@@ -331,6 +338,38 @@ async fn openai(
             "data: [DONE]\n\n".into(),
         ]
     })
+}
+
+/// A non-streamed chat completion: the step's text and tool calls in one
+/// body (a truncated or hanging step is sent whole: those test streams).
+fn openai_whole(step: &Step, prompt_tokens: u64) -> Response {
+    let calls: Vec<Value> = step
+        .tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| json!({"id": format!("call_{i}_{name}"), "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    let mut message = json!({"role": "assistant", "content": step.text});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    let finish = step.finish.clone().unwrap_or_else(|| {
+        if step.tool_calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }
+        .to_string()
+    });
+    axum::Json(json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 7, "total_tokens": prompt_tokens + 7},
+    }))
+    .into_response()
 }
 
 async fn anthropic(
@@ -402,4 +441,48 @@ fn finish_stream(
     });
     events.extend(finish(&stop));
     sse(events, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Posts `body` to /v1/chat/completions over plain HTTP/1.1 and
+    /// answers the raw response.
+    async fn post(llm: &ScriptedLlm, body: &Value) -> String {
+        let mut tcp = tokio::net::TcpStream::connect(llm.addr).await.unwrap();
+        let body = body.to_string();
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        tcp.write_all((head + &body).as_bytes()).await.unwrap();
+        let mut out = String::new();
+        tcp.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn stream_false_gets_one_chat_completion_and_the_default_a_stream() {
+        let llm = ScriptedLlm::start().await.unwrap();
+        llm.script_cycle("", vec![Step::text("pong")]);
+        let ask = |stream: Option<bool>| {
+            let mut b = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+            if let Some(s) = stream {
+                b["stream"] = json!(s);
+            }
+            b
+        };
+        let whole = post(&llm, &ask(Some(false))).await;
+        assert!(whole.contains("content-type: application/json"), "{whole}");
+        let json: Value = serde_json::from_str(whole.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(json["choices"][0]["message"]["content"], "pong");
+        assert_eq!(json["choices"][0]["finish_reason"], "stop");
+        for stream in [None, Some(true)] {
+            let streamed = post(&llm, &ask(stream)).await;
+            assert!(streamed.contains("text/event-stream"), "{streamed}");
+            assert!(streamed.contains("data: [DONE]"), "{streamed}");
+        }
+    }
 }

@@ -54,6 +54,16 @@ struct Args {
     chunks: usize,
     rounds: usize,
     idle: Duration,
+    /// The local embedding model's folder: adds the `both bridges, local
+    /// model` configuration (its index embedded by that model).
+    model: Option<PathBuf>,
+    /// Where prepared homes are kept between runs (indexing 10k chunks
+    /// with the local model takes minutes).
+    prepared: Option<PathBuf>,
+    /// Where to write the figures as JSON (for `bench/run.py`).
+    json: Option<PathBuf>,
+    /// Only these configurations (their JSON keys); all when empty.
+    setups: Vec<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -62,6 +72,10 @@ fn args() -> Result<Args, String> {
         chunks: 10_000,
         rounds: 3,
         idle: Duration::from_secs(5),
+        model: None,
+        prepared: None,
+        json: None,
+        setups: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,9 +92,13 @@ fn args() -> Result<Args, String> {
             "--chunks" => out.chunks = number()?,
             "--rounds" => out.rounds = number()?,
             "--idle" => out.idle = Duration::from_secs(number()? as u64),
+            "--model" => out.model = Some(PathBuf::from(&value)),
+            "--prepared" => out.prepared = Some(PathBuf::from(&value)),
+            "--json" => out.json = Some(PathBuf::from(&value)),
+            "--setups" => out.setups = value.split(',').map(str::to_string).collect(),
             _ => {
                 return Err(format!(
-                    "unknown flag {flag}; usage: pincer-idle-rss [--pincerd PATH] [--chunks 10000] [--rounds 3] [--idle 5]"
+                    "unknown flag {flag}; usage: pincer-idle-rss [--pincerd PATH] [--chunks 10000] [--rounds 3] [--idle 5] [--model DIR] [--prepared DIR] [--json PATH] [--setups both,…]"
                 ));
             }
         }
@@ -104,7 +122,14 @@ enum Setup {
     Both,
     BothEmptyIndex,
     NoBridgesEmptyIndex,
+    /// Both bridges and the index embedded by the local model, installed
+    /// in the home as README's first command installs it.
+    BothModel,
 }
+
+/// How long the local model stays loaded without use in `BothModel`
+/// (the watcher checks every 30 s).
+const RELEASE_AFTER_S: u64 = 10;
 
 impl Setup {
     const ALL: [Setup; 5] = [
@@ -122,6 +147,21 @@ impl Setup {
             Setup::Both => format!("telegram + discord connected, {chunks}-chunk index"),
             Setup::BothEmptyIndex => "telegram + discord connected, empty index".to_string(),
             Setup::NoBridgesEmptyIndex => "no bridges, empty index".to_string(),
+            Setup::BothModel => {
+                format!("telegram + discord, {chunks}-chunk index, local model installed")
+            }
+        }
+    }
+
+    /// The configuration's name in the JSON figures.
+    fn key(self) -> &'static str {
+        match self {
+            Setup::NoBridges => "no_bridges",
+            Setup::Telegram => "telegram",
+            Setup::Both => "both",
+            Setup::BothEmptyIndex => "both_empty_index",
+            Setup::NoBridgesEmptyIndex => "no_bridges_empty_index",
+            Setup::BothModel => "both_model",
         }
     }
 
@@ -134,15 +174,21 @@ impl Setup {
     }
 
     fn discord(self) -> bool {
-        matches!(self, Setup::Both | Setup::BothEmptyIndex)
+        matches!(self, Setup::Both | Setup::BothEmptyIndex | Setup::BothModel)
     }
 
     fn config(self, peers: &Peers) -> String {
         let mut out = load::base_config(&peers.llm);
-        out.push_str(&format!(
+        if self == Setup::BothModel {
+            out.push_str(&format!(
+                "[memory]\nrelease_model_after_s = {RELEASE_AFTER_S}\n"
+            ));
+        } else {
+            out.push_str(&format!(
             "[memory]\nembedder = \"openai\"\n[memory.openai]\nbase_url = \"{}\"\nmodel = \"bench-{DIMENSIONS}\"\napi_key_env = \"{KEY_ENV}\"\ndimensions = {DIMENSIONS}\n",
-            peers.embeddings.base_url()
-        ));
+                peers.embeddings.base_url()
+            ));
+        }
         if self.telegram() {
             out.push_str(&format!(
                 "[channels.telegram]\napi_url = \"{}\"\ndm_policy = \"open\"\n",
@@ -244,17 +290,35 @@ fn index_size(db: &Path) -> Option<(u64, u64)> {
 
 /// Builds a home whose main agent has `chunks` chunks indexed with
 /// vectors (none when `chunks` is 0), then stops its pincerd.
-async fn prepare(args: &Args, peers: &Peers, home: &Path, chunks: usize) -> Result<(), String> {
+async fn prepare(
+    args: &Args,
+    peers: &Peers,
+    home: &Path,
+    chunks: usize,
+    model: Option<&Path>,
+) -> Result<(), String> {
+    let done = home.join(".prepared");
+    if done.exists() {
+        return Ok(());
+    }
+    let _ = std::fs::remove_dir_all(home);
     if chunks > 0 {
         write_notes(&home.join("workspace"), chunks)?;
     }
-    let config = Setup::NoBridges.config(peers);
+    let config = match model {
+        Some(folder) => {
+            let to = home.join("models").join("all-MiniLM-L6-v2");
+            copy_dir(folder, &to).map_err(|e| format!("copying the model: {e}"))?;
+            "[memory]\n".to_string()
+        }
+        None => Setup::NoBridges.config(peers),
+    };
     let mut daemon = Daemon::start(&args.pincerd, home, &config, &env())?;
     daemon.ready().await?;
     if chunks == 0 {
         tokio::time::sleep(Duration::from_secs(1)).await;
         daemon.stop();
-        return Ok(());
+        return std::fs::write(&done, "").map_err(|e| e.to_string());
     }
     let db = home.join("state").join("memory-main.db");
     let start = Instant::now();
@@ -267,9 +331,9 @@ async fn prepare(args: &Args, peers: &Peers, home: &Path, chunks: usize) -> Resu
             }
         }
         daemon.alive()?;
-        if start.elapsed() > Duration::from_secs(600) {
+        if start.elapsed() > Duration::from_secs(1200) {
             return Err(format!(
-                "the index holds {} chunks ({} with vectors) of {chunks} after 10 minutes: {}",
+                "the index holds {} chunks ({} with vectors) of {chunks} after 20 minutes: {}",
                 last.0,
                 last.1,
                 daemon.log_tail()
@@ -283,28 +347,29 @@ async fn prepare(args: &Args, peers: &Peers, home: &Path, chunks: usize) -> Resu
         start.elapsed().as_secs_f64()
     );
     daemon.stop();
+    std::fs::write(&done, "").map_err(|e| e.to_string())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
     Ok(())
 }
 
-/// Copies a prepared home (its config, workspace and state) to `to`.
+/// Copies a prepared home (its config, workspace, state and model) to `to`.
 fn copy_home(from: &Path, to: &Path) -> Result<(), String> {
-    fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(to)?;
-        for entry in std::fs::read_dir(from)? {
-            let entry = entry?;
-            let target = to.join(entry.file_name());
-            if entry.file_type()?.is_dir() {
-                copy(&entry.path(), &target)?;
-            } else if entry.file_type()?.is_file() {
-                std::fs::copy(entry.path(), target)?;
-            }
-        }
-        Ok(())
-    }
-    for part in ["workspace", "state"] {
+    for part in ["workspace", "state", "models"] {
         let source = from.join(part);
         if source.exists() {
-            copy(&source, &to.join(part)).map_err(|e| format!("copying {part}: {e}"))?;
+            copy_dir(&source, &to.join(part)).map_err(|e| format!("copying {part}: {e}"))?;
         }
     }
     Ok(())
@@ -379,7 +444,12 @@ fn reading(pid: u32) -> Reading {
 
 /// One start of `setup` on `home`: its memory `idle` after the bridges
 /// connected.
-async fn measure(args: &Args, peers: &Peers, setup: Setup, home: &Path) -> Result<Reading, String> {
+async fn measure(
+    args: &Args,
+    peers: &Peers,
+    setup: Setup,
+    home: &Path,
+) -> Result<(Reading, Option<ModelReading>), String> {
     let polls = peers.telegram.calls("getUpdates");
     let sockets = peers.discord.connections().len();
     let reads = history_reads(&peers.discord);
@@ -389,8 +459,73 @@ async fn measure(args: &Args, peers: &Peers, setup: Setup, home: &Path) -> Resul
     tokio::time::sleep(args.idle).await;
     daemon.alive()?;
     let memory = reading(daemon.pid());
+    let model = match setup {
+        Setup::BothModel => Some(model_phases(args, &mut daemon).await?),
+        _ => None,
+    };
     daemon.stop();
-    Ok(memory)
+    Ok((memory, model))
+}
+
+/// What the `BothModel` start measured beyond its idle reading.
+#[derive(Clone, Copy, Default)]
+struct ModelReading {
+    /// Right after a search loaded the model.
+    loaded: Reading,
+    /// A minute after the model's idle unload.
+    after_unload: Reading,
+    /// The model's load time, from pincerd's log.
+    load_ms: f64,
+}
+
+/// How many lines of pincerd's log hold `needle`, and the `ms=` of the last.
+fn log_count(home: &Path, needle: &str) -> (usize, f64) {
+    let text = std::fs::read_to_string(home.join("pincerd.out")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(needle)).collect();
+    let ms = lines
+        .last()
+        .and_then(|l| l.split("ms=").nth(1))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(f64::NAN);
+    (lines.len(), ms)
+}
+
+/// `BothModel` after its idle reading: a search through `pincer` loads the
+/// model; then the watcher unloads it after `RELEASE_AFTER_S` idle and
+/// the memory is read a minute later.
+async fn model_phases(args: &Args, daemon: &mut Daemon) -> Result<ModelReading, String> {
+    let pincer = args.pincerd.with_file_name("pincer");
+    let unloads = log_count(daemon.home(), "embedding model unloaded").0;
+    let out = std::process::Command::new(&pincer)
+        .arg("--home")
+        .arg(daemon.home())
+        .args(["memory", "search", "kalo mine"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", pincer.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "pincer memory search failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let loaded = reading(daemon.pid());
+    let (_, load_ms) = log_count(daemon.home(), "embedding model loaded");
+    let start = Instant::now();
+    while log_count(daemon.home(), "embedding model unloaded").0 == unloads {
+        daemon.alive()?;
+        if start.elapsed() > Duration::from_secs(RELEASE_AFTER_S + 90) {
+            return Err(format!("the model was not unloaded: {}", daemon.log_tail()));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    daemon.alive()?;
+    Ok(ModelReading {
+        loaded,
+        after_unload: reading(daemon.pid()),
+        load_ms,
+    })
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -429,29 +564,51 @@ async fn run(args: &Args) -> Result<(), String> {
             .map_err(|e| format!("cannot start the embeddings endpoint: {e}"))?,
     };
     let work = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let (indexed, empty) = (work.path().join("indexed"), work.path().join("empty"));
-    eprintln!(
-        "indexing {} chunks through the embeddings endpoint…",
-        args.chunks
-    );
-    prepare(args, &peers, &indexed, args.chunks).await?;
-    prepare(args, &peers, &empty, 0).await?;
+    let kept = args
+        .prepared
+        .clone()
+        .unwrap_or_else(|| work.path().to_path_buf());
+    let c = args.chunks;
+    let (indexed, empty) = (kept.join(format!("indexed-{c}")), kept.join("empty"));
+    eprintln!("indexing {c} chunks through the embeddings endpoint…");
+    prepare(args, &peers, &indexed, c, None).await?;
+    prepare(args, &peers, &empty, 0, None).await?;
+    let mut setups: Vec<Setup> = Setup::ALL
+        .into_iter()
+        .filter(|s| args.setups.is_empty() || args.setups.iter().any(|k| k == s.key()))
+        .collect();
+    let with_model = kept.join(format!("model-{c}"));
+    if let Some(model) = &args.model {
+        eprintln!("indexing {c} chunks with the local model (minutes; kept in --prepared)…");
+        prepare(args, &peers, &with_model, c, Some(model)).await?;
+        setups.push(Setup::BothModel);
+    }
     let mut homes = Vec::new();
-    for setup in Setup::ALL {
+    for setup in setups {
         let home = work.path().join(format!("setup-{}", homes.len()));
-        let from = if setup.indexed() { &indexed } else { &empty };
+        let from = match setup {
+            Setup::BothModel => &with_model,
+            s if s.indexed() => &indexed,
+            _ => &empty,
+        };
         copy_home(from, &home)?;
         homes.push((setup, home));
     }
     let mut readings: Vec<Vec<Reading>> = vec![Vec::new(); homes.len()];
+    let mut models = Vec::new();
     for round in 0..args.rounds {
         eprintln!("round {}/{}…", round + 1, args.rounds);
         // Each round starts with the next configuration.
         for k in 0..homes.len() {
             let i = (round + k) % homes.len();
             let (setup, home) = &homes[i];
-            readings[i].push(measure(args, &peers, *setup, home).await?);
+            let (idle, model) = measure(args, &peers, *setup, home).await?;
+            readings[i].push(idle);
+            models.extend(model);
         }
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &homes, &readings, &models)?;
     }
     // The median round of a configuration by RSS (its parts from the same
     // round), and the lowest and highest RSS.
@@ -468,7 +625,7 @@ async fn run(args: &Args) -> Result<(), String> {
             high,
         )
     };
-    let at = |s: Setup| Setup::ALL.iter().position(|x| *x == s).unwrap_or(0);
+    let at = |s: Setup| homes.iter().position(|(x, _)| *x == s);
     println!();
     println!(
         "{} rounds, configurations in alternating order; VmRSS {} s after the bridges connected, the median round (of it: anonymous, mapped files) and the lowest–highest",
@@ -489,7 +646,7 @@ async fn run(args: &Args) -> Result<(), String> {
             mb(r.file),
             format!("{}–{}", mb(low), mb(high)),
             mb(r.hwm),
-            if *setup == Setup::Both {
+            if matches!(setup, Setup::Both | Setup::BothModel) {
                 "≤ 20 MB"
             } else {
                 ""
@@ -497,7 +654,10 @@ async fn run(args: &Args) -> Result<(), String> {
         );
     }
     let delta = |a: Setup, b: Setup, what: &str| {
-        let (a, b) = (middle(at(a)).0, middle(at(b)).0);
+        let (Some(a), Some(b)) = (at(a), at(b)) else {
+            return;
+        };
+        let (a, b) = (middle(a).0, middle(b).0);
         let d = |x: u64, y: u64| format!("{:+.1} MB", (x as f64 - y as f64) / 1024.0);
         println!(
             "{:<48} {:>9} {:>9} {:>9}",
@@ -522,5 +682,68 @@ async fn run(args: &Args) -> Result<(), String> {
         Setup::BothEmptyIndex,
         &format!("what the {}-chunk index adds", args.chunks),
     );
+    if !models.is_empty() {
+        let median = |f: &dyn Fn(&ModelReading) -> f64| {
+            let mut v: Vec<f64> = models.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[(v.len() - 1) / 2]
+        };
+        let kib = |f: fn(&ModelReading) -> Reading| median(&|m| f(m).rss as f64) as u64;
+        println!(
+            "{:<48} {:>9}   (loading it took {:.0} ms)",
+            "local model: while a search has it loaded",
+            mb(kib(|m| m.loaded)),
+            median(&|m| m.load_ms)
+        );
+        println!(
+            "{:<48} {:>9} {:>9} {:>9} {:>17} {:>9} {:>8}",
+            "local model: a minute after its idle unload",
+            mb(kib(|m| m.after_unload)),
+            mb(median(&|m| m.after_unload.anon as f64) as u64),
+            mb(median(&|m| m.after_unload.file as f64) as u64),
+            "",
+            "",
+            "≤ 20 MB"
+        );
+    }
     Ok(())
+}
+
+/// The readings as JSON, MB: per configuration a list per field, one
+/// value per round; the model's phases apart.
+fn write_json(
+    path: &Path,
+    homes: &[(Setup, PathBuf)],
+    readings: &[Vec<Reading>],
+    models: &[ModelReading],
+) -> Result<(), String> {
+    let mb = |k: u64| k as f64 / 1024.0;
+    let fields = |rs: &mut dyn Iterator<Item = Reading>| {
+        let rs: Vec<Reading> = rs.collect();
+        serde_json::json!({
+            "rss_mb": rs.iter().map(|r| mb(r.rss)).collect::<Vec<_>>(),
+            "anon_mb": rs.iter().map(|r| mb(r.anon)).collect::<Vec<_>>(),
+            "file_mb": rs.iter().map(|r| mb(r.file)).collect::<Vec<_>>(),
+        })
+    };
+    let mut out = serde_json::Map::new();
+    for ((setup, _), rs) in homes.iter().zip(readings) {
+        out.insert(setup.key().into(), fields(&mut rs.iter().copied()));
+    }
+    if !models.is_empty() {
+        out.insert(
+            "model_loaded".into(),
+            fields(&mut models.iter().map(|m| m.loaded)),
+        );
+        out.insert(
+            "model_after_unload".into(),
+            fields(&mut models.iter().map(|m| m.after_unload)),
+        );
+        out.insert(
+            "model_load_ms".into(),
+            models.iter().map(|m| m.load_ms).collect::<Vec<_>>().into(),
+        );
+    }
+    std::fs::write(path, serde_json::Value::Object(out).to_string())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
