@@ -14,6 +14,6 @@ cd "$(dirname "$0")/../.."
 chats="${1:-200}"
 messages="${2:-5}"
 rounds="${3:-3}"
-cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-e2e --bins
+cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-sandbox -p pincer-e2e --bins
 bin="${CARGO_TARGET_DIR:-target}/release"
 exec "$bin/pincer-discord-load" --pincerd "$bin/pincerd" --chats "$chats" --messages "$messages" --rounds "$rounds"

@@ -9,6 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-3}"
 chunks="${2:-10000}"
-cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-e2e --bins
+cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-sandbox -p pincer-e2e --bins
 bin="${CARGO_TARGET_DIR:-target}/release"
 exec "$bin/pincer-idle-rss" --pincerd "$bin/pincerd" --rounds "$rounds" --chunks "$chunks"

@@ -7,6 +7,6 @@
 # Usage: bash daemon/benches/schedules.sh [window_s]   (default 60; ~6 min)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release --quiet -p pincer-daemon -p pincer-cli
+cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-sandbox
 bin="${CARGO_TARGET_DIR:-target}/release"
 exec python3 daemon/benches/schedules.py "$bin/pincerd" "$bin/pincer" "${1:-60}"

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs="${1:-10}"
-cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-e2e --bins
+cargo build --release --quiet -p pincer-daemon -p pincer-cli -p pincer-sandbox -p pincer-e2e --bins
 bin="${CARGO_TARGET_DIR:-target}/release"
 work=$(mktemp -d)
 llm_out="$work/llm.url"

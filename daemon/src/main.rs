@@ -93,17 +93,15 @@ enum Command {
     /// Print pincerd's man page (roff) on stdout; the packages ship it.
     #[command(hide = true)]
     Man,
-    /// The exec sandbox's launcher (started by pincerd itself).
-    #[command(name = "sandbox-exec", hide = true)]
-    SandboxExec(pincer_daemon::sandbox::launcher::LauncherArgs),
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    // Before anything else: the launcher must stay single-threaded and
-    // needs no home.
-    if let Some(Command::SandboxExec(launcher)) = args.command {
-        return pincer_daemon::sandbox::launcher::run(launcher);
+    if args.command.is_none() && !args.background {
+        // The exec sandbox's launcher, opened before anything else: the
+        // daemon keeps the one it started with, whatever an upgrade puts
+        // beside it later.
+        let _ = pincer_daemon::sandbox::launcher::at_start();
     }
     // Still single-threaded: the environment may change here.
     if let Some(path) = &args.env_file {
@@ -132,7 +130,6 @@ fn main() -> ExitCode {
         Some(Command::ZeroConfig) => zero_config(),
         Some(Command::Man) => man_page(),
         Some(Command::FetchModel { dir, from }) => run_async(fetch_model(home, dir, from)),
-        Some(Command::SandboxExec(_)) => ExitCode::FAILURE,
         None if args.background => start_background(&home),
         None => run_async(async move {
             match daemon::run(home, args.log_stderr).await {

@@ -22,7 +22,7 @@ pub enum ServiceError {
     Foreign { path: PathBuf },
     /// `pincerd` is neither next to `pincer` nor on PATH.
     #[error(
-        "cannot find pincerd next to pincer or on PATH; install both binaries together (cargo install --path daemon)"
+        "cannot find pincerd next to pincer or on PATH; install the binaries together (cargo install --path daemon, and --path daemon/sandbox for the exec sandbox's launcher)"
     )]
     NoPincerd,
     /// A file could not be read, written or removed.

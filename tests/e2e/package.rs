@@ -180,7 +180,8 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
     let deb = out.path().join(format!("pincer_{version}-1_{arch}.deb"));
     assert!(deb.is_file(), "{} was not built", deb.display());
 
-    // The file list: binaries, the user unit where systemd looks, docs,
+    // The file list: binaries (the sandbox's launcher beside pincerd, where
+    // pincerd looks for it), the user unit where systemd looks, docs,
     // licences, completions for three shells, man pages (gzipped).
     let listing = stdout(Command::new("dpkg-deb").arg("-c").arg(&deb));
     let files: Vec<&str> = listing
@@ -190,6 +191,7 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
     for want in [
         "./usr/bin/pincer",
         "./usr/bin/pincerd",
+        "./usr/bin/pincer-sandbox",
         "./usr/lib/systemd/user/pincer.service",
         "./usr/share/doc/pincer/README.md",
         "./usr/share/doc/pincer/docs/src/SUMMARY.md",
@@ -209,10 +211,20 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
             "{want} is not in the .deb:\n{listing}"
         );
     }
-    for line in listing
+    let binaries: Vec<&str> = listing
         .lines()
-        .filter(|l| l.ends_with("/usr/bin/pincer") || l.ends_with("/usr/bin/pincerd"))
-    {
+        .filter(|l| {
+            [
+                "/usr/bin/pincer",
+                "/usr/bin/pincerd",
+                "/usr/bin/pincer-sandbox",
+            ]
+            .iter()
+            .any(|b| l.ends_with(b))
+        })
+        .collect();
+    assert_eq!(binaries.len(), 3, "{listing}");
+    for line in binaries {
         assert!(line.starts_with("-rwxr-xr-x 0/0"), "{line}");
     }
 
@@ -241,6 +253,8 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
         pincerd_version.starts_with(&format!("pincerd {version} (")),
         "{pincerd_version}"
     );
+    let launcher = stdout(Command::new("/usr/bin/pincer-sandbox").arg("--version"));
+    assert_eq!(launcher.trim(), format!("pincer-sandbox {version}"));
     let unit = std::fs::read_to_string("/usr/lib/systemd/user/pincer.service").unwrap();
     assert!(
         unit.lines()
@@ -258,6 +272,7 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
     run(Command::new("dpkg").args(["-r", "pincer"]));
     assert!(!installed(), "dpkg -r left pincer installed");
     assert!(!Path::new("/usr/bin/pincer").exists());
+    assert!(!Path::new("/usr/bin/pincer-sandbox").exists());
     assert!(!Path::new("/usr/lib/systemd/user/pincer.service").exists());
     drop(guard);
 
@@ -268,6 +283,7 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
     for want in [
         "pincer",
         "pincerd",
+        "pincer-sandbox",
         "pincer.service",
         "dev.pincer.pincerd.plist",
         "README.md",
@@ -298,6 +314,9 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
     let from_tarball =
         stdout(Command::new(unpacked.path().join(&name).join("pincer")).arg("--version"));
     assert_eq!(from_tarball.trim(), version_line());
+    let launcher =
+        stdout(Command::new(unpacked.path().join(&name).join("pincer-sandbox")).arg("--version"));
+    assert_eq!(launcher.trim(), format!("pincer-sandbox {version}"));
     // A package user fetches the embedding model with the shipped binaries
     // (pincer runs the pincerd beside it); here from an address that
     // refuses, so the test downloads nothing.

@@ -360,3 +360,121 @@ async fn a_sandboxed_mcp_server_still_serves() {
     let results = tool_results(&llm.journal()[1]);
     assert!(results[0].contains("UTC"), "{}", results[0]);
 }
+
+/// A copy of pincerd in a folder of its own, with the sandbox's launcher
+/// beside it or not: what an install holds, and what an upgrade changes.
+fn installed_copy(with_launcher: bool) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wanted = vec![&bins().pincerd];
+    if with_launcher {
+        wanted.push(&bins().sandbox);
+    }
+    for bin in wanted {
+        let to = dir.path().join(bin.file_name().unwrap());
+        // A hard link where the folders share a file system: pincerd is
+        // large in a debug build.
+        if std::fs::hard_link(bin, &to).is_err() {
+            std::fs::copy(bin, &to).unwrap();
+        }
+    }
+    let pincerd = dir.path().join("pincerd");
+    (dir, pincerd)
+}
+
+/// An upgrade replaces the launcher under a running daemon (a new file
+/// renamed over it, as dpkg does), then removes it: pincerd keeps
+/// starting commands with the launcher it opened at start, confined as
+/// before, and no command holds a descriptor of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_launcher_a_daemon_started_with_survives_an_upgrade() {
+    let (home, llm) = setup("").await;
+    let (bin, pincerd) = installed_copy(true);
+    let probe = "cat ../config.toml > /dev/null 2>&1 && echo config-readable; for f in /proc/$$/fd/*; do readlink $f; done; echo probed";
+    llm.script(
+        "[upgrade]",
+        vec![
+            Step::tool("exec", json!({"command": probe})),
+            Step::text("done"),
+            Step::tool("exec", json!({"command": probe})),
+            Step::text("done"),
+        ],
+    );
+    let _d = home.start_binary(&pincerd);
+    let launcher = bin.path().join("pincer-sandbox");
+    let marker = home.workspace().join("replaced-launcher-ran");
+    let new = bin.path().join("pincer-sandbox.dpkg-new");
+    std::fs::write(
+        &new,
+        format!("#!/bin/sh\ntouch {}\nexit 3\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&new, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::rename(&new, &launcher).unwrap();
+    home.cli(&["send", "[upgrade] after the replacement"])
+        .await
+        .ok();
+    std::fs::remove_file(&launcher).unwrap();
+    home.cli(&["send", "[upgrade] after the removal"])
+        .await
+        .ok();
+    // The last request holds both calls' results: the second turn's
+    // history has the first.
+    let results = tool_results(llm.journal().last().unwrap());
+    assert_eq!(results.len(), 2, "{results:?}");
+    for result in &results {
+        // The descriptors were listed (stdin is /dev/null), and none is
+        // the launcher's.
+        assert!(
+            result.contains("probed") && result.contains("/dev/null"),
+            "{result}"
+        );
+        assert!(!result.contains("config-readable"), "{result}");
+        assert!(!result.contains("pincer-sandbox"), "{result}");
+    }
+    assert!(!marker.exists(), "the replaced launcher ran");
+    let status = home.cli(&["--json", "status"]).await.json();
+    assert_eq!(status["sandbox"]["active"], true, "{status}");
+}
+
+/// A pincerd without its launcher beside it (a by-hand install that
+/// copied only the two old binaries) runs no command unconfined: exec is
+/// refused, and status, doctor and the log say why and what to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_its_launcher_exec_is_refused_and_said_so() {
+    let (home, llm) = setup("").await;
+    let (bin, pincerd) = installed_copy(false);
+    llm.script(
+        "[nolauncher]",
+        vec![
+            Step::tool("exec", json!({"command": "touch ran"})),
+            Step::text("done"),
+        ],
+    );
+    let _d = home.start_binary(&pincerd);
+    home.cli(&["send", "[nolauncher] go"]).await.ok();
+    assert!(!home.workspace().join("ran").exists());
+    let why = format!(
+        "exec is refused: the sandbox's launcher {} is missing",
+        bin.path().join("pincer-sandbox").display()
+    );
+    let results = tool_results(&llm.journal()[1]);
+    assert!(results[0].contains(&why), "{}", results[0]);
+    let status = home.cli(&["--json", "status"]).await.json();
+    assert_eq!(status["sandbox"]["active"], false);
+    assert!(
+        status["sandbox"]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with(&why),
+        "{status}"
+    );
+    let doctor = home.cli(&["doctor"]).await.stdout;
+    assert!(
+        doctor
+            .lines()
+            .any(|l| l.starts_with("✗ sandbox: ") && l.contains(&why)),
+        "{doctor}"
+    );
+    let log = std::fs::read_to_string(home.path().join("logs/pincerd.log")).unwrap();
+    assert!(log.contains(&why), "{log}");
+}

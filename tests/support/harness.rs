@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 pub struct Bins {
     pub pincerd: PathBuf,
     pub pincer: PathBuf,
+    /// The exec sandbox's launcher, which pincerd finds beside itself.
+    pub sandbox: PathBuf,
 }
 
 /// Builds the binaries (once) and returns their paths.
@@ -41,12 +43,11 @@ pub fn bins() -> &'static Bins {
         let bins = Bins {
             pincerd: dir.join("pincerd"),
             pincer: dir.join("pincer"),
+            sandbox: dir.join("pincer-sandbox"),
         };
-        assert!(
-            bins.pincerd.exists(),
-            "{} is missing after the build",
-            bins.pincerd.display()
-        );
+        for bin in [&bins.pincerd, &bins.sandbox] {
+            assert!(bin.exists(), "{} is missing after the build", bin.display());
+        }
         bins
     })
 }
@@ -122,20 +123,26 @@ impl TestHome {
     }
 
     pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
-        self.spawn_daemon(env, false)
+        self.spawn_daemon(&bins().pincerd, env, false)
+    }
+
+    /// Starts the `pincerd` at `pincerd` (a copy elsewhere, with or
+    /// without the sandbox's launcher beside it).
+    pub fn start_binary(&self, pincerd: &Path) -> Daemon {
+        self.spawn_daemon(pincerd, &[], false)
     }
 
     /// Starts `pincerd` as on a kernel without Landlock: a seccomp filter
     /// makes `landlock_create_ruleset` fail with ENOSYS, which is what
     /// such a kernel answers, for the daemon and everything it starts.
     pub fn start_without_landlock(&self) -> Daemon {
-        self.spawn_daemon(&[], true)
+        self.spawn_daemon(&bins().pincerd, &[], true)
     }
 
-    fn spawn_daemon(&self, env: &[(&str, &str)], without_landlock: bool) -> Daemon {
+    fn spawn_daemon(&self, pincerd: &Path, env: &[(&str, &str)], without_landlock: bool) -> Daemon {
         let stderr_path = self.path().join("pincerd.stderr");
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
-        let mut cmd = Command::new(&bins().pincerd);
+        let mut cmd = Command::new(pincerd);
         cmd.arg("--home")
             .arg(self.path())
             .stdin(Stdio::null())

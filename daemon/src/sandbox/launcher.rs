@@ -1,182 +1,177 @@
-//! `pincerd sandbox-exec`: the launcher every sandboxed command starts as.
+//! The launcher every sandboxed command starts as: `pincer-sandbox`, the
+//! `pincer-sandbox` crate's binary, found beside pincerd and opened once,
+//! when the daemon starts.
 //!
-//! It runs as a fresh single-threaded process (the daemon forks and
-//! `exec`s `/proc/self/exe`), confines itself — capabilities dropped,
-//! Landlock, then seccomp, which also sets `no_new_privs` — and `exec`s
-//! the command, which inherits all of it, as do its children, detached or
-//! not. It never runs the command unconfined: any failure exits 125 with
-//! one line on stdout (where `exec` reads the command's output) and
-//! stderr.
+//! Opened rather than named, because a package upgrade replaces the files
+//! under a running daemon: the daemon keeps the descriptor of the launcher
+//! it started with (an `O_PATH` one, close-on-exec, numbered above the
+//! descriptors a child is given by number) and starts it as
+//! `/proc/self/fd/N`, which the kernel resolves to that very file even
+//! after the name was replaced or removed. Close-on-exec means the
+//! descriptor ends at the `exec` of the launcher itself: no command sees
+//! it, and children started without the sandbox never had it.
 
-use std::ffi::OsString;
-use std::io::Write;
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
-/// Exit status when the sandbox could not be set up.
-pub const EXIT_NO_SANDBOX: u8 = 125;
+/// The lowest descriptor the launcher's may have: above 0–2 and the exec
+/// tool's lifeline (3), which a child gets with `dup2` onto those numbers
+/// between fork and exec, and would then replace the launcher.
+const MIN_FD: libc::c_int = 10;
 
-/// The launcher's arguments (the daemon writes them; see
-/// [`super::rules::Plan::push_args`]).
-#[derive(clap::Args, Debug)]
-pub struct LauncherArgs {
-    /// A folder (or file) the command may read.
-    #[arg(long = "read", value_name = "PATH")]
-    read: Vec<PathBuf>,
-    /// A folder the command may read and write.
-    #[arg(long = "write", value_name = "PATH")]
-    write: Vec<PathBuf>,
-    /// A device file the command may read and write.
-    #[arg(long = "device", value_name = "PATH")]
-    devices: Vec<PathBuf>,
-    /// Refuse every socket, not only Unix ones.
-    #[arg(long)]
-    no_network: bool,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
-    command: Vec<OsString>,
+/// The launcher pincerd starts sandboxed commands with.
+#[derive(Debug)]
+pub struct Launcher {
+    /// Where it was found (for sentences and the log).
+    path: PathBuf,
+    /// Holds the file open; `program` names it.
+    _fd: OwnedFd,
+    /// `/proc/self/fd/N`: what the forked child `exec`s.
+    program: PathBuf,
 }
 
-/// Confines this process and replaces it with the command; returns only
-/// on failure.
-pub fn run(args: LauncherArgs) -> ExitCode {
-    let err = match confine(&args) {
-        Ok(()) => {
-            let (program, rest) = match args.command.split_first() {
-                Some(split) => split,
-                None => return fail("no command given"),
-            };
-            let e = std::process::Command::new(program).args(rest).exec();
-            if e.kind() == std::io::ErrorKind::NotFound {
-                // The shell's code for "command not found".
-                let _ = writeln!(
-                    std::io::stdout(),
-                    "{}: command not found",
-                    program.to_string_lossy()
-                );
-                return ExitCode::from(127);
-            }
-            format!("cannot run {}: {e}", program.to_string_lossy())
-        }
-        Err(e) => e.to_string(),
-    };
-    fail(&err)
-}
-
-fn fail(why: &str) -> ExitCode {
-    let line = format!("pincer sandbox: {why}; the command was not run");
-    let _ = writeln!(std::io::stdout(), "{line}");
-    let _ = writeln!(std::io::stderr(), "{line}");
-    ExitCode::from(EXIT_NO_SANDBOX)
-}
-
-/// Why the launcher could not confine itself (it then runs nothing).
+/// Why there is no launcher; exec is then refused unless the sandbox is
+/// off.
 #[derive(Debug, thiserror::Error)]
-enum ConfineError {
-    #[cfg(target_os = "linux")]
-    #[error(transparent)]
-    Seccomp(#[from] super::seccomp::SeccompError),
-    #[cfg(target_os = "linux")]
-    #[error(transparent)]
-    Landlock(#[from] super::landlock::LandlockError),
-    #[cfg(target_os = "linux")]
-    #[error("cannot drop capability {cap}: {source}")]
-    DropCapability {
-        cap: libc::c_ulong,
+pub enum LauncherError {
+    #[error("cannot tell where pincerd is, so not where its sandbox launcher is: {0}")]
+    NoOwnPath(std::io::Error),
+    #[error(
+        "the sandbox's launcher {} is missing (it ships beside pincerd: reinstall pincer, or copy {} there)",
+        .path.display(), pincer_sandbox::BINARY
+    )]
+    Missing { path: PathBuf },
+    #[error("the sandbox's launcher {} is not an executable file", .path.display())]
+    NotExecutable { path: PathBuf },
+    #[error("cannot open the sandbox's launcher {}: {source}", .path.display())]
+    Open {
+        path: PathBuf,
         source: std::io::Error,
     },
-    #[cfg(target_os = "linux")]
-    #[error("cannot drop capabilities: {0}")]
-    ClearCapabilities(std::io::Error),
-    #[cfg(not(target_os = "linux"))]
-    #[error("the sandbox needs Linux")]
-    NotLinux,
 }
 
-#[cfg(target_os = "linux")]
-fn confine(args: &LauncherArgs) -> Result<(), ConfineError> {
-    // Built before anything is restricted (it allocates, and reads nothing).
-    let filter = super::seccomp::filter(!args.no_network)?;
-    drop_capabilities()?;
-    super::landlock::restrict(&args.read, &args.write, &args.devices)?;
-    Ok(super::seccomp::apply(&filter)?)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn confine(_: &LauncherArgs) -> Result<(), ConfineError> {
-    Err(ConfineError::NotLinux)
-}
-
-/// Empties the capability bounding set (so no later `exec`, not even of a
-/// root-owned program by a root daemon, gains a capability), the ambient
-/// set, and the process's own sets.
-#[cfg(target_os = "linux")]
-fn drop_capabilities() -> Result<(), ConfineError> {
-    // SAFETY: prctl with integer arguments only changes this process's
-    // capability sets.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
-    }
-    let mut cap: libc::c_ulong = 0;
-    loop {
-        // SAFETY: as above.
-        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            match e.raw_os_error() {
-                // Past the last capability this kernel knows.
-                Some(libc::EINVAL) => break,
-                // No CAP_SETPCAP: an unprivileged process, whose bounding
-                // set cannot matter (it has nothing to gain on exec).
-                Some(libc::EPERM) => break,
-                _ => return Err(ConfineError::DropCapability { cap, source: e }),
+impl Launcher {
+    /// Opens the launcher at `path`.
+    pub fn open(path: &Path) -> Result<Self, LauncherError> {
+        let open_err = |source: std::io::Error| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                LauncherError::Missing {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                LauncherError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                }
             }
+        };
+        // O_PATH: nothing is read through it (an execute-only file works);
+        // std adds O_CLOEXEC.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(path)
+            .map_err(open_err)?;
+        let meta = file.metadata().map_err(open_err)?;
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            return Err(LauncherError::NotExecutable {
+                path: path.to_path_buf(),
+            });
         }
-        cap += 1;
+        // SAFETY: F_DUPFD_CLOEXEC with an integer argument only makes a
+        // new descriptor, which is owned below.
+        let fd = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, MIN_FD) };
+        if fd < 0 {
+            return Err(open_err(std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` was just made by fcntl and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self {
+            path: path.to_path_buf(),
+            program: PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+            _fd: fd,
+        })
     }
-    clear_capability_sets()
+
+    /// The program to run: the opened file, through `/proc/self/fd`.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// Where it was found.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
-/// Empties the effective, permitted and inheritable sets now (a root
-/// process keeps its capabilities until the next `exec` otherwise).
-#[cfg(target_os = "linux")]
-fn clear_capability_sets() -> Result<(), ConfineError> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
+/// Where pincerd looks for its launcher: beside its own executable.
+pub fn beside_pincerd() -> Result<PathBuf, LauncherError> {
+    let exe = std::env::current_exe().map_err(LauncherError::NoOwnPath)?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    Ok(dir.join(pincer_sandbox::BINARY))
+}
+
+/// The launcher beside pincerd, opened the first time this is called (at
+/// the daemon's start) and kept for the life of the process.
+pub fn at_start() -> &'static Result<Arc<Launcher>, LauncherError> {
+    static LAUNCHER: OnceLock<Result<Arc<Launcher>, LauncherError>> = OnceLock::new();
+    LAUNCHER.get_or_init(|| beside_pincerd().and_then(|p| Launcher::open(&p).map(Arc::new)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_plain_file_is_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join(pincer_sandbox::BINARY);
+        let e = Launcher::open(&missing).unwrap_err();
+        assert!(matches!(e, LauncherError::Missing { .. }), "{e}");
+        assert!(e.to_string().contains("is missing"), "{e}");
+        std::fs::write(&missing, "not a program").unwrap();
+        let e = Launcher::open(&missing).unwrap_err();
+        assert!(matches!(e, LauncherError::NotExecutable { .. }), "{e}");
     }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
+
+    /// The launcher is run through its descriptor: the file that was
+    /// opened, whatever its name holds by then.
+    #[test]
+    fn the_opened_file_runs_after_its_name_was_replaced_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("launcher");
+        let write_script = |at: &Path, text: &str| {
+            std::fs::write(at, format!("#!/bin/sh\necho {text}\n")).unwrap();
+            std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        // A script would be run by its interpreter through the path, which
+        // a close-on-exec descriptor no longer has after the exec; a copy
+        // of a real program shows the same without that detail.
+        std::fs::copy("/bin/echo", &path).unwrap();
+        let launcher = Launcher::open(&path).unwrap();
+        assert!(launcher.program().starts_with("/proc/self/fd/"));
+        let fd: i32 = launcher
+            .program()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        assert!(fd >= MIN_FD, "{fd}");
+        // Replaced the way a package manager does it: a new file renamed
+        // over the old name.
+        let new = dir.path().join("launcher.new");
+        write_script(&new, "replaced");
+        std::fs::rename(&new, &path).unwrap();
+        let run = || {
+            std::process::Command::new(launcher.program())
+                .arg("the original")
+                .output()
+                .unwrap()
+        };
+        assert_eq!(String::from_utf8_lossy(&run().stdout), "the original\n");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(String::from_utf8_lossy(&run().stdout), "the original\n");
     }
-    const VERSION_3: u32 = 0x2008_0522;
-    let mut header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: header and data are the layout capset(2) documents for
-    // version 3 (two data structs), and live across the call.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
-    if r != 0 {
-        return Err(ConfineError::ClearCapabilities(
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
 }

@@ -2,55 +2,69 @@
 //!
 //! A hostile model can talk `exec` into anything its user could do, so
 //! `exec` (foreground and background), and hooks or stdio MCP servers that
-//! opt in with `sandbox = true`, run under a launcher — `pincerd
-//! sandbox-exec`, a fresh single-threaded process — that confines itself
-//! and then `exec`s the command (the design of Codex CLI's Linux sandbox):
+//! opt in with `sandbox = true`, run under a launcher — `pincer-sandbox`
+//! (the `pincer-sandbox` crate, `daemon/sandbox/`), a fresh single-threaded
+//! process that confines itself and then `exec`s the command (the design
+//! of Codex CLI's Linux sandbox):
 //!
-//! - **Landlock** ([`landlock`]): read-write on the workspace (and extra
-//!   `write_paths`) and a private temp folder, read-only on the system's
-//!   folders, a few device files, and nothing else: `PINCER_HOME` (config,
-//!   secrets, state, logs), the owner's home and other users' homes are
-//!   out of reach. Landlock also keeps the command from reading the
-//!   daemon's `/proc` entries (ptrace-like access across domains) and, from
-//!   ABI 6, from signalling processes outside the sandbox.
-//! - **seccomp** ([`seccomp`]): no Unix-domain sockets at all, so no
-//!   command can reach pincerd's socket (Landlock before ABI 9 does not
-//!   cover `connect()` to a path) nor any other local daemon that acts
-//!   for the user (systemd's bus, ssh-agent, docker); no io_uring (it
-//!   would bypass the socket rule); no sockets at all when
-//!   `network = false`.
+//! - **Landlock**: read-write on the workspace (and extra `write_paths`)
+//!   and a private temp folder, read-only on the system's folders, a few
+//!   device files, and nothing else: `PINCER_HOME` (config, secrets,
+//!   state, logs), the owner's home and other users' homes are out of
+//!   reach. Landlock also keeps the command from reading the daemon's
+//!   `/proc` entries (ptrace-like access across domains) and, from ABI 6,
+//!   from signalling processes outside the sandbox.
+//! - **seccomp**: no Unix-domain sockets at all, so no command can reach
+//!   pincerd's socket (Landlock before ABI 9 does not cover `connect()` to
+//!   a path) nor any other local daemon that acts for the user (systemd's
+//!   bus, ssh-agent, docker); no io_uring (it would bypass the socket
+//!   rule); no sockets at all when `network = false`.
 //! - **No privileges**: `no_new_privs`, and every capability dropped (the
 //!   bounding, ambient and own sets), so a daemon running as root starts
 //!   commands that keep root's uid but none of its powers.
 //!
-//! Whether the kernel offers this is probed once ([`probe`]); what happens
-//! where it does not follows `tools.exec.sandbox` (`auto`: run and say so;
-//! `required`: refuse). The daemon itself is made non-dumpable at start
-//! ([`make_daemon_undumpable`]), which closes its `/proc/PID/environ` to
-//! other processes of its user even where no sandbox is had.
+//! This module decides the rules ([`rules`]: which folders) and writes
+//! them as the launcher's arguments; the launcher enforces them. Whether
+//! the kernel offers this is probed once ([`probe`]), and the launcher is
+//! opened once, beside pincerd, at start ([`launcher`]); what happens
+//! where the kernel does not follows `tools.exec.sandbox` (`auto`: run and
+//! say so; `required`: refuse), and a missing launcher refuses `exec`
+//! unless the sandbox is off. The daemon itself is made non-dumpable at
+//! start ([`make_daemon_undumpable`]), which closes its
+//! `/proc/PID/environ` to other processes of its user even where no
+//! sandbox is had.
 
-#[cfg(target_os = "linux")]
-mod landlock;
 pub mod launcher;
 mod probe;
 mod rules;
-#[cfg(target_os = "linux")]
-mod seccomp;
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::config::{ExecSandboxMode, ExecSandboxSettings};
 use crate::home::Home;
 
-pub use probe::{Support, probe};
+pub use launcher::{Launcher, LauncherError};
+pub use probe::Support;
 
-/// The launcher's subcommand of `pincerd`.
-pub const SUBCOMMAND: &str = "sandbox-exec";
+/// What this machine offers the sandbox: the kernel's Landlock and
+/// seccomp, and pincerd's launcher (opened on the first call).
+pub fn probe() -> Support {
+    fold_launcher(probe::kernel(), launcher::at_start()).0
+}
 
-/// pincerd itself as the launcher: this very binary, even after an upgrade
-/// replaced the file on disk.
-const SELF_EXE: &str = "/proc/self/exe";
+/// `kernel` with the launcher's absence folded in, and the launcher.
+fn fold_launcher(
+    kernel: Support,
+    launcher: &Result<Arc<Launcher>, LauncherError>,
+) -> (Support, Option<Arc<Launcher>>) {
+    match (kernel, launcher) {
+        (Support::Available { .. }, Err(e)) => (Support::NoLauncher(e.to_string()), None),
+        (support @ Support::Available { .. }, Ok(l)) => (support, Some(l.clone())),
+        (other, _) => (other, None),
+    }
+}
 
 impl Support {
     /// Whether commands run sandboxed under `settings`.
@@ -74,6 +88,9 @@ impl Support {
             (Support::Unavailable(why), ExecSandboxMode::Required) => {
                 SandboxError::Required { why: why.clone() }.to_string()
             }
+            (Support::NoLauncher(why), _) => {
+                SandboxError::NoLauncher { why: why.clone() }.to_string()
+            }
         }
     }
 }
@@ -84,6 +101,10 @@ pub enum SandboxError {
     /// `tools.exec.sandbox = "required"` on a kernel without the sandbox.
     #[error("exec is refused: tools.exec.sandbox is required but {why}")]
     Required { why: String },
+    /// The kernel has the sandbox but pincerd's launcher is missing: a
+    /// broken install, which must not quietly run commands unconfined.
+    #[error("exec is refused: {why}; tools.exec.sandbox = \"off\" would run commands unconfined")]
+    NoLauncher { why: String },
     #[error("the sandbox has no temp folder (see the log)")]
     NoTempRoot,
     #[error("cannot make the temp folder {}: {source}", .dir.display())]
@@ -104,8 +125,8 @@ pub struct Sandbox {
     hidden: Vec<PathBuf>,
     /// Private temp folders live below this (0700, removed at exit).
     tmp: Option<tempfile::TempDir>,
-    /// The program with the launcher subcommand: pincerd itself.
-    launcher: PathBuf,
+    /// The launcher, opened at start; `None` where commands run bare.
+    launcher: Option<Arc<Launcher>>,
 }
 
 /// Where one sandboxed command may write, besides its temp folder.
@@ -138,9 +159,11 @@ impl<'a> Jail<'a> {
 }
 
 impl Sandbox {
-    /// Probes the kernel and makes the private temp folder.
+    /// Probes the kernel, opens the launcher beside pincerd (once per
+    /// process, see [`launcher::at_start`]) and makes the private temp
+    /// folder.
     pub fn new(home: &Home) -> Self {
-        let support = probe::probe();
+        let (support, launcher) = fold_launcher(probe::kernel(), launcher::at_start());
         let tmp = tempfile::Builder::new()
             .prefix("pincer-exec-")
             .tempdir()
@@ -151,7 +174,7 @@ impl Sandbox {
             support,
             hidden,
             tmp,
-            launcher: PathBuf::from(SELF_EXE),
+            launcher,
         }
     }
 
@@ -162,18 +185,20 @@ impl Sandbox {
             support: Support::Unavailable(why.into()),
             hidden: Vec::new(),
             tmp: None,
-            launcher: PathBuf::from(SELF_EXE),
+            launcher: None,
         }
     }
 
-    /// Uses `pincerd` at `path` as the launcher: for programs that run
-    /// the daemon's code but are not pincerd (the benchmarks).
-    pub fn with_launcher(mut self, path: impl Into<PathBuf>) -> Self {
-        self.launcher = path.into();
+    /// Uses the launcher at `path` instead of the one beside this
+    /// program: for programs that run the daemon's code but are not
+    /// pincerd (the benchmarks).
+    pub fn with_launcher(mut self, path: &Path) -> Self {
+        let opened = Launcher::open(path).map(Arc::new);
+        (self.support, self.launcher) = fold_launcher(probe::kernel(), &opened);
         self
     }
 
-    /// What the kernel offers.
+    /// What the kernel and the launcher offer.
     pub fn support(&self) -> &Support {
         &self.support
     }
@@ -199,15 +224,24 @@ impl Sandbox {
         jail: &Jail<'_>,
         program: &str,
     ) -> Result<tokio::process::Command, SandboxError> {
-        if !self.active(settings) {
-            // Not active under `required` means the kernel lacks it.
-            return match (settings.mode, &self.support) {
-                (ExecSandboxMode::Required, Support::Unavailable(why)) => {
-                    Err(SandboxError::Required { why: why.clone() })
-                }
-                _ => Ok(tokio::process::Command::new(program)),
-            };
-        }
+        let launcher = match (settings.mode, &self.support, &self.launcher) {
+            (ExecSandboxMode::Off, _, _) => return Ok(tokio::process::Command::new(program)),
+            (_, Support::Available { .. }, Some(launcher)) => launcher,
+            (_, Support::Available { .. }, None) => {
+                return Err(SandboxError::NoLauncher {
+                    why: "no sandbox launcher was opened".into(),
+                });
+            }
+            (_, Support::NoLauncher(why), _) => {
+                return Err(SandboxError::NoLauncher { why: why.clone() });
+            }
+            (ExecSandboxMode::Required, Support::Unavailable(why), _) => {
+                return Err(SandboxError::Required { why: why.clone() });
+            }
+            (ExecSandboxMode::Auto, Support::Unavailable(_), _) => {
+                return Ok(tokio::process::Command::new(program));
+            }
+        };
         let tmp = self.private_tmp(jail.tmp_name)?;
         let mut write: Vec<PathBuf> = jail.write.iter().map(|p| canonical(p)).collect();
         write.extend(settings.write_paths.iter().map(|p| canonical(p)));
@@ -217,14 +251,11 @@ impl Sandbox {
         let mut hidden = self.hidden.clone();
         hidden.extend(jail.hidden.iter().map(|p| canonical(p)));
         let granted: Vec<PathBuf> = jail.read.iter().map(|p| canonical(p)).collect();
-        let plan = rules::Plan::new(&read, &write, &hidden).granting(&granted, &hidden);
-        let mut cmd = tokio::process::Command::new(&self.launcher);
-        cmd.arg(SUBCOMMAND);
-        plan.push_args(&mut cmd);
-        if !settings.network {
-            cmd.arg("--no-network");
-        }
-        cmd.arg("--").arg(program).env("TMPDIR", &tmp);
+        let plan = rules::Plan::new(&read, &write, &hidden)
+            .granting(&granted, &hidden)
+            .launch(settings.network);
+        let mut cmd = tokio::process::Command::new(launcher.program());
+        cmd.args(plan.args()).arg(program).env("TMPDIR", &tmp);
         Ok(cmd)
     }
 
@@ -310,6 +341,7 @@ mod tests {
         std::fs::create_dir_all(&ws).unwrap();
         let sandbox = Sandbox {
             support: Support::Available { landlock_abi: 7 },
+            launcher: Some(Arc::new(Launcher::open(Path::new("/bin/sh")).unwrap())),
             ..Sandbox::new(&home)
         };
         let jail = Jail::writing(vec![ws.clone()], "agents/main");
@@ -319,15 +351,18 @@ mod tests {
         };
         let cmd = sandbox.command(&settings, &jail, "sh").unwrap();
         let std = cmd.as_std();
-        assert_eq!(std.get_program(), SELF_EXE);
+        assert!(
+            Path::new(std.get_program()).starts_with("/proc/self/fd"),
+            "{:?}",
+            std.get_program()
+        );
         let args: Vec<String> = std
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(args[0], SUBCOMMAND);
         let ws = std::fs::canonicalize(&ws).unwrap();
         let home_root = std::fs::canonicalize(home.root()).unwrap();
-        let pairs: Vec<(&str, &str)> = args[1..]
+        let pairs: Vec<(&str, &str)> = args
             .chunks(2)
             .take_while(|c| c[0] != "--no-network" && c[0] != "--")
             .map(|c| (c[0].as_str(), c[1].as_str()))
@@ -365,6 +400,46 @@ mod tests {
         let bare = sandbox.command(&off, &jail, "sh").unwrap();
         assert_eq!(bare.as_std().get_program(), "sh");
         assert_eq!(bare.as_std().get_args().count(), 0);
+    }
+
+    /// Without its launcher a kernel that has the sandbox runs nothing
+    /// (unless the sandbox is off), and every sentence says why.
+    #[test]
+    fn a_missing_launcher_refuses_exec_unless_the_sandbox_is_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let opened = Launcher::open(&dir.path().join(pincer_sandbox::BINARY)).map(Arc::new);
+        let (support, launcher) = fold_launcher(Support::Available { landlock_abi: 7 }, &opened);
+        assert!(launcher.is_none());
+        let sandbox = Sandbox {
+            support,
+            launcher,
+            ..Sandbox::unavailable("")
+        };
+        let jail = Jail::writing(vec![dir.path().to_path_buf()], "agents/main");
+        for mode in [ExecSandboxMode::Auto, ExecSandboxMode::Required] {
+            let settings = ExecSandboxSettings {
+                mode,
+                ..Default::default()
+            };
+            assert!(!sandbox.active(&settings));
+            let refused = sandbox.command(&settings, &jail, "sh").unwrap_err();
+            let sentence = sandbox.sentence(&settings);
+            assert_eq!(refused.to_string(), sentence);
+            assert!(
+                sentence.starts_with("exec is refused: the sandbox's launcher ")
+                    && sentence.contains("pincer-sandbox is missing"),
+                "{sentence}"
+            );
+        }
+        let off = ExecSandboxSettings {
+            mode: ExecSandboxMode::Off,
+            ..Default::default()
+        };
+        let bare = sandbox.command(&off, &jail, "sh").unwrap();
+        assert_eq!(bare.as_std().get_program(), "sh");
+        // Where the kernel has no sandbox, the launcher does not matter.
+        let (support, _) = fold_launcher(Support::Unavailable("no Landlock".into()), &opened);
+        assert_eq!(support, Support::Unavailable("no Landlock".into()));
     }
 
     #[test]

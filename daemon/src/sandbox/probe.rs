@@ -11,10 +11,14 @@ pub enum Support {
     },
     /// A sentence's end: "… because <this>".
     Unavailable(String),
+    /// The kernel has it but pincerd's launcher is missing (the sentence
+    /// says where it was looked for): `exec` is refused unless the sandbox
+    /// is off.
+    NoLauncher(String),
 }
 
 #[cfg(target_os = "linux")]
-pub fn probe() -> Support {
+pub fn kernel() -> Support {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a null attribute, size 0 and the VERSION flag the call
     // only returns the ABI version; nothing is read or written.
@@ -66,7 +70,7 @@ pub fn probe() -> Support {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn probe() -> Support {
+pub fn kernel() -> Support {
     Support::Unavailable(
         "the sandbox uses Linux's Landlock and seccomp, and this system is not Linux".into(),
     )
@@ -81,9 +85,11 @@ mod tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn this_kernel_offers_the_sandbox() {
-        match probe() {
+        match kernel() {
             Support::Available { landlock_abi } => assert!(landlock_abi >= 1),
-            Support::Unavailable(why) => panic!("no sandbox on this machine: {why}"),
+            Support::Unavailable(why) | Support::NoLauncher(why) => {
+                panic!("no sandbox on this machine: {why}")
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Which folders a sandboxed command may read and write: the plan the
-//! daemon hands the launcher as arguments.
+//! daemon hands the launcher as arguments (`pincer_sandbox::Plan`).
 //!
 //! Landlock can only allow, never carve an exception out of an allowed
 //! folder, so a hidden folder (`PINCER_HOME`) that lies inside a folder to
@@ -87,16 +87,13 @@ impl Plan {
         self
     }
 
-    /// The launcher's arguments for this plan.
-    pub fn push_args(&self, cmd: &mut tokio::process::Command) {
-        for (flag, paths) in [
-            ("--read", &self.read),
-            ("--write", &self.write),
-            ("--device", &self.devices),
-        ] {
-            for p in paths {
-                cmd.arg(flag).arg(p);
-            }
+    /// What the launcher is told: these folders, and the network or not.
+    pub fn launch(self, network: bool) -> pincer_sandbox::Plan {
+        pincer_sandbox::Plan {
+            read: self.read,
+            write: self.write,
+            devices: self.devices,
+            network,
         }
     }
 }
