@@ -229,6 +229,9 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             .with(server),
     );
     parts.start(&loaded).await;
+    // The server takes connections: what need not delay its first answer
+    // starts now (the memory watchers and their first scans).
+    parts.started();
     drop(loaded);
     tokio::spawn(handle_signals(signals, stop.clone(), reload_tx));
     tokio::spawn(handle_reloads(
@@ -341,14 +344,20 @@ impl Part for ServerPart {
             return Box::pin(std::future::ready(Err(StartedTwice.into())));
         };
         let result = self.result.clone();
+        let (serving, served) = oneshot::channel();
         tokio::spawn(async move {
-            if let Err(e) = server::serve(listener, state).await {
+            if let Err(e) = server::serve(listener, state, serving).await {
                 tracing::error!("the gRPC server failed: {e}");
                 *result.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
             }
             result.finished.0.cancel();
         });
-        Box::pin(std::future::ready(Ok(())))
+        // Started once it takes connections; a server that failed first is
+        // logged and recorded by its task.
+        Box::pin(async move {
+            let _ = served.await;
+            Ok(())
+        })
     }
 
     fn reload(&self, _old: &Config, _new: &Config) -> Reloaded {

@@ -11,7 +11,9 @@
 //! while the others start and the daemon serves. Starts run before the
 //! socket answers, inside the start budget, so a part never awaits the
 //! network in its start: it spawns that work and reports through its own
-//! health (the bridges do).
+//! health (the bridges do). Work that can wait until the server takes
+//! connections (the memory watchers' first scans) goes in
+//! [`Part::started`], so the first answer does not share the CPU with it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -68,6 +70,10 @@ pub trait Part: Send + Sync {
     /// Starts it with the config in force at start-up; never awaits the
     /// network (the socket does not answer until every part started).
     fn start<'a>(&'a self, config: &'a Config) -> StartFuture<'a>;
+    /// Called once every part has started and the server takes
+    /// connections: starts what need not be running for the first answer.
+    /// Never blocks (spawn the work).
+    fn started(&self) {}
     /// Takes in a new config, live where it can. `old` is the config in
     /// force; a part that answers `NeedsRestart` compares `new` with what
     /// it runs (what it started with), not with `old`, which a reload of a
@@ -106,6 +112,14 @@ impl Parts {
                 tracing::error!(part = part.name(), "could not start: {why}");
                 self.failures.record(part.name(), why.to_string());
             }
+        }
+    }
+
+    /// Tells each part, in order, that every part started and the server
+    /// takes connections.
+    pub fn started(&self) {
+        for part in &self.parts {
+            part.started();
         }
     }
 
@@ -161,6 +175,12 @@ mod tests {
                 self.fails.map_or(Ok(()), |why| Err(why.into()))
             })
         }
+        fn started(&self) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("started {}", self.name));
+        }
         fn reload(&self, _: &Config, _: &Config) -> Reloaded {
             self.answer.clone()
         }
@@ -173,7 +193,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn parts_start_in_order_report_per_part_and_stop_in_reverse_within_the_grace() {
+    async fn parts_start_in_order_hear_they_all_started_report_per_part_and_stop_in_reverse_within_the_grace()
+     {
         let log = Arc::new(Mutex::new(Vec::new()));
         let probe = |name, answer, stop_takes| Probe {
             name,
@@ -207,6 +228,7 @@ mod tests {
         )
         .unwrap();
         parts.start(&config).await;
+        parts.started();
         // The failed part is recorded and the one after it still started.
         assert_eq!(
             failures.list(),
@@ -229,6 +251,10 @@ mod tests {
                 "start mcp",
                 "start scheduler",
                 "start server",
+                "started memory",
+                "started mcp",
+                "started scheduler",
+                "started server",
                 "stop server",
                 "stop scheduler",
                 "stop memory"

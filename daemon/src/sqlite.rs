@@ -69,6 +69,29 @@ impl Db {
         Ok(rx.await.map_err(|_| DbError::Closed)??)
     }
 
+    /// Sends `f` to the database thread now and answers a future of its
+    /// result: the caller can do other work while the job runs (jobs still
+    /// run in order). [`Db::call`] sends only when first polled.
+    pub fn send<R, F>(&self, f: F) -> impl Future<Output = Result<R, DbError>> + use<R, F>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let sent = self
+            .jobs
+            .send(Box::new(move |conn| {
+                let _ = tx.send(f(conn));
+            }))
+            .map_err(|_| DbError::Closed);
+        async move {
+            sent?;
+            rx.await
+                .map_err(|_| DbError::Closed)?
+                .map_err(DbError::from)
+        }
+    }
+
     /// Queues `f` without waiting for it; jobs still run in order. `Err`
     /// when the thread has stopped.
     pub fn queue(&self, f: impl FnOnce(&mut Connection) + Send + 'static) -> Result<(), DbError> {

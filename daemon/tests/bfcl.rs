@@ -104,7 +104,7 @@ fn specs(entry: &Value) -> Vec<ToolSpec> {
         .map(|f| ToolSpec {
             name: f["name"].as_str().unwrap().to_string(),
             description: f["description"].as_str().unwrap_or_default().to_string(),
-            parameters: json_schema(&f["parameters"]),
+            parameters: json_schema(&f["parameters"]).into(),
         })
         .collect()
 }
@@ -400,7 +400,7 @@ fn tool_def(spec: &ToolSpec) -> ToolDef {
     ToolDef::dynamic(
         &spec.name,
         &spec.description,
-        spec.parameters.clone(),
+        (*spec.parameters).clone(),
         Vec::new(),
         ToolFlags::default(),
         ToolSource::Core,

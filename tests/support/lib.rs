@@ -7,7 +7,8 @@
 //! ([`systemd`]); the minimal Bot API the 200-chat load bench runs
 //! against instead ([`bot_api`]); what the bridge load benches share
 //! ([`load`]); and an embeddings endpoint without a model
-//! ([`embeddings`]) for the idle-RSS bench's memory index.
+//! ([`embeddings`]) and the notes a bench's memory index is made of
+//! ([`notes`]).
 
 pub mod bot_api;
 pub mod discord;
@@ -16,6 +17,7 @@ pub mod embeddings;
 pub mod harness;
 pub mod load;
 pub mod no_landlock;
+pub mod notes;
 pub mod peers;
 pub mod requests;
 pub mod scripted;

@@ -174,17 +174,87 @@ impl ScriptedLlm {
     }
 }
 
-fn first_user_text(body: &Value) -> String {
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for m in messages {
-        if m.get("role").and_then(Value::as_str) != Some("user") {
+/// A request body as the fake reads it. While the journal keeps bodies
+/// (or usage is counted from a body's size) it is parsed whole, for the
+/// tests' assertions; a bench turns the journal off, and then only the
+/// messages and `stream` are read: a zero-latency model should not spend
+/// a turn's time building the tools' schemas, most of a request's bytes,
+/// into a value tree (that took more than the agent's own work per call).
+struct Received {
+    first_user: String,
+    /// `"stream"` as sent.
+    stream: Option<bool>,
+    /// The whole body, when the journal or the usage needs it.
+    whole: Option<Value>,
+}
+
+/// What a body is read into when only its messages matter; every other
+/// field is skipped.
+#[derive(serde::Deserialize)]
+struct Lean {
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    messages: Vec<LeanMessage>,
+}
+
+#[derive(serde::Deserialize)]
+struct LeanMessage {
+    #[serde(default)]
+    role: String,
+    #[serde(default)]
+    content: Value,
+}
+
+impl Received {
+    fn read(inner: &Arc<Mutex<Inner>>, bytes: &[u8]) -> Result<Self, Box<Response>> {
+        let whole = {
+            let inner = inner.lock().unwrap_or_else(|e| e.into_inner());
+            !inner.journal_off || inner.body_usage
+        };
+        let refused = |e: serde_json::Error| {
+            Box::new(
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("scripted LLM: the body is not JSON: {e}"),
+                )
+                    .into_response(),
+            )
+        };
+        if whole {
+            let body: Value = serde_json::from_slice(bytes).map_err(refused)?;
+            let messages = body.get("messages").and_then(Value::as_array);
+            return Ok(Self {
+                first_user: first_user_text(messages.into_iter().flatten().map(|m| {
+                    (
+                        m.get("role").and_then(Value::as_str).unwrap_or_default(),
+                        m.get("content"),
+                    )
+                })),
+                stream: body.get("stream").and_then(Value::as_bool),
+                whole: Some(body),
+            });
+        }
+        let lean: Lean = serde_json::from_slice(bytes).map_err(refused)?;
+        Ok(Self {
+            first_user: first_user_text(
+                lean.messages
+                    .iter()
+                    .map(|m| (m.role.as_str(), Some(&m.content))),
+            ),
+            stream: lean.stream,
+            whole: None,
+        })
+    }
+}
+
+/// The text of the first user message, from (role, content) pairs.
+fn first_user_text<'a>(messages: impl Iterator<Item = (&'a str, Option<&'a Value>)>) -> String {
+    for (role, content) in messages {
+        if role != "user" {
             continue;
         }
-        match m.get("content") {
+        match content {
             Some(Value::String(s)) => return s.clone(),
             Some(Value::Array(blocks)) => {
                 for b in blocks {
@@ -199,16 +269,17 @@ fn first_user_text(body: &Value) -> String {
     String::new()
 }
 
-fn next_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Option<(Step, u64)> {
+fn next_step(inner: &Arc<Mutex<Inner>>, body: Received) -> Option<(Step, u64)> {
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
-    let first = first_user_text(&body);
-    let prompt_tokens = if inner.body_usage {
-        (body.to_string().len() / 4) as u64
-    } else {
-        11
+    let first = body.first_user;
+    let prompt_tokens = match &body.whole {
+        Some(whole) if inner.body_usage => (whole.to_string().len() / 4) as u64,
+        _ => 11,
     };
-    if !inner.journal_off {
-        inner.journal.push(body);
+    if !inner.journal_off
+        && let Some(whole) = body.whole
+    {
+        inner.journal.push(whole);
     }
     let (_, steps, cycle) = inner
         .scripts
@@ -281,7 +352,7 @@ fn pieces(s: &str) -> Vec<String> {
 
 /// The next step for a request, or the response that replaces the stream:
 /// an exhausted script, or a scripted HTTP error.
-fn take_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Result<(Step, u64), Box<Response>> {
+fn take_step(inner: &Arc<Mutex<Inner>>, body: Received) -> Result<(Step, u64), Box<Response>> {
     let (step, prompt_tokens) = next_step(inner, body).ok_or_else(|| Box::new(exhausted()))?;
     match step.status {
         Some(code) => Err(Box::new(error_response(&step, code))),
@@ -289,14 +360,15 @@ fn take_step(inner: &Arc<Mutex<Inner>>, body: Value) -> Result<(Step, u64), Box<
     }
 }
 
-async fn openai(
-    State(inner): State<Arc<Mutex<Inner>>>,
-    axum::Json(body): axum::Json<Value>,
-) -> Response {
+async fn openai(State(inner): State<Arc<Mutex<Inner>>>, bytes: axum::body::Bytes) -> Response {
+    let body = match Received::read(&inner, &bytes) {
+        Ok(body) => body,
+        Err(response) => return *response,
+    };
     // Peers that ask for a whole reply (`"stream": false`, e.g. ZeroClaw in
     // the bench's --peers lane) get one; an absent field keeps the stream
     // every existing caller gets.
-    let whole = body.get("stream") == Some(&Value::Bool(false));
+    let whole = body.stream == Some(false);
     let (step, prompt_tokens) = match take_step(&inner, body) {
         Ok(step) => step,
         Err(response) => return *response,
@@ -372,10 +444,11 @@ fn openai_whole(step: &Step, prompt_tokens: u64) -> Response {
     .into_response()
 }
 
-async fn anthropic(
-    State(inner): State<Arc<Mutex<Inner>>>,
-    axum::Json(body): axum::Json<Value>,
-) -> Response {
+async fn anthropic(State(inner): State<Arc<Mutex<Inner>>>, bytes: axum::body::Bytes) -> Response {
+    let body = match Received::read(&inner, &bytes) {
+        Ok(body) => body,
+        Err(response) => return *response,
+    };
     let (step, prompt_tokens) = match take_step(&inner, body) {
         Ok(step) => step,
         Err(response) => return *response,

@@ -7,8 +7,12 @@
 //! 100-word paragraph per chunk, words drawn with a skew like real text) and
 //! embedded by a bag-of-words random projection: 384-d unit vectors where
 //! texts sharing words are near each other, computed in microseconds. That
-//! isolates the index (sqlite-vec KNN, FTS5 bm25, fusion, decay, MMR,
-//! snippets) from the model, whose query cost is measured on its own.
+//! isolates the index (the sign-bit scan and exact re-scoring, FTS5 bm25,
+//! fusion, decay, MMR, snippets) from the model, whose query cost is
+//! measured on its own. `memory_search_parts` times each part of a search
+//! alone (`parts/mod.rs`), sqlite-vec's own KNN and the physical reference
+//! (a popcount scan of the same bits in memory) among them; what opening an
+//! index and its first vector search cost is printed.
 //!
 //! `cargo bench -p pincer-memory --bench hybrid_search` (set
 //! `PINCER_BENCH_SIZES=10000` to skip the 100k index, which takes about a
@@ -24,6 +28,8 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use pincer_memory::chunk::ChunkSize;
 use pincer_memory::{Embedder, IndexSettings, Legs, MemoryIndex, Query, Scope, Sources};
 
+#[path = "parts/mod.rs"]
+mod parts;
 #[path = "../tests/common/projection.rs"]
 mod projection;
 use projection::ProjectionEmbedder;
@@ -131,6 +137,26 @@ fn queries() -> Vec<String> {
     (0..64).map(|_| words.sentence(5)).collect()
 }
 
+/// `PINCER_BENCH_CPU=1`: every case measures the CPU time the process
+/// spent (all its threads) instead of the time on the clock, for a machine
+/// busy with other work, where waiting for a core swamps what is measured.
+/// For one thread's work it is what the clock would say on an idle machine;
+/// for hybrid, whose legs run at once, it is the sum of both legs.
+pub fn cpu_time_mode() -> bool {
+    std::env::var_os("PINCER_BENCH_CPU").is_some_and(|v| v == "1")
+}
+
+/// CPU time of this process so far.
+pub fn cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn sizes() -> Vec<usize> {
     std::env::var("PINCER_BENCH_SIZES")
         .ok()
@@ -145,35 +171,103 @@ fn search(c: &mut Criterion) {
         .unwrap();
     let root = tempfile::tempdir().unwrap();
     let queries = queries();
-    let mut group = c.benchmark_group("memory_search");
-    group.measurement_time(Duration::from_secs(8));
     for chunks in sizes() {
         let index = build(&rt, root.path(), chunks);
+        let mut group = c.benchmark_group("memory_search");
+        group.measurement_time(Duration::from_secs(8));
         for (name, legs) in [
             ("hybrid", Legs::Hybrid),
             ("vector_only", Legs::VectorOnly),
             ("text_only", Legs::TextOnly),
         ] {
             let mut i = 0;
+            let queries = &queries;
+            let mut next = move || {
+                i = (i + 1) % queries.len();
+                Query {
+                    text: queries[i].clone(),
+                    min_score: Some(0.0),
+                    legs,
+                    ..Query::default()
+                }
+            };
             group.bench_function(BenchmarkId::new(name, chunks), |b| {
-                b.to_async(&rt).iter(|| {
-                    i = (i + 1) % queries.len();
-                    let q = Query {
-                        text: queries[i].clone(),
-                        min_score: Some(0.0),
-                        legs,
-                        ..Query::default()
-                    };
-                    let index = index.clone();
-                    async move {
-                        let found = index.search(q).await.unwrap();
-                        assert!(!found.hits.is_empty());
-                    }
-                })
+                if cpu_time_mode() {
+                    b.iter_custom(|iters| {
+                        let started = cpu_time();
+                        for _ in 0..iters {
+                            let found = rt.block_on(index.search(next())).unwrap();
+                            assert!(!found.hits.is_empty());
+                        }
+                        cpu_time() - started
+                    })
+                } else {
+                    b.to_async(&rt).iter(|| {
+                        let (index, q) = (index.clone(), next());
+                        async move {
+                            let found = index.search(q).await.unwrap();
+                            assert!(!found.hits.is_empty());
+                        }
+                    })
+                }
             });
         }
+        group.finish();
+        first_search_after_open(&rt, root.path(), chunks, &queries[0]);
+        let projection = ProjectionEmbedder::new("projection-384", DIMS);
+        parts::bench(
+            c,
+            &rt,
+            &root.path().join(format!("memory-{chunks}.db")),
+            chunks,
+            &queries,
+            |q| projection.project(q),
+        );
     }
-    group.finish();
+}
+
+/// Prints what opening the built index costs and what its first vector
+/// search costs (it reads the sign bits into memory) against the second,
+/// the median of 5 opens.
+fn first_search_after_open(rt: &tokio::runtime::Runtime, root: &Path, chunks: usize, text: &str) {
+    let (mut opens, mut firsts, mut seconds) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let embedder: Arc<dyn Embedder> = Arc::new(ProjectionEmbedder::new("projection-384", DIMS));
+        let index = MemoryIndex::open(
+            "bench",
+            root.join(format!("memory-{chunks}.db")),
+            Sources::new(root.join(format!("ws-{chunks}")), Vec::new(), None).unwrap(),
+            IndexSettings::default(),
+            Some(embedder),
+            "",
+        )
+        .unwrap();
+        opens.push(started.elapsed());
+        for times in [&mut firsts, &mut seconds] {
+            let started = std::time::Instant::now();
+            let found = rt
+                .block_on(index.search(Query {
+                    text: text.to_string(),
+                    min_score: Some(0.0),
+                    legs: Legs::VectorOnly,
+                    ..Query::default()
+                }))
+                .unwrap();
+            assert!(!found.hits.is_empty());
+            times.push(started.elapsed());
+        }
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2].as_secs_f64() * 1e3
+    };
+    eprintln!(
+        "{chunks} chunks: open {:.2} ms, first vector search {:.2} ms, second {:.2} ms (median of 5)",
+        median(&mut opens),
+        median(&mut firsts),
+        median(&mut seconds)
+    );
 }
 
 /// The all-MiniLM-L6-v2 folder that `tests/setup.sh` installs, or `None`

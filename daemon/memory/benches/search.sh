@@ -2,7 +2,9 @@
 # Runs the memory search benchmark (release build) and prints the medians
 # against the budgets of SPEC §14: hybrid search over 10k chunks × 384-d
 # ≤ 3 ms p50, over 100k ≤ 12 ms p50; plus each leg alone and the cost of
-# embedding one query with all-MiniLM-L6-v2 (installed by tests/setup.sh).
+# embedding one query with all-MiniLM-L6-v2 (installed by tests/setup.sh),
+# and each part of a search alone (benches/parts/mod.rs: sqlite-vec's KNN,
+# the popcount reference, re-scoring reads, FTS5 steps, row reads, MMR).
 # Also indexing throughput with that model and MEMORY.md save → searchable.
 # Usage: bash daemon/memory/benches/search.sh   (PINCER_BENCH_SIZES=10000 skips 100k)
 set -euo pipefail
@@ -20,6 +22,11 @@ for size in "${sizes[@]}"; do
     [ -f "$f" ] || continue
     b=-; [ "$leg" = hybrid ] && b=$budget
     printf '%-46s %7s ms %7s ms\n' "$leg search, $size chunks × 384-d" "$(median "$f")" "$b"
+  done
+  for f in "${CARGO_TARGET_DIR:-target}"/criterion/memory_search_parts/*/"$size"/new/estimates.json; do
+    [ -f "$f" ] || continue
+    part=$(basename "$(dirname "$(dirname "$(dirname "$f")")")")
+    printf '%-46s %7s ms %7s\n' "  part: $part" "$(median "$f")" "-"
   done
 done
 f=${CARGO_TARGET_DIR:-target}/criterion/query_embedding_all-MiniLM-L6-v2/new/estimates.json

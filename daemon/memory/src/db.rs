@@ -5,10 +5,18 @@
 //! `chunks_vec` holds each vector binary-quantised (one sign bit per
 //! dimension, `bit[n]`, Hamming distance): sqlite-vec's float cosine scan
 //! alone took 5.7 ms for 10k × 384-d on the reference machine, over the whole
-//! search budget, while the bit scan is a popcount per 64 dimensions. The
-//! float vectors stay in `embedding_cache`, and the search re-scores the
-//! bit scan's best candidates by exact cosine
+//! search budget, while the bit scan is a popcount per 64 dimensions. It is
+//! the durable store of the bits; the search scans a copy held in memory
+//! (`index::bits`). The float vectors stay in `embedding_cache`, and the
+//! search re-scores the bit scan's best candidates by exact cosine
 //! (`index::search::vector_candidates`).
+//!
+//! `embedding_cache` is an ordinary rowid table with a unique key: a
+//! `WITHOUT ROWID` table keeps each row in its key's B-tree, where a
+//! 1.5 KB vector cannot fit (it overflowed to a page of its own and left a
+//! few entries per interior page), so the 192 reads of a search's
+//! re-scoring cost about twice as much; [`upgrade_embedding_cache`]
+//! rewrites a file made with that layout, keeping its vectors.
 //!
 //! sqlite-vec is compiled into the binary and registered once per process
 //! as an auto-extension, so every connection opened afterwards has `vec0`.
@@ -46,12 +54,13 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_by_file ON chunks(file_id);
 CREATE INDEX IF NOT EXISTS chunks_unembedded ON chunks(embedded) WHERE embedded = 0;
 CREATE TABLE IF NOT EXISTS embedding_cache (
+    id INTEGER PRIMARY KEY,
     provider TEXT NOT NULL,
     model TEXT NOT NULL,
     hash TEXT NOT NULL,
     vector BLOB NOT NULL,
-    PRIMARY KEY (provider, model, hash)
-) WITHOUT ROWID;
+    UNIQUE (provider, model, hash)
+);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, 'row');
 ";
@@ -125,6 +134,41 @@ pub fn open_reader(path: &Path) -> Result<Connection, MemoryError> {
     Ok(conn)
 }
 
+/// Rewrites an embedding cache of the first layout (`WITHOUT ROWID`) as a
+/// rowid table, its vectors kept (each costs a model run to make again);
+/// true when it did. Run by a sync, not by [`open`]: one transaction of
+/// about 0.6 s per 10k vectors that the daemon's start does not wait for.
+/// Both layouts answer the same SQL, so searches work before it ran.
+pub fn upgrade_embedding_cache(conn: &Connection) -> Result<bool, MemoryError> {
+    let sql: Option<String> = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'embedding_cache'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if !sql.is_some_and(|sql| sql.to_ascii_uppercase().contains("WITHOUT ROWID")) {
+        return Ok(false);
+    }
+    let tx = conn.unchecked_transaction()?;
+    tx.execute_batch(
+        "CREATE TABLE embedding_cache_3 (
+             id INTEGER PRIMARY KEY,
+             provider TEXT NOT NULL,
+             model TEXT NOT NULL,
+             hash TEXT NOT NULL,
+             vector BLOB NOT NULL,
+             UNIQUE (provider, model, hash)
+         );
+         INSERT INTO embedding_cache_3 (provider, model, hash, vector)
+             SELECT provider, model, hash, vector FROM embedding_cache;
+         DROP TABLE embedding_cache;
+         ALTER TABLE embedding_cache_3 RENAME TO embedding_cache;",
+    )?;
+    tx.commit()?;
+    Ok(true)
+}
+
 fn drop_all(conn: &Connection) -> Result<(), MemoryError> {
     conn.execute_batch(
         "DROP TABLE IF EXISTS chunks_vec; DROP TABLE IF EXISTS chunks_fts_vocab; DROP TABLE IF EXISTS chunks_fts;
@@ -149,14 +193,24 @@ pub fn set_meta(conn: &Connection, key: &str, value: &str) -> Result<(), MemoryE
     Ok(())
 }
 
+/// What [`ensure_vector_table`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VectorTable {
+    /// It fitted already.
+    Kept,
+    /// It was made for the first embedder.
+    Created,
+    /// The vectors of another embedder or dimension were dropped: every
+    /// chunk must be embedded again.
+    Rebuilt,
+}
+
 /// Makes `chunks_vec` fit the embedder `identity` with `dims` dimensions.
-/// Returns true when the vectors were dropped (a new embedder or
-/// dimension): every chunk must then be embedded again.
 pub fn ensure_vector_table(
     conn: &Connection,
     identity: &str,
     dims: usize,
-) -> Result<bool, MemoryError> {
+) -> Result<VectorTable, MemoryError> {
     let current = meta(conn, "embedder")?;
     let current_dims = meta(conn, "dimensions")?;
     let exists: bool = conn
@@ -171,7 +225,7 @@ pub fn ensure_vector_table(
         && current_dims.as_deref() == Some(&dims.to_string())
         && exists;
     if same {
-        return Ok(false);
+        return Ok(VectorTable::Kept);
     }
     conn.execute_batch("DROP TABLE IF EXISTS chunks_vec; UPDATE chunks SET embedded = 0;")?;
     conn.execute_batch(&format!(
@@ -180,7 +234,11 @@ pub fn ensure_vector_table(
     ))?;
     set_meta(conn, "embedder", identity)?;
     set_meta(conn, "dimensions", &dims.to_string())?;
-    Ok(current.is_some())
+    Ok(if current.is_some() {
+        VectorTable::Rebuilt
+    } else {
+        VectorTable::Created
+    })
 }
 
 /// Forgets the vectors when no embedder is configured (full-text only).
@@ -192,11 +250,17 @@ pub fn drop_vector_table(conn: &Connection) -> Result<(), MemoryError> {
     Ok(())
 }
 
-/// Stores `vector`'s sign bits as the `chunks_vec` row of chunk `rowid`.
-pub fn insert_vector(conn: &Connection, rowid: i64, vector: &[f32]) -> Result<(), MemoryError> {
+/// Stores `vector`'s sign bits as the `chunks_vec` row of chunk `rowid`;
+/// returns the bits stored.
+pub fn insert_vector(
+    conn: &Connection,
+    rowid: i64,
+    vector: &[f32],
+) -> Result<Vec<u8>, MemoryError> {
+    let bits = binary_blob(vector);
     conn.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, vec_bit(?2))")?
-        .execute(params![rowid, binary_blob(vector)])?;
-    Ok(())
+        .execute(params![rowid, bits])?;
+    Ok(bits)
 }
 
 /// Bits per quantised vector: `dims` rounded up to whole bytes (the padding
@@ -242,7 +306,10 @@ mod tests {
     fn vec0_is_registered_and_knn_uses_hamming_on_sign_bits() {
         let dir = tempfile::tempdir().unwrap();
         let conn = open(&dir.path().join("m.db")).unwrap();
-        assert!(!ensure_vector_table(&conn, "test/model", 12).unwrap());
+        assert_eq!(
+            ensure_vector_table(&conn, "test/model", 12).unwrap(),
+            VectorTable::Created
+        );
         let near = [
             1.0f32, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0,
         ];
@@ -280,12 +347,66 @@ mod tests {
     fn a_new_embedder_or_dimension_rebuilds_the_vectors() {
         let dir = tempfile::tempdir().unwrap();
         let conn = open(&dir.path().join("m.db")).unwrap();
-        assert!(!ensure_vector_table(&conn, "a/m", 3).unwrap());
-        assert!(!ensure_vector_table(&conn, "a/m", 3).unwrap());
-        assert!(ensure_vector_table(&conn, "a/m", 4).unwrap());
-        assert!(ensure_vector_table(&conn, "b/m", 4).unwrap());
+        let ensure = |id, dims| ensure_vector_table(&conn, id, dims).unwrap();
+        assert_eq!(ensure("a/m", 3), VectorTable::Created);
+        assert_eq!(ensure("a/m", 3), VectorTable::Kept);
+        assert_eq!(ensure("a/m", 4), VectorTable::Rebuilt);
+        assert_eq!(ensure("b/m", 4), VectorTable::Rebuilt);
         assert_eq!(meta(&conn, "embedder").unwrap().as_deref(), Some("b/m"));
         assert_eq!(meta(&conn, "dimensions").unwrap().as_deref(), Some("4"));
+    }
+
+    #[test]
+    fn an_embedding_cache_of_the_first_layout_is_rewritten_with_its_vectors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(&SCHEMA.replace(
+                "id INTEGER PRIMARY KEY,\n    provider TEXT NOT NULL,\n    model TEXT NOT NULL,\n    hash TEXT NOT NULL,\n    vector BLOB NOT NULL,\n    UNIQUE (provider, model, hash)\n);",
+                "provider TEXT NOT NULL,\n    model TEXT NOT NULL,\n    hash TEXT NOT NULL,\n    vector BLOB NOT NULL,\n    PRIMARY KEY (provider, model, hash)\n) WITHOUT ROWID;",
+            ))
+            .unwrap();
+            let sql: String = conn
+                .query_row(
+                    "SELECT sql FROM sqlite_master WHERE name = 'embedding_cache'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(sql.contains("WITHOUT ROWID"), "the first layout: {sql}");
+            conn.execute_batch(
+                "INSERT INTO files (path, source, hash, mtime, size) VALUES ('a', 'memory', 'h', 0, 0);
+                 INSERT INTO embedding_cache VALUES ('local', 'm', 'h1', x'0000803f');
+                 INSERT INTO meta VALUES ('schema_version', '2');",
+            )
+            .unwrap();
+        }
+        let conn = open(&path).unwrap();
+        assert!(upgrade_embedding_cache(&conn).unwrap());
+        assert!(!upgrade_embedding_cache(&conn).unwrap(), "once");
+        let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        assert_eq!(count("SELECT count(*) FROM files"), 1);
+        let vector: Vec<u8> = conn
+            .query_row(
+                "SELECT vector FROM embedding_cache WHERE provider = 'local' AND model = 'm' AND hash = 'h1'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(blob_vector(&vector), vec![1.0]);
+        assert_eq!(
+            count("SELECT id FROM embedding_cache"),
+            1,
+            "a rowid table now"
+        );
+        // The unique key still replaces a vector of the same text.
+        conn.execute(
+            "INSERT OR REPLACE INTO embedding_cache (provider, model, hash, vector) VALUES ('local', 'm', 'h1', x'00000040')",
+            [],
+        )
+        .unwrap();
+        assert_eq!(count("SELECT count(*) FROM embedding_cache"), 1);
     }
 
     #[test]

@@ -1,9 +1,21 @@
-//! Keeps an index fresh (SPEC §10): file events through notify with a
-//! debouncer re-index only the files they name, and a reconcile scan at
-//! start and every `reconcile_every` heals whatever the events missed
-//! (changes while the daemon was down, a watch that failed, an inotify
-//! queue overflow). A failing watcher is visible in the index status and is
-//! set up again at the next scan; it never fails silently.
+//! Keeps an index fresh (SPEC §10): file events through notify re-index
+//! only the files they name, once the first event of a burst is `debounce`
+//! old, and a reconcile scan at start and every `reconcile_every` heals
+//! whatever the events missed (changes while the daemon was down, a watch
+//! that failed, an inotify queue overflow). A failing watcher is visible in
+//! the index status and is set up again at the next scan; it never fails
+//! silently.
+//!
+//! Idle, the watcher wakes nobody: no timer runs between a burst's
+//! deadline and the next scan (SPEC §14, "≈ 0 wake-ups between
+//! deadlines"). So the debouncing is this task's own deadline rather than
+//! notify-debouncer-full's, whose thread ticks every quarter of the
+//! debounce for the daemon's life; and events that change nothing are
+//! dropped in notify's thread: inotify's watch mask (fixed by notify)
+//! includes `IN_OPEN`, and a scan opens every folder and note it reads, so
+//! acting on opens re-scanned on every scan's own opens, round after round
+//! (about 30,000 context switches a minute with 100 folders in the
+//! workspace).
 //!
 //! Only the memory folders are watched (the workspace itself without
 //! recursion, `memory/` and the base folders of configured globs with it),
@@ -19,9 +31,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use notify::RecursiveMode;
-use notify_debouncer_full::{DebounceEventResult, new_debouncer};
+use notify::event::{AccessKind, AccessMode};
+use notify::{Event, EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::index::{MemoryIndex, Scope};
@@ -55,11 +68,14 @@ pub fn spawn(
 }
 
 async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToken) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<DebounceEventResult>();
-    let mut debouncer = match new_debouncer(settings.debounce, None, move |res| {
+    let (tx, mut rx) = mpsc::unbounded_channel::<notify::Result<Event>>();
+    let mut watcher = match notify::recommended_watcher(move |res: notify::Result<Event>| {
+        if res.as_ref().is_ok_and(|e| !changes_files(e)) {
+            return;
+        }
         let _ = tx.send(res);
     }) {
-        Ok(d) => Some(d),
+        Ok(w) => Some(w),
         Err(e) => {
             index.set_watching(false, Some(format!("cannot start the file watcher: {e}")));
             tracing::error!(
@@ -72,46 +88,83 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
     // Watch first, then scan: a file saved during the scan is seen by the
     // scan, queued as an event, or both; never missed by both.
     let mut watches = Watches::default();
-    if let Some(d) = debouncer.as_mut() {
-        watches.ensure(&index, d);
+    if let Some(w) = watcher.as_mut() {
+        watches.ensure(&index, w);
     }
     reconcile(&index).await;
     let mut scan = tokio::time::interval(settings.reconcile_every);
     scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     scan.tick().await;
-    let mut idle = tokio::time::interval(Duration::from_secs(30));
-    idle.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Only an embedder can hold a model to let go of; without one this
+    // timer would only wake the daemon.
+    let mut idle = index.embedder().is_some().then(|| {
+        let mut idle = tokio::time::interval(Duration::from_secs(30));
+        idle.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        idle
+    });
+    let mut burst = Burst::default();
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
-            Some(events) = rx.recv() => {
-                let mut batch = vec![events];
+            Some(event) = rx.recv() => {
+                burst.add(event, settings.debounce);
                 while let Ok(more) = rx.try_recv() {
-                    batch.push(more);
+                    burst.add(more, settings.debounce);
                 }
+            }
+            () = tokio::time::sleep_until(burst.due.unwrap_or_else(Instant::now)), if burst.due.is_some() => {
                 // Watch before re-indexing: a folder that just appeared is
                 // watched first, then scanned whole, so a file written in
                 // it meanwhile is seen by the scan or by the new watch.
-                let appeared = debouncer
+                let appeared = watcher
                     .as_mut()
-                    .is_some_and(|d| watches.ensure(&index, d));
-                handle_events(&index, batch, appeared).await;
+                    .is_some_and(|w| watches.ensure(&index, w));
+                handle_events(&index, std::mem::take(&mut burst), appeared).await;
             }
             _ = scan.tick() => {
-                if let Some(d) = debouncer.as_mut() {
-                    watches.ensure(&index, d);
+                if let Some(w) = watcher.as_mut() {
+                    watches.ensure(&index, w);
                 }
                 reconcile(&index).await;
             }
-            _ = idle.tick() => {
+            _ = async { idle.as_mut()?.tick().await; Some(()) }, if idle.is_some() => {
                 if let Some(e) = index.embedder() {
                     e.release_if_idle(settings.release_model_after);
                 }
             }
         }
     }
-    if let Some(d) = debouncer {
-        d.stop_nonblocking();
+}
+
+/// Whether an event may mean a file changed: not an open, a read or a
+/// close without writing (the scans' own, a reader's, an editor's look).
+/// An overflowed queue (a rescan) always counts.
+fn changes_files(event: &Event) -> bool {
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => event.need_rescan(),
+        _ => true,
+    }
+}
+
+/// The events gathered since the last re-index, and when they are due: a
+/// burst's first event plus the debounce, so that a file written in
+/// several pieces, or saved through a temporary file and a rename, is read
+/// once, and a file written without pause is still read every debounce.
+#[derive(Default)]
+struct Burst {
+    events: Vec<Event>,
+    errors: Vec<notify::Error>,
+    due: Option<Instant>,
+}
+
+impl Burst {
+    fn add(&mut self, event: notify::Result<Event>, debounce: Duration) {
+        match event {
+            Ok(e) => self.events.push(e),
+            Err(e) => self.errors.push(e),
+        }
+        self.due.get_or_insert_with(|| Instant::now() + debounce);
     }
 }
 
@@ -149,40 +202,35 @@ async fn reconcile(index: &MemoryIndex) {
     }
 }
 
-async fn handle_events(index: &MemoryIndex, batch: Vec<DebounceEventResult>, appeared: bool) {
+async fn handle_events(index: &MemoryIndex, burst: Burst, appeared: bool) {
     let roots = roots(index);
     // Events from a parent watched while a memory folder is missing name
     // its other entries too; only paths inside the memory folders count.
     let ours = |path: &Path| roots.iter().any(|(root, _)| path.starts_with(root));
     let mut paths = BTreeSet::new();
     let mut rescan = appeared;
-    for result in batch {
-        match result {
-            Ok(events) => {
-                for event in events {
-                    if event.need_rescan() {
-                        rescan = true;
-                    }
-                    for path in event.paths.iter().filter(|p| ours(p)) {
-                        // A folder moved or deleted: its files are not named.
-                        if path.is_dir() || path.extension().is_none() {
-                            rescan = true;
-                        }
-                        paths.insert(path.clone());
-                    }
-                }
-            }
-            Err(errors) => {
-                rescan = true;
-                let text = errors
-                    .iter()
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                tracing::warn!(agent = index.agent(), "memory watcher error: {text}");
-                index.set_watching(true, Some(text));
-            }
+    for event in burst.events {
+        if event.need_rescan() {
+            rescan = true;
         }
+        for path in event.paths.iter().filter(|p| ours(p)) {
+            // A folder moved or deleted: its files are not named.
+            if path.is_dir() || path.extension().is_none() {
+                rescan = true;
+            }
+            paths.insert(path.clone());
+        }
+    }
+    if !burst.errors.is_empty() {
+        rescan = true;
+        let text = burst
+            .errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        tracing::warn!(agent = index.agent(), "memory watcher error: {text}");
+        index.set_watching(true, Some(text));
     }
     let scope = if rescan {
         Scope::All
@@ -240,11 +288,7 @@ impl Watches {
     /// Watches every memory folder that exists and the nearest existing
     /// parent of each one that does not; returns whether a memory folder
     /// got its watch now (it must then be scanned whole).
-    fn ensure<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
-        &mut self,
-        index: &MemoryIndex,
-        debouncer: &mut notify_debouncer_full::Debouncer<W, C>,
-    ) -> bool {
+    fn ensure(&mut self, index: &MemoryIndex, watcher: &mut impl Watcher) -> bool {
         let mut problem = None;
         let mut appeared = false;
         // A folder that went away is watched again once it is back.
@@ -260,7 +304,7 @@ impl Watches {
                 }
                 continue;
             }
-            match debouncer.watch(&dir, mode) {
+            match watcher.watch(&dir, mode) {
                 Ok(()) => {
                     self.folders.insert(dir);
                     appeared = true;
@@ -275,14 +319,14 @@ impl Watches {
         // what is created in it.
         wanted.retain(|p| !self.folders.contains(p));
         for gone in self.parents.difference(&wanted) {
-            let _ = debouncer.unwatch(gone);
+            let _ = watcher.unwatch(gone);
         }
         self.parents.retain(|p| wanted.contains(p));
         for parent in wanted {
             if self.parents.contains(&parent) {
                 continue;
             }
-            match debouncer.watch(&parent, RecursiveMode::NonRecursive) {
+            match watcher.watch(&parent, RecursiveMode::NonRecursive) {
                 Ok(()) => {
                     tracing::debug!(agent = index.agent(), dir = %parent.display(), "waiting for a memory folder to appear");
                     self.parents.insert(parent);

@@ -267,6 +267,90 @@ async fn get_reads_memory_files_only() {
     }
 }
 
+/// The vector leg's hits for `text` (paths, lines and scores).
+async fn vector_hits(index: &MemoryIndex, text: &str) -> Vec<(String, u32, f64)> {
+    index
+        .search(Query {
+            text: text.into(),
+            limit: Some(6),
+            min_score: Some(0.0),
+            legs: Legs::VectorOnly,
+        })
+        .await
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| (h.path, h.start_line, h.vector_score.unwrap()))
+        .collect()
+}
+
+/// Asserts that `index` answers `queries` as a newly opened index does.
+async fn same_as_fresh(index: &MemoryIndex, root: &Path, queries: &[&str]) {
+    let fresh = open(root, Some(Arc::new(ProjectionEmbedder::new("p", 384))));
+    for q in queries {
+        assert_eq!(
+            vector_hits(index, q).await,
+            vector_hits(&fresh, q).await,
+            "{q}"
+        );
+    }
+}
+
+/// The vector leg scans a copy of the sign bits held in memory: after an
+/// edit, a delete, another handle's writes and a clear, a long-lived index
+/// answers as one opened afresh, which reads them from the store.
+#[tokio::test]
+async fn the_vector_leg_follows_every_write() {
+    let root = tempfile::tempdir().unwrap();
+    let notes = |from: usize| -> String {
+        (from..from + 60)
+            .map(|i| format!("## n{i}\n\nw{i}a w{i}b w{i}c w{}d\n\n", i % 7))
+            .collect()
+    };
+    write(root.path(), "memory/a.md", &notes(0));
+    write(root.path(), "memory/b.md", &notes(100));
+    let embedder = Arc::new(ProjectionEmbedder::new("p", 384));
+    let index = open(root.path(), Some(embedder.clone()));
+    index.sync(Scope::All, None).await.unwrap();
+    let queries = [
+        "w3a w3b",
+        "w120a w120c",
+        "w5d w6d",
+        "zebra quokka",
+        "penguin",
+    ];
+    same_as_fresh(&index, root.path(), &queries).await;
+
+    let a = root.path().join("ws/memory/a.md");
+    std::fs::write(&a, notes(0) + "## new\n\nzebra quokka walrus\n").unwrap();
+    index.sync(Scope::Paths(vec![a]), None).await.unwrap();
+    assert_eq!(
+        vector_hits(&index, "zebra quokka").await[0].0,
+        "memory/a.md"
+    );
+    let b = root.path().join("ws/memory/b.md");
+    std::fs::remove_file(&b).unwrap();
+    index.sync(Scope::Paths(vec![b]), None).await.unwrap();
+    assert!(
+        vector_hits(&index, "w120a w120c")
+            .await
+            .iter()
+            .all(|h| h.0 != "memory/b.md")
+    );
+    same_as_fresh(&index, root.path(), &queries).await;
+
+    // Another handle on the same file writes (as a second process would).
+    let other = open(root.path(), Some(embedder.clone()));
+    write(root.path(), "memory/c.md", "# Birds\n\npenguin colony\n");
+    other.sync(Scope::All, None).await.unwrap();
+    assert_eq!(vector_hits(&index, "penguin").await[0].0, "memory/c.md");
+
+    index.clear().await.unwrap();
+    assert!(vector_hits(&index, "penguin").await.is_empty());
+    index.sync(Scope::All, None).await.unwrap();
+    same_as_fresh(&index, root.path(), &queries).await;
+}
+
 /// The sign-bit scan plus exact re-scoring finds what an exact cosine scan
 /// over every vector finds, on an index big enough for the scan to matter.
 #[tokio::test]

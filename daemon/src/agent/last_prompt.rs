@@ -50,7 +50,8 @@ pub struct Sent {
     pub model: String,
     pub format: ToolFormat,
     pub estimated_tokens: u64,
-    pub request: Request,
+    /// Shared with the call that sent it.
+    pub request: Arc<Request>,
 }
 
 impl Sent {
@@ -252,7 +253,7 @@ mod tests {
             model: "p/m".into(),
             format,
             estimated_tokens: 1,
-            request: request(text),
+            request: Arc::new(request(text)),
         }
     }
 
@@ -325,10 +326,12 @@ mod tests {
     #[test]
     fn an_image_is_shown_by_its_type_and_size_not_its_bytes() {
         let mut r = raw("look", ToolFormat::Native);
-        r.request.messages[0].parts.push(Part::Image {
-            media_type: "image/png".into(),
-            data: "iVBORw0K".into(),
-        });
+        Arc::make_mut(&mut r.request).messages[0]
+            .parts
+            .push(Part::Image {
+                media_type: "image/png".into(),
+                data: "iVBORw0K".into(),
+            });
         let p = r.to_prompt();
         assert_eq!(
             p.messages[0]["parts"][1],
@@ -339,7 +342,7 @@ mod tests {
             "{}",
             p.render()
         );
-        r.request.messages[0].parts[1] = Part::Image {
+        Arc::make_mut(&mut r.request).messages[0].parts[1] = Part::Image {
             media_type: "image/jpeg".into(),
             data: "/9j/4A==".into(),
         };

@@ -16,6 +16,10 @@ use crate::tools::loops::LoopDetector;
 
 pub type Emit = Arc<dyn Fn(Event) + Send + Sync>;
 
+/// Transcripts up to this size are opened on the calling task (a few
+/// dozen entries, read and parsed in tens of microseconds).
+pub const INLINE_OPEN_BYTES: u64 = 16 * 1024;
+
 /// A transcript entry could not be written: the turn, compaction or step
 /// that wanted it stops, since what it would say next could not be kept.
 #[derive(Debug, thiserror::Error)]
@@ -57,13 +61,23 @@ impl SessionLog {
         }
     }
 
-    /// Opens the transcript at `path` of session `session_id` off the
-    /// async threads (it is read whole, and a torn last line repaired).
+    /// Opens the transcript at `path` of session `session_id` (it is read
+    /// whole, and a torn last line repaired): off the async threads, unless
+    /// it is missing (a new session) or under [`INLINE_OPEN_BYTES`], where
+    /// the few syscalls cost less than the trip to the blocking pool and
+    /// back.
     pub async fn open(path: std::path::PathBuf, session_id: String) -> std::io::Result<Self> {
-        let (transcript, entries, _recovery) =
+        let small = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta.len() <= INLINE_OPEN_BYTES,
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        };
+        let (transcript, entries, _recovery) = if small {
+            Transcript::open(&path)?
+        } else {
             tokio::task::spawn_blocking(move || Transcript::open(&path))
                 .await
-                .map_err(std::io::Error::other)??;
+                .map_err(std::io::Error::other)??
+        };
         Ok(Self::new(session_id, transcript, entries))
     }
 

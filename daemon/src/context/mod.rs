@@ -2,7 +2,8 @@
 //!
 //! - [`prompt`] assembles the system prompt from ordered sections;
 //!   [`bootstrap`] reads the workspace's bootstrap files with their caps and
-//!   [`skills`] lists `skills/*/SKILL.md`.
+//!   [`skills`] lists `skills/*/SKILL.md`; [`workspace_files`] keeps what
+//!   they read while the files are unchanged.
 //! - [`guard`] shapes the history loaded from the transcript for one call:
 //!   turn limit, keep-last-K tool results, the single-result cap, calls to
 //!   tools no longer allowed, and the turn order providers demand.
@@ -24,6 +25,7 @@ pub mod images;
 pub mod prompt;
 pub mod skills;
 pub mod tokens;
+pub mod workspace_files;
 
 #[cfg(test)]
 mod prompt_tests;
@@ -99,12 +101,12 @@ pub fn session_prompt(
         file_chars: settings.bootstrap_file_chars,
         total_chars: settings.bootstrap_total_for(window),
     };
-    let files = bootstrap::load(&agent.workspace, &bootstrap_names(mode, chat), caps);
-    let skills = if mode == PromptMode::Full {
-        skills::discover(&agent.workspace)
-    } else {
-        Vec::new()
-    };
+    let read = workspace_files::load(
+        &agent.workspace,
+        &bootstrap_names(mode, chat),
+        caps,
+        mode == PromptMode::Full,
+    );
     let runtime = RuntimeInfo {
         agent: agent.id.clone(),
         workspace: agent.workspace.display().to_string(),
@@ -118,8 +120,8 @@ pub fn session_prompt(
         instructions: agent.system_prompt.as_deref(),
         chat_instructions: chat_prompt,
         tools,
-        skills: &skills,
-        files: &files,
+        skills: &read.skills,
+        files: &read.files,
         runtime: &runtime,
     });
     SessionPrompt { system, mode }

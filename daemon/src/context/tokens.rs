@@ -12,7 +12,14 @@
 //! memory once loaded, more than SPEC §14 leaves a default build, for an
 //! error confined to the delta.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
 use crate::llm::{Message, Part, Request, ToolSpec};
+
+/// Tool schemas whose count is kept (the core tools and those of a few MCP
+/// servers; dropped ones are let go first).
+const MAX_SCHEMAS_KEPT: usize = 1024;
 
 /// Per-message overhead of the wire formats (role, separators).
 const MESSAGE_OVERHEAD: u64 = 4;
@@ -120,12 +127,45 @@ impl Counter {
     pub fn tools(&self, tools: &[ToolSpec]) -> u64 {
         tools
             .iter()
-            .map(|t| {
-                self.text(&t.name)
-                    + self.text(&t.description)
-                    + self.text(&t.parameters.to_string())
-            })
+            .map(|t| self.text(&t.name) + self.text(&t.description) + self.schema(&t.parameters))
             .sum()
+    }
+
+    /// Tokens of a tool's schema written as JSON. Every turn offers the
+    /// same schemas (one `Arc` per tool, shared with its definition), so
+    /// each is written out and counted once per counter, not per turn
+    /// (writing two dozen schemas cost more than the rest of a turn's
+    /// prompt work). Kept by address with a `Weak`, which holds the
+    /// allocation, so an address is never another schema's while kept.
+    fn schema(&self, schema: &Arc<serde_json::Value>) -> u64 {
+        type Kept = HashMap<(usize, usize), (Weak<serde_json::Value>, u64)>;
+        static KEPT: LazyLock<Mutex<Kept>> = LazyLock::new(Default::default);
+        let key = (Arc::as_ptr(schema) as usize, self.vocabulary());
+        let lock = || KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((kept, tokens)) = lock().get(&key)
+            && kept.upgrade().is_some_and(|k| Arc::ptr_eq(&k, schema))
+        {
+            return *tokens;
+        }
+        let tokens = self.text(&schema.to_string());
+        let mut kept = lock();
+        if kept.len() >= MAX_SCHEMAS_KEPT {
+            kept.retain(|_, (weak, _)| weak.strong_count() > 0);
+            if kept.len() >= MAX_SCHEMAS_KEPT {
+                kept.clear();
+            }
+        }
+        kept.insert(key, (Arc::downgrade(schema), tokens));
+        tokens
+    }
+
+    /// Which vocabulary counts (0: the estimate).
+    fn vocabulary(&self) -> usize {
+        #[cfg(feature = "exact-tokens")]
+        if let Some(bpe) = self.bpe {
+            return std::ptr::from_ref(bpe) as usize;
+        }
+        0
     }
 
     /// Prompt tokens of a request whose tools were counted at
@@ -197,6 +237,30 @@ pub fn projected(anchor: Option<&Anchor>, estimate: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schema_is_counted_once_and_as_it_is_now() {
+        let spec = |schema: &Arc<serde_json::Value>| ToolSpec {
+            name: "tool".into(),
+            description: "does things".into(),
+            parameters: schema.clone(),
+        };
+        let c = Counter::ESTIMATE;
+        let fresh = |schema: &Arc<serde_json::Value>| {
+            c.text("tool") + c.text("does things") + c.text(&schema.to_string())
+        };
+        let small = Arc::new(serde_json::json!({"type": "object"}));
+        assert_eq!(c.tools(&[spec(&small)]), fresh(&small));
+        assert_eq!(c.tools(&[spec(&small)]), fresh(&small));
+        // Schemas made and dropped one after another (a reload's): each is
+        // counted for what it holds, never for an earlier one's count.
+        for n in 0..300 {
+            let schema =
+                Arc::new(serde_json::json!({"type": "object", "description": "y".repeat(n * 8)}));
+            assert_eq!(c.tools(&[spec(&schema)]), fresh(&schema), "schema {n}");
+        }
+        assert_eq!(c.tools(&[spec(&small), spec(&small)]), 2 * fresh(&small));
+    }
 
     #[test]
     fn models_without_a_known_vocabulary_are_estimated() {

@@ -15,7 +15,7 @@ pub async fn check_provider(p: &ProviderSettings) -> Finding {
         ApiKey::Found { value, .. } => Some(value.0.clone()),
         ApiKey::None => None,
     };
-    crate::llm::client::install_crypto_provider();
+    crate::llm::tls::install_crypto_provider();
     let client = match reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(10))

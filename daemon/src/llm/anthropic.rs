@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::sse::SseEvent;
@@ -22,7 +23,7 @@ pub fn endpoint(base_url: &str) -> String {
     }
 }
 
-pub fn body(req: &Request, target: &ModelTarget) -> Value {
+pub fn body<'a>(req: &'a Request, target: &'a ModelTarget) -> Body<'a> {
     let mut messages: Vec<(Role, Vec<Value>)> = Vec::new();
     for m in &req.messages {
         let blocks = blocks(m, target.vision);
@@ -53,26 +54,48 @@ pub fn body(req: &Request, target: &ModelTarget) -> Value {
             json!({"role": if role == Role::User { "user" } else { "assistant" }, "content": content})
         })
         .collect();
-    let mut body = json!({
-        "model": target.model,
-        "max_tokens": target.max_output_tokens,
-        "messages": messages,
-        "stream": true,
-    });
-    if !req.system.is_empty() {
-        body["system"] = json!(req.system);
-    }
-    if !req.tools.is_empty() {
-        body["tools"] = req
+    Body {
+        model: &target.model,
+        max_tokens: target.max_output_tokens,
+        messages,
+        stream: true,
+        system: &req.system,
+        tools: req
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
+            .map(|t| Tool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.parameters,
+            })
+            .collect(),
+        // As a JSON number from the f32 widened, as the value tree wrote it.
+        temperature: target.temperature.map(f64::from),
     }
-    if let Some(t) = target.temperature {
-        body["temperature"] = json!(t);
-    }
-    body
+}
+
+/// A messages request body, written out by `serde`: the conversation
+/// built as JSON values, the system prompt and the tools' schemas
+/// borrowed from the request (see `openai::Body`).
+#[derive(Serialize)]
+pub struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<Value>,
+    stream: bool,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
 }
 
 fn blocks(m: &Message, vision: bool) -> Vec<Value> {
@@ -374,7 +397,11 @@ mod tests {
                     }],
                 },
             ],
-            tools: vec![],
+            tools: vec![crate::llm::ToolSpec {
+                name: "ls".into(),
+                description: "list".into(),
+                parameters: json!({"type": "object"}).into(),
+            }],
         };
         let target = ModelTarget {
             provider: "p".into(),
@@ -385,7 +412,7 @@ mod tests {
             vision: false,
             price: None,
         };
-        let b = body(&req, &target);
+        let b = serde_json::to_value(body(&req, &target)).unwrap();
         assert_eq!(b["model"], "claude");
         assert_eq!(b["max_tokens"], 10);
         assert_eq!(b["temperature"], 0.5);
@@ -396,6 +423,11 @@ mod tests {
         assert_eq!(msgs[1]["content"][0]["input"]["path"], ".");
         assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
         assert_eq!(b["system"], "s");
+        assert_eq!(
+            b["tools"],
+            json!([{"name": "ls", "description": "list", "input_schema": {"type": "object"}}])
+        );
+        assert_eq!(b["stream"], true);
         assert_eq!(endpoint("http://h/v1/"), "http://h/v1/messages");
         assert_eq!(
             endpoint("https://api.anthropic.com"),
@@ -434,7 +466,7 @@ mod tests {
 
     #[test]
     fn an_image_goes_to_a_vision_model_as_a_base64_image_block() {
-        let b = body(&photo_request(), &target(true));
+        let b = serde_json::to_value(body(&photo_request(), &target(true))).unwrap();
         let content = b["messages"][0]["content"].as_array().unwrap();
         assert_eq!(content.len(), 2);
         assert_eq!(content[0]["type"], "text");
@@ -446,10 +478,17 @@ mod tests {
 
     #[test]
     fn a_model_without_vision_gets_no_image_block() {
-        let b = body(&photo_request(), &target(false));
+        let b = serde_json::to_value(body(&photo_request(), &target(false))).unwrap();
         let content = b["messages"][0]["content"].as_array().unwrap();
         assert_eq!(content.len(), 1, "{b}");
         assert_eq!(content[0]["type"], "text");
         assert!(!b.to_string().contains("iVBORw=="), "{b}");
+        // No system prompt, no tools, no temperature: none is sent.
+        assert!(
+            ["system", "tools", "temperature"]
+                .iter()
+                .all(|k| b.get(k).is_none()),
+            "{b}"
+        );
     }
 }

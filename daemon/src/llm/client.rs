@@ -39,10 +39,15 @@ pub struct ModelClient {
 
 impl ModelClient {
     pub fn new(providers: &BTreeMap<String, ProviderSettings>) -> Result<Self, LlmError> {
-        install_crypto_provider();
+        // One TLS setup for all providers: the roots load once, when a
+        // first HTTPS provider is called, not here at start (`tls.rs`).
+        let tls = super::tls::client_config().map_err(|e| {
+            LlmError::NotConfigured(format!("cannot set up TLS for the providers: {e}"))
+        })?;
         let mut http = HashMap::new();
         for (name, p) in providers {
             let client = reqwest::Client::builder()
+                .use_preconfigured_tls(tls.clone())
                 .connect_timeout(p.connect_timeout)
                 .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
                 .build()
@@ -178,16 +183,19 @@ impl ModelClient {
         let (url, body) = match provider.kind {
             ProviderKind::Openai => (
                 openai::endpoint(&provider.base_url),
-                openai::body(req, target),
+                serde_json::to_vec(&openai::body(req, target)),
             ),
             ProviderKind::Anthropic => (
                 anthropic::endpoint(&provider.base_url),
-                anthropic::body(req, target),
+                serde_json::to_vec(&anthropic::body(req, target)),
             ),
         };
+        let body =
+            body.map_err(|e| LlmError::Protocol(format!("cannot write the request: {e}")))?;
         let mut builder = http
             .post(&url)
-            .json(&body)
+            .header("content-type", "application/json")
+            .body(body)
             .header("accept", "text/event-stream");
         builder = match (provider.kind, key) {
             (ProviderKind::Openai, Some(k)) => builder.bearer_auth(k),
@@ -394,12 +402,6 @@ fn error_message(body: &str) -> String {
                 .and_then(|m| m.as_str().map(str::to_string))
         })
         .unwrap_or_else(|| crate::util::preview(body.trim(), MAX_ERROR_BODY))
-}
-
-/// Installs rustls' ring provider once (reqwest is built without a default
-/// provider so that aws-lc is not compiled).
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// If the text ends by repeating its last 50 characters more than 5 times,

@@ -11,6 +11,7 @@ pub mod client;
 pub mod openai;
 pub mod retry;
 pub mod sse;
+pub mod tls;
 pub mod toolcall;
 pub mod windows;
 
@@ -80,8 +81,11 @@ impl Message {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    /// JSON schema of the arguments object.
-    pub parameters: serde_json::Value,
+    /// JSON schema of the arguments object, shared with the tool's
+    /// definition: a turn offers the same schemas on every call, and
+    /// copying each schema's tree per request cost more than the rest of
+    /// the request.
+    pub parameters: std::sync::Arc<serde_json::Value>,
 }
 
 /// One model call, independent of the model that answers it: the model
@@ -95,6 +99,13 @@ pub struct Request {
 }
 
 impl Request {
+    /// Whether any message carries an image.
+    pub fn has_images(&self) -> bool {
+        self.messages
+            .iter()
+            .any(|m| m.parts.iter().any(|p| matches!(p, Part::Image { .. })))
+    }
+
     /// The request for a model without vision: every image part left out
     /// (the text that names the file stays).
     pub fn without_images(&self) -> Request {

@@ -2,6 +2,8 @@
 //! llama.cpp server, vLLM, LM Studio): request body and stream decoding.
 //! The stream's terminator is `data: [DONE]`.
 
+use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
 use serde_json::{Value, json};
 
 use super::sse::SseEvent;
@@ -13,35 +15,103 @@ pub fn endpoint(base_url: &str) -> String {
     format!("{}/chat/completions", base_url.trim_end_matches('/'))
 }
 
-pub fn body(req: &Request, target: &ModelTarget) -> Value {
-    let mut messages = Vec::with_capacity(req.messages.len() + 1);
-    if !req.system.is_empty() {
-        messages.push(json!({"role": "system", "content": req.system}));
+/// A chat-completions request body, written out by `serde`. The
+/// conversation is built as JSON values; the system prompt and the tools'
+/// schemas are borrowed from the request and written as they are: copying
+/// every schema into a value tree for each call cost more than all the
+/// rest of a call's own work.
+#[derive(Serialize)]
+pub struct Body<'a> {
+    model: &'a str,
+    messages: Messages<'a>,
+    stream: bool,
+    stream_options: StreamOptions,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<FunctionTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+}
+
+/// The system prompt as the first message, then the conversation's.
+struct Messages<'a> {
+    system: &'a str,
+    rest: Vec<Value>,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let system = !self.system.is_empty();
+        let mut seq = s.serialize_seq(Some(self.rest.len() + usize::from(system)))?;
+        if system {
+            seq.serialize_element(&SystemMessage {
+                role: "system",
+                content: self.system,
+            })?;
+        }
+        for m in &self.rest {
+            seq.serialize_element(m)?;
+        }
+        seq.end()
     }
+}
+
+#[derive(Serialize)]
+struct SystemMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct FunctionTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+pub fn body<'a>(req: &'a Request, target: &'a ModelTarget) -> Body<'a> {
+    let mut messages = Vec::with_capacity(req.messages.len());
     for m in &req.messages {
         push_message(&mut messages, m, target.vision);
     }
-    let mut body = json!({
-        "model": target.model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-        "max_tokens": target.max_output_tokens,
-    });
-    if !req.tools.is_empty() {
-        body["tools"] = req
+    Body {
+        model: &target.model,
+        messages: Messages {
+            system: &req.system,
+            rest: messages,
+        },
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        max_tokens: target.max_output_tokens,
+        tools: req
             .tools
             .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
+            .map(|t| FunctionTool {
+                kind: "function",
+                function: Function {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
             })
-            .collect();
+            .collect(),
+        // As a JSON number from the f32 widened, as the value tree wrote it.
+        temperature: target.temperature.map(f64::from),
     }
-    if let Some(t) = target.temperature {
-        body["temperature"] = json!(t);
-    }
-    body
 }
 
 fn push_message(out: &mut Vec<Value>, m: &Message, vision: bool) {
@@ -323,7 +393,7 @@ mod tests {
             tools: vec![ToolSpec {
                 name: "ls".into(),
                 description: "list".into(),
-                parameters: json!({"type":"object"}),
+                parameters: json!({"type":"object"}).into(),
             }],
         };
         let target = ModelTarget {
@@ -335,7 +405,7 @@ mod tests {
             vision: false,
             price: None,
         };
-        let b = body(&req, &target);
+        let b = serde_json::to_value(body(&req, &target)).unwrap();
         assert_eq!(b["model"], "m");
         assert_eq!(b["max_tokens"], 100);
         assert_eq!(b["temperature"], 0.5);
@@ -344,8 +414,15 @@ mod tests {
         assert_eq!(msgs[2]["tool_calls"][0]["function"]["arguments"], "{}");
         assert_eq!(msgs[3]["role"], "tool");
         assert_eq!(msgs[3]["content"], "ERROR: boom");
+        assert_eq!(b["tools"][0]["type"], "function");
         assert_eq!(b["tools"][0]["function"]["name"], "ls");
+        assert_eq!(b["tools"][0]["function"]["description"], "list");
+        assert_eq!(
+            b["tools"][0]["function"]["parameters"],
+            json!({"type":"object"})
+        );
         assert_eq!(b["stream"], true);
+        assert_eq!(b["stream_options"], json!({"include_usage": true}));
     }
 
     fn photo_message() -> Message {
@@ -380,7 +457,7 @@ mod tests {
             messages: vec![photo_message()],
             tools: vec![],
         };
-        let b = body(&req, &target(true));
+        let b = serde_json::to_value(body(&req, &target(true))).unwrap();
         let content = b["messages"][0]["content"].as_array().unwrap();
         assert_eq!(b["messages"][0]["role"], "user");
         assert_eq!(content.len(), 2);
@@ -405,9 +482,15 @@ mod tests {
             messages: vec![photo_message()],
             tools: vec![],
         };
-        let b = body(&req, &target(false));
+        let b = serde_json::to_value(body(&req, &target(false))).unwrap();
         assert!(b["messages"][0]["content"].is_string(), "{b}");
         assert!(!b.to_string().contains("image_url"), "{b}");
         assert!(!b.to_string().contains("/9j/4A=="), "{b}");
+        // No system prompt, no tools, no temperature: none is sent.
+        assert_eq!(b["messages"].as_array().unwrap().len(), 1, "{b}");
+        assert!(
+            b.get("tools").is_none() && b.get("temperature").is_none(),
+            "{b}"
+        );
     }
 }

@@ -48,7 +48,14 @@ pub fn default_context_window(model: &str) -> u64 {
     let base = m.rsplit('/').next().unwrap_or(&m);
     KNOWN
         .iter()
-        .find(|(prefix, _)| base.starts_with(prefix) || base.contains(&format!("-{prefix}")))
+        .find(|(prefix, _)| {
+            // At the start, or after a `-` (`meta-llama-3.1`); without
+            // making a string per family on every lookup.
+            base.starts_with(prefix)
+                || base
+                    .match_indices(prefix)
+                    .any(|(at, _)| base[..at].ends_with('-'))
+        })
         .map_or(UNKNOWN_MODEL_WINDOW, |(_, window)| *window)
 }
 

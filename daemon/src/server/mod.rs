@@ -1,8 +1,9 @@
 //! The gRPC server (SPEC §3): the socket ([`socket`]), one module per
 //! service ([`agent`], [`sessions`], [`daemon`], [`tools`], [`memory`],
 //! [`skills`], [`channels`], [`workflows`], [`schedules`]), plus gRPC health and
-//! reflection (v1 and v1alpha, so stock `grpcurl -unix` works). Every
-//! request passes the peer-uid check first.
+//! reflection (v1 and v1alpha, so stock `grpcurl -unix` works; built on
+//! its first request, [`lazy`]). Every request passes the peer-uid check
+//! first.
 //!
 //! Each service's handlers only convert and call the hub or a part. The
 //! conversions live in the service's `pb` module (`<service>/pb.rs`; a
@@ -18,6 +19,7 @@ pub mod agent;
 pub mod channels;
 pub mod daemon;
 pub mod fit;
+mod lazy;
 pub mod memory;
 mod request;
 pub mod schedules;
@@ -69,10 +71,12 @@ pub struct State {
     pub failures: crate::lifecycle::Failures,
 }
 
-/// Serves until `state.stop` is cancelled.
+/// Serves until `state.stop` is cancelled; `serving` is sent once the
+/// services are set up and connections are taken.
 pub async fn serve(
     listener: interprocess::local_socket::tokio::Listener,
     state: State,
+    serving: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(), tonic::transport::Error> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -103,14 +107,9 @@ pub async fn serve(
         .set_serving::<SchedulesServer<schedules::SchedulesService>>()
         .await;
 
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1();
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha();
+    // Built on the first reflection request, not before the first answer.
+    let reflection_v1 = lazy::Lazy::new(|| built(reflection().build_v1()));
+    let reflection_v1alpha = lazy::Lazy::new(|| built(reflection().build_v1alpha()));
 
     // On stop the socket keeps answering (Status says `stopping`, new
     // turns are refused) while running turns get the shutdown grace and are
@@ -149,11 +148,25 @@ pub async fn serve(
         .add_service(SchedulesServer::new(schedules::SchedulesService::new(
             state.clone(),
         )));
-    match (reflection_v1, reflection_v1alpha) {
-        (Ok(v1), Ok(v1alpha)) => router = router.add_service(v1).add_service(v1alpha),
-        (Err(e), _) | (_, Err(e)) => tracing::error!(error = %e, "gRPC reflection is unavailable"),
-    }
+    router = router
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+    let _ = serving.send(());
     router
         .serve_with_incoming_shutdown(socket::incoming(listener), drained)
         .await
+}
+
+/// The reflection services' builder: pincer's API and gRPC health.
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pincer_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// A built reflection service, or `None` with the reason logged.
+fn built<S>(service: Result<S, tonic_reflection::server::Error>) -> Option<S> {
+    service
+        .map_err(|e| tracing::error!(error = %e, "gRPC reflection is unavailable"))
+        .ok()
 }

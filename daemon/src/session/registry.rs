@@ -5,6 +5,7 @@
 //! send a closure and await its answer.
 
 use std::path::Path;
+use std::sync::LazyLock;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -115,9 +116,10 @@ impl Registry {
             }
             let now = now_rfc3339();
             let (parent, layer) = new.parent.unzip();
-            conn.execute(
+            conn.prepare_cached(
                 "INSERT INTO sessions (key, id, agent, channel, created_at, updated_at, principal, parent, spawn_layer) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
-                params![
+            )?
+            .execute(params![
                     key,
                     uuid::Uuid::now_v7().to_string(),
                     agent,
@@ -212,37 +214,50 @@ impl Registry {
         .map(|n| n.max(0) as u64)
     }
 
-    /// Adds a model call's usage and marks the session updated.
-    pub async fn add_usage(&self, id: &str, input: u64, output: u64) -> Result<(), RegistryError> {
+    /// Adds a model call's usage and marks the session updated. Queued
+    /// without waiting, like [`Registry::start_turn`]: a turn's calls do
+    /// not each pay the registry's round trip, and jobs run in order, so
+    /// anything asked after it (the turn's `finish_turn`, a listing) sees
+    /// the usage. `Err` only when the registry has stopped; a failed
+    /// write is logged.
+    pub fn add_usage(&self, id: &str, input: u64, output: u64) -> Result<(), RegistryError> {
         let id = id.to_string();
-        self.call(move |conn| {
-            conn.execute(
-                "UPDATE sessions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3, updated_at = ?4, turn_running = COALESCE(turn_running, ?4) WHERE id = ?1",
-                params![id, input as i64, output as i64, now_rfc3339()],
-            )
-            .map(drop)
-        })
-        .await
+        self.db
+            .queue(move |conn| {
+                let written = conn
+                    .prepare_cached(
+                        "UPDATE sessions SET input_tokens = input_tokens + ?2, output_tokens = output_tokens + ?3, updated_at = ?4, turn_running = COALESCE(turn_running, ?4) WHERE id = ?1",
+                    )
+                    .and_then(|mut stmt| {
+                        stmt.execute(params![id, input as i64, output as i64, now_rfc3339()])
+                    });
+                if let Err(e) = written {
+                    tracing::warn!(error = %e, "cannot record usage");
+                }
+            })
+            .map_err(RegistryError::from)
     }
 
-    /// Records the outcome of a turn: `None` clears the last error.
     /// Records how a turn ended: its error and failure summary, or
-    /// neither when it succeeded.
-    pub async fn finish_turn(
+    /// neither when it succeeded (`None` clears the last error). Sent to
+    /// the registry thread at once; the answer's future says whether it
+    /// was written, so the caller may do other work meanwhile (the hub
+    /// fsyncs the transcript) and anything asked after it sees it.
+    pub fn finish_turn(
         &self,
         id: &str,
         failure: Option<(String, String)>,
-    ) -> Result<(), RegistryError> {
+    ) -> impl Future<Output = Result<(), RegistryError>> + use<> {
         let id = id.to_string();
         let (error, summary) = failure.unzip();
-        self.call(move |conn| {
-            conn.execute(
+        let written = self.db.send(move |conn| {
+            conn.prepare_cached(
                 "UPDATE sessions SET last_error = ?2, failure_summary = ?3, updated_at = ?4, turn_running = NULL WHERE id = ?1",
-                params![id, error, summary, now_rfc3339()],
-            )
+            )?
+            .execute(params![id, error, summary, now_rfc3339()])
             .map(drop)
-        })
-        .await
+        });
+        async move { Ok(written.await?) }
     }
 
     /// Marks a turn of the session as running (cleared by `finish_turn`),
@@ -254,10 +269,10 @@ impl Registry {
     pub fn start_turn(&self, id: &str) {
         let id = id.to_string();
         let queued = self.db.queue(move |conn| {
-            if let Err(e) = conn.execute(
-                "UPDATE sessions SET turn_running = ?2 WHERE id = ?1",
-                params![id, now_rfc3339()],
-            ) {
+            let marked = conn
+                .prepare_cached("UPDATE sessions SET turn_running = ?2 WHERE id = ?1")
+                .and_then(|mut stmt| stmt.execute(params![id, now_rfc3339()]));
+            if let Err(e) = marked {
                 tracing::warn!(error = %e, "cannot mark the turn as running");
             }
         });
@@ -404,12 +419,12 @@ fn layer_from_json(text: &str) -> ToolLayer {
 }
 
 fn by_key(conn: &Connection, key: &str) -> rusqlite::Result<Option<SessionRow>> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM sessions WHERE key = ?1"),
-        [key],
-        row,
-    )
-    .optional()
+    // Every message asks it (a turn's session): kept prepared.
+    static BY_KEY: LazyLock<String> =
+        LazyLock::new(|| format!("SELECT {COLUMNS} FROM sessions WHERE key = ?1"));
+    conn.prepare_cached(&BY_KEY)?
+        .query_row([key], row)
+        .optional()
 }
 
 /// Schema steps; step N brings `user_version` from N-1 to N.
@@ -482,16 +497,29 @@ pub struct AuditRecord {
 }
 
 impl Registry {
-    pub async fn audit(&self, r: AuditRecord) -> Result<(), RegistryError> {
-        self.call(move |conn| {
-            conn.execute(
-                "INSERT INTO tool_audit (at, session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail, arguments)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                params![now_rfc3339(), r.session_key, r.agent, r.sender, r.tool, r.call_id, r.args_hash, r.outcome, r.duration_ms as i64, r.decided_by, r.detail, r.arguments],
-            )
-            .map(drop)
-        })
-        .await
+    /// Adds a call's audit row. Queued without waiting, like
+    /// [`Registry::add_usage`]: a tool call does not pay the registry's
+    /// round trip before the model is called again, and jobs run in order,
+    /// so `pincer audit` asked after the call sees the row. The time is
+    /// taken now. `Err` only when the registry has stopped; a failed write
+    /// is logged.
+    pub fn audit(&self, r: AuditRecord) -> Result<(), RegistryError> {
+        let at = now_rfc3339();
+        self.db
+            .queue(move |conn| {
+                let written = conn
+                    .prepare_cached(
+                        "INSERT INTO tool_audit (at, session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail, arguments)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                    )
+                    .and_then(|mut stmt| {
+                        stmt.execute(params![at, r.session_key, r.agent, r.sender, r.tool, r.call_id, r.args_hash, r.outcome, r.duration_ms as i64, r.decided_by, r.detail, r.arguments])
+                    });
+                if let Err(e) = written {
+                    tracing::warn!(error = %e, tool = %r.tool, "cannot write the tool audit row");
+                }
+            })
+            .map_err(RegistryError::from)
     }
 
     /// The newest `limit` audit rows of a session (all sessions if empty),
@@ -661,8 +689,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(a.id, again.id);
-        reg.add_usage(&a.id, 10, 3).await.unwrap();
-        reg.add_usage(&a.id, 5, 2).await.unwrap();
+        reg.add_usage(&a.id, 10, 3).unwrap();
+        reg.add_usage(&a.id, 5, 2).unwrap();
         let found = reg.find(&a.id).await.unwrap().unwrap();
         assert_eq!((found.input_tokens, found.output_tokens), (15, 5));
         reg.finish_turn(&a.id, Some(("boom".into(), "tried x".into())))
@@ -732,7 +760,7 @@ mod tests {
             detail: String::new(),
             arguments: arguments.into(),
         };
-        reg.audit(row(r#"{"command":"ls"}"#)).await.unwrap();
+        reg.audit(row(r#"{"command":"ls"}"#)).unwrap();
         let rows = reg.audit_rows(None, 10).await.unwrap();
         let arguments: Vec<&str> = rows.iter().map(|(_, r)| r.arguments.as_str()).collect();
         assert_eq!(arguments, ["", r#"{"command":"ls"}"#]);

@@ -303,7 +303,7 @@ impl McpServer {
                     })?
             }
             Transport::Http { url, headers } => {
-                crate::llm::client::install_crypto_provider();
+                crate::llm::tls::install_crypto_provider();
                 let mut map = std::collections::HashMap::new();
                 for (k, v) in headers {
                     let key =

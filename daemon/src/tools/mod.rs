@@ -160,7 +160,8 @@ pub enum ToolSource {
 pub struct ToolDef {
     pub name: String,
     pub description: String,
-    pub parameters: serde_json::Value,
+    /// Shared with every [`crate::llm::ToolSpec`] made of it (see there).
+    pub parameters: Arc<serde_json::Value>,
     /// Policy groups without the `group:` prefix (`fs`, `runtime`, …).
     pub groups: Vec<String>,
     pub flags: ToolFlags,
@@ -234,7 +235,7 @@ impl ToolDef {
         Self {
             name: name.to_string(),
             description: description.to_string(),
-            parameters,
+            parameters: Arc::new(parameters),
             groups,
             flags,
             source,

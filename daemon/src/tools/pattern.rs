@@ -12,6 +12,7 @@
 //! `apply_patch` does not name `write`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use globset::{Glob, GlobMatcher};
 
@@ -64,8 +65,10 @@ enum Pattern {
     /// A tool name, plugin id or `mcp:<server>`, compared as is (most
     /// patterns: no glob to compile).
     Literal(String),
-    /// A tool name glob, which also matches a plugin id or `mcp:<server>`.
-    Glob(GlobMatcher),
+    /// A tool name glob, which also matches a plugin id or `mcp:<server>`;
+    /// shared with the cache (cloning a matcher clones its regex's pool,
+    /// which every turn's policy resolution paid for each glob).
+    Glob(Arc<GlobMatcher>),
 }
 
 impl Pattern {
@@ -101,14 +104,14 @@ impl Pattern {
 
 /// Compiling a glob builds a regex (tens of microseconds); the patterns
 /// come from the config, a small set, so each is compiled once.
-fn compiled_glob(pattern: &str) -> Option<GlobMatcher> {
-    static CACHE: std::sync::LazyLock<std::sync::Mutex<HashMap<String, GlobMatcher>>> =
+fn compiled_glob(pattern: &str) -> Option<Arc<GlobMatcher>> {
+    static CACHE: std::sync::LazyLock<std::sync::Mutex<HashMap<String, Arc<GlobMatcher>>>> =
         std::sync::LazyLock::new(Default::default);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(m) = cache.get(pattern) {
         return Some(m.clone());
     }
-    let m = Glob::new(pattern).ok()?.compile_matcher();
+    let m = Arc::new(Glob::new(pattern).ok()?.compile_matcher());
     if cache.len() > 4096 {
         cache.clear();
     }

@@ -105,7 +105,9 @@ impl CallEnv<'_> {
                 &self.redactor,
             ),
         };
-        if let Err(e) = self.audit.audit(record).await {
+        // Queued: the row is written in order on the registry's thread,
+        // and the turn does not wait for it.
+        if let Err(e) = self.audit.audit(record) {
             tracing::warn!(error = %e, "cannot write the tool audit row");
         }
         result

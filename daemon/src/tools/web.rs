@@ -87,7 +87,7 @@ async fn web_fetch(args: WebFetchArgs, ctx: ToolContext) -> ToolOutput {
         Ok(u) => u,
         Err(e) => return ToolOutput::error(format!("`{}` is not a URL: {e}", args.url)),
     };
-    crate::llm::client::install_crypto_provider();
+    crate::llm::tls::install_crypto_provider();
     for hop in 0..=MAX_REDIRECTS {
         let addr = match vet(&url, settings.allow_private, &settings.allow_hosts).await {
             Ok(a) => a,

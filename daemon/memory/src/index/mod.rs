@@ -5,7 +5,8 @@
 //! holds ([`IndexStatus`]), and reading a source file's lines
 //! ([`MemoryIndex::get`]). Bringing it up to date with the files is
 //! `sync.rs`'s, searching it is `search.rs`'s; both run their SQL on the
-//! blocking pool through the handle's `with_conn`.
+//! blocking pool through the handle's `with_conn`. The sign bits the vector
+//! leg scans are held in memory by `bits.rs`, guarded with the connection.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -18,8 +19,10 @@ use crate::db;
 use crate::embed::Embedder;
 use crate::sources::Sources;
 
+mod bits;
 mod search;
 mod sync;
+mod text;
 
 pub use search::{Hit, Legs, Query, SearchOutcome, SearchSettings};
 pub use sync::{Progress, Scope, SyncReport};
@@ -84,6 +87,9 @@ struct Inner {
     agent: String,
     db_path: PathBuf,
     conn: Mutex<Connection>,
+    /// The sign bits of `chunks_vec` in memory, for the vector leg; locked
+    /// only by a holder of `conn`, whose writes it follows.
+    bits: Mutex<bits::SignBits>,
     /// A second connection for the full-text leg, so a hybrid search runs
     /// both legs at once (WAL: it reads the last committed state).
     reader: Mutex<Connection>,
@@ -128,6 +134,7 @@ impl MemoryIndex {
                 agent: agent.to_string(),
                 db_path,
                 conn: Mutex::new(conn),
+                bits: Mutex::new(bits::SignBits::default()),
                 reader: Mutex::new(reader),
                 sources,
                 settings,
@@ -181,6 +188,7 @@ impl MemoryIndex {
     }
 
     /// Runs `f` with the connection on tokio's blocking pool.
+    /// `Inner::bits` may be locked inside, never the other way round.
     async fn with_conn<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection, &Inner) -> Result<T, MemoryError> + Send + 'static,
@@ -258,6 +266,13 @@ impl MemoryIndex {
             watching: state.watching,
             watcher_error: state.watcher_error.clone(),
         })
+    }
+}
+
+impl Inner {
+    /// The in-memory sign bits; lock only while holding `conn`.
+    fn bits(&self) -> std::sync::MutexGuard<'_, bits::SignBits> {
+        self.bits.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

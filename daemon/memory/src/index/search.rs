@@ -1,17 +1,16 @@
 //! Searching a [`MemoryIndex`] (SPEC §10): a [`Query`] under the
-//! [`SearchSettings`] runs the vector leg (a Hamming scan of sign bits,
-//! re-scored by exact cosine) and the full-text leg (bm25 over the
-//! informative query terms) at once, merges them, then applies decay, the
+//! [`SearchSettings`] runs the vector leg (a Hamming scan of the sign bits
+//! held in memory, re-scored by exact cosine) and the full-text leg
+//! (`text.rs`: bm25 over the informative query terms) at once, merges them, then applies decay, the
 //! minimum score and MMR, and cuts each [`Hit`]'s snippet.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use time::OffsetDateTime;
 
-use super::{MemoryIndex, VectorLeg, has_vector_table};
+use super::{Inner, MemoryIndex, VectorLeg, has_vector_table};
 use crate::MemoryError;
 use crate::db;
 use crate::embed::EmbedderId;
-use crate::fts;
 use crate::fuse::{self, Fusion, Scored};
 
 /// Search defaults of SPEC §10.
@@ -121,16 +120,16 @@ impl MemoryIndex {
             let text = query.text.clone();
             tokio::task::spawn_blocking(move || {
                 let reader = inner.reader.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = text_tx.send(text_leg(&reader, &text, candidates));
+                let _ = text_tx.send(super::text::leg(&reader, &text, candidates));
             });
         } else {
             drop(text_tx);
         }
         let hits = self
-            .with_conn(move |conn, _| {
+            .with_conn(move |conn, inner| {
                 let now_day = OffsetDateTime::now_utc().unix_timestamp() / 86_400;
                 let vector_hits = match (&query_vector, &embedder_id) {
-                    (Some(v), Some(id)) => Some(vector_candidates(conn, id, v, candidates)?),
+                    (Some(v), Some(id)) => Some(vector_candidates(conn, inner, id, v, candidates)?),
                     _ => None,
                 };
                 let text_hits = match text_rx.recv() {
@@ -159,10 +158,11 @@ impl MemoryIndex {
 const RESCORE_FACTOR: usize = 8;
 
 /// The `k` chunks nearest to `query` by cosine: a Hamming scan of the sign
-/// bits in `chunks_vec` for `k × RESCORE_FACTOR` candidates, re-scored with
-/// their float vectors from the embedding cache.
+/// bits (`chunks_vec`, held in memory by `bits.rs`) for `k × RESCORE_FACTOR`
+/// candidates, re-scored with their float vectors from the embedding cache.
 fn vector_candidates(
     conn: &Connection,
+    inner: &Inner,
     embedder: &EmbedderId,
     query: &[f32],
     k: usize,
@@ -170,16 +170,11 @@ fn vector_candidates(
     if !has_vector_table(conn)? {
         return Ok(Vec::new());
     }
-    // sqlite-vec answers at most 4096 neighbours per query.
+    // As many as sqlite-vec's KNN answered (at most 4096 per query).
     let coarse_k = (k * RESCORE_FACTOR).clamp(1, 4096);
-    let mut knn = conn.prepare_cached(
-        "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH vec_bit(?1) AND k = ?2 ORDER BY distance",
-    )?;
-    let coarse: Vec<(i64, f64)> = knn
-        .query_map(params![db::binary_blob(query), coarse_k as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?
-        .collect::<Result<_, _>>()?;
+    let coarse = inner
+        .bits()
+        .nearest(conn, &db::binary_blob(query), coarse_k)?;
     let bits = db::bit_dimensions(query.len());
     // One statement for every candidate, visited in rowid order.
     let mut exact = conn.prepare_cached(
@@ -200,74 +195,13 @@ fn vector_candidates(
             Some(blob) if blob.len() == query.len() * 4 => {
                 crate::embed::cosine(query, &db::blob_vector(&blob)) as f64
             }
-            _ => db::cosine_from_hamming(hamming, bits),
+            _ => db::cosine_from_hamming(f64::from(hamming), bits),
         };
         scored.push((id, similarity));
     }
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     scored.truncate(k);
     Ok(scored)
-}
-
-/// Indexes smaller than this search every query term.
-const PRUNE_FROM_CHUNKS: i64 = 2000;
-/// A term in more than this share of the chunks is dropped from the query
-/// when a rarer one is left: it hardly moves bm25 (its idf is under 1.4)
-/// yet makes FTS5 score most of the index.
-const COMMON_TERM_SHARE: f64 = 0.2;
-/// Long queries (a pasted paragraph) keep their rarest terms.
-const MAX_TERMS: usize = 12;
-
-/// The query terms worth matching on a big index.
-fn informative_terms(conn: &Connection, terms: Vec<String>) -> Result<Vec<String>, MemoryError> {
-    let total: i64 = conn.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))?;
-    if total < PRUNE_FROM_CHUNKS || terms.len() <= 1 {
-        return Ok(terms);
-    }
-    let mut df = conn.prepare_cached("SELECT doc FROM chunks_fts_vocab WHERE term = ?1")?;
-    let mut counted = Vec::with_capacity(terms.len());
-    for term in terms {
-        // A phrase (CJK pairs, quoted words) counts by its first token.
-        let first = fts::index_text(&term)
-            .split_whitespace()
-            .next()
-            .unwrap_or_default()
-            .to_lowercase();
-        let docs: i64 = df.query_row([first], |r| r.get(0)).optional()?.unwrap_or(0);
-        counted.push((docs, term));
-    }
-    counted.sort_by_key(|(docs, _)| *docs);
-    let limit = (total as f64 * COMMON_TERM_SHARE) as i64;
-    let keep = counted
-        .iter()
-        .take(MAX_TERMS)
-        .filter(|(docs, _)| *docs <= limit)
-        .count()
-        .max(1);
-    Ok(counted.into_iter().take(keep).map(|(_, t)| t).collect())
-}
-
-fn text_candidates(
-    conn: &Connection,
-    expr: &str,
-    k: usize,
-) -> Result<Vec<(i64, f64)>, MemoryError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY bm25(chunks_fts) LIMIT ?2",
-    )?;
-    let rows = stmt
-        .query_map(params![expr, k as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
-}
-
-/// The full-text leg: bm25 over the informative query terms, normalised.
-fn text_leg(conn: &Connection, text: &str, k: usize) -> Result<Vec<(i64, f64)>, MemoryError> {
-    let terms = informative_terms(conn, fts::keywords(text))?;
-    Ok(match fts::terms_expression(&terms) {
-        Some(expr) => fuse::normalise_bm25(&text_candidates(conn, &expr, k)?),
-        None => Vec::new(),
-    })
 }
 
 struct ChunkRow {

@@ -8,7 +8,9 @@
 //! file is replaced in one transaction, so a crash mid-sync leaves the
 //! previous state of that file, and the next sync finishes the work.
 //! Full-text rows are written with the chunks, so new text is searchable
-//! before its vectors exist.
+//! before its vectors exist. Every write to `chunks_vec` is recorded in a
+//! `BitChanges` and applied to the in-memory sign bits once its transaction
+//! has committed, under the same lock of the connection.
 
 use std::path::PathBuf;
 use std::time::{Instant, UNIX_EPOCH};
@@ -16,6 +18,7 @@ use std::time::{Instant, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, params};
 use time::OffsetDateTime;
 
+use super::bits::BitChanges;
 use super::{Inner, MemoryIndex, has_vector_table};
 use crate::MemoryError;
 use crate::chunk::chunk_markdown;
@@ -60,15 +63,18 @@ impl MemoryIndex {
     /// the index again from the files.
     pub async fn clear(&self) -> Result<(), MemoryError> {
         let _one_at_a_time = self.inner.sync_lock.lock().await;
-        self.with_conn(|conn, _| {
+        self.with_conn(|conn, inner| {
             let tx = conn.unchecked_transaction()?;
+            let mut changes = BitChanges::default();
             tx.execute("DELETE FROM chunks_fts", [])?;
             if has_vector_table(&tx)? {
                 tx.execute("DELETE FROM chunks_vec", [])?;
+                changes.clear();
             }
             tx.execute("DELETE FROM chunks", [])?;
             tx.execute("DELETE FROM files", [])?;
             tx.commit()?;
+            inner.bits().apply(changes);
             Ok(())
         })
         .await
@@ -104,6 +110,15 @@ impl MemoryIndex {
         progress: Option<&(dyn Fn(Progress) + Send + Sync)>,
         report: &mut SyncReport,
     ) -> Result<(), MemoryError> {
+        if self
+            .with_conn(|conn, _| db::upgrade_embedding_cache(conn))
+            .await?
+        {
+            tracing::info!(
+                agent = %self.inner.agent,
+                "memory index: the embedding cache was rewritten in its faster layout (once)"
+            );
+        }
         // The vector table must fit the embedder before chunks use it.
         let mut embedder_ready = false;
         if let Some(embedder) = self.inner.embedder.clone() {
@@ -111,7 +126,13 @@ impl MemoryIndex {
                 Ok(dims) => {
                     let id = embedder.id().to_string();
                     let rebuilt = self
-                        .with_conn(move |conn, _| db::ensure_vector_table(conn, &id, dims))
+                        .with_conn(move |conn, inner| {
+                            let table = db::ensure_vector_table(conn, &id, dims)?;
+                            if table != db::VectorTable::Kept {
+                                inner.bits().invalidate();
+                            }
+                            Ok(table == db::VectorTable::Rebuilt)
+                        })
                         .await?;
                     if rebuilt {
                         tracing::warn!(
@@ -175,7 +196,7 @@ impl MemoryIndex {
         if full_scan {
             let listed: Vec<String> = files.iter().map(|f| f.rel.clone()).collect();
             report.files_removed += self
-                .with_conn(move |conn, _| remove_missing(conn, &listed))
+                .with_conn(move |conn, inner| remove_missing(conn, inner, &listed))
                 .await?;
             self.state().skipped = skipped;
         }
@@ -231,8 +252,9 @@ impl MemoryIndex {
             }
             let id = embedder.id().clone();
             let n = pending.len();
-            self.with_conn(move |conn, _| {
+            self.with_conn(move |conn, inner| {
                 let tx = conn.unchecked_transaction()?;
+                let mut changes = BitChanges::default();
                 for ((chunk, hash, _), vector) in pending.iter().zip(&vectors) {
                     let blob = db::vector_blob(vector);
                     tx.execute(
@@ -240,10 +262,11 @@ impl MemoryIndex {
                         params![id.provider, id.model, hash, blob],
                     )?;
                     tx.execute("DELETE FROM chunks_vec WHERE rowid = ?1", [chunk])?;
-                    db::insert_vector(&tx, *chunk, vector)?;
+                    changes.insert(*chunk, db::insert_vector(&tx, *chunk, vector)?);
                     tx.execute("UPDATE chunks SET embedded = 1 WHERE id = ?1", [chunk])?;
                 }
                 tx.commit()?;
+                inner.bits().apply(changes);
                 Ok(())
             })
             .await?;
@@ -300,7 +323,7 @@ fn sync_file(
     let meta = match std::fs::symlink_metadata(&file.abs) {
         Ok(m) if m.is_file() => m,
         _ => {
-            return Ok(if delete_file(conn, &file.rel)? {
+            return Ok(if delete_file(conn, inner, &file.rel)? {
                 FileOutcome::Removed
             } else {
                 FileOutcome::Unchanged
@@ -308,7 +331,7 @@ fn sync_file(
         }
     };
     if meta.len() > MAX_FILE_BYTES {
-        delete_file(conn, &file.rel)?;
+        delete_file(conn, inner, &file.rel)?;
         return Ok(FileOutcome::Skipped(format!(
             "larger than {} MiB",
             MAX_FILE_BYTES / 1024 / 1024
@@ -351,8 +374,9 @@ fn sync_file(
     }
     let chunks = chunk_markdown(&text, inner.settings.chunk);
     let tx = conn.unchecked_transaction()?;
+    let mut changes = BitChanges::default();
     if let Some((id, ..)) = &known {
-        delete_chunks(&tx, *id)?;
+        delete_chunks(&tx, *id, &mut changes)?;
     }
     tx.execute(
         "INSERT INTO files (path, source, hash, mtime, size) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -389,7 +413,8 @@ fn sync_file(
                     .optional()?;
                 // A cache key means an embedder, so `chunks_vec` exists.
                 if let Some(vector) = vector {
-                    db::insert_vector(&tx, chunk_id, &db::blob_vector(&vector))?;
+                    let bits = db::insert_vector(&tx, chunk_id, &db::blob_vector(&vector))?;
+                    changes.insert(chunk_id, bits);
                     tx.execute("UPDATE chunks SET embedded = 1 WHERE id = ?1", [chunk_id])?;
                     cache_hits += 1;
                 }
@@ -397,13 +422,18 @@ fn sync_file(
         }
     }
     tx.commit()?;
+    inner.bits().apply(changes);
     Ok(FileOutcome::Changed {
         chunks: chunks.len(),
         cache_hits,
     })
 }
 
-fn delete_chunks(conn: &Connection, file_id: i64) -> Result<(), MemoryError> {
+fn delete_chunks(
+    conn: &Connection,
+    file_id: i64,
+    changes: &mut BitChanges,
+) -> Result<(), MemoryError> {
     let ids: Vec<i64> = conn
         .prepare_cached("SELECT id FROM chunks WHERE file_id = ?1")?
         .query_map([file_id], |r| r.get(0))?
@@ -413,6 +443,7 @@ fn delete_chunks(conn: &Connection, file_id: i64) -> Result<(), MemoryError> {
         conn.execute("DELETE FROM chunks_fts WHERE rowid = ?1", [id])?;
         if vectors {
             conn.execute("DELETE FROM chunks_vec WHERE rowid = ?1", [id])?;
+            changes.remove(*id);
         }
     }
     conn.execute("DELETE FROM chunks WHERE file_id = ?1", [file_id])?;
@@ -420,7 +451,7 @@ fn delete_chunks(conn: &Connection, file_id: i64) -> Result<(), MemoryError> {
 }
 
 /// Forgets one file; true when it was indexed.
-fn delete_file(conn: &Connection, rel: &str) -> Result<bool, MemoryError> {
+fn delete_file(conn: &Connection, inner: &Inner, rel: &str) -> Result<bool, MemoryError> {
     let id: Option<i64> = conn
         .query_row("SELECT id FROM files WHERE path = ?1", [rel], |r| r.get(0))
         .optional()?;
@@ -428,13 +459,19 @@ fn delete_file(conn: &Connection, rel: &str) -> Result<bool, MemoryError> {
         return Ok(false);
     };
     let tx = conn.unchecked_transaction()?;
-    delete_chunks(&tx, id)?;
+    let mut changes = BitChanges::default();
+    delete_chunks(&tx, id, &mut changes)?;
     tx.execute("DELETE FROM files WHERE id = ?1", [id])?;
     tx.commit()?;
+    inner.bits().apply(changes);
     Ok(true)
 }
 
-fn remove_missing(conn: &Connection, listed: &[String]) -> Result<usize, MemoryError> {
+fn remove_missing(
+    conn: &Connection,
+    inner: &Inner,
+    listed: &[String],
+) -> Result<usize, MemoryError> {
     let listed: std::collections::HashSet<&str> = listed.iter().map(String::as_str).collect();
     let known: Vec<String> = conn
         .prepare("SELECT path FROM files")?
@@ -442,7 +479,7 @@ fn remove_missing(conn: &Connection, listed: &[String]) -> Result<usize, MemoryE
         .collect::<Result<_, _>>()?;
     let mut removed = 0;
     for path in known.iter().filter(|p| !listed.contains(p.as_str())) {
-        if delete_file(conn, path)? {
+        if delete_file(conn, inner, path)? {
             removed += 1;
         }
     }

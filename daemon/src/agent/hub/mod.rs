@@ -534,8 +534,16 @@ impl Hub {
         // Marked until finish_turn: a crash meanwhile is reported at the
         // next start.
         self.rt.registry.start_turn(&row.id);
-        let outcome = turn.run(session_log, text, images).await;
-        let recorded = self.rt.registry.finish_turn(&row.id, outcome).await;
+        // The outcome goes to the registry as soon as it is known and is
+        // written while the transcript is fsynced; the last event still
+        // waits for both.
+        let registry = &self.rt.registry;
+        let (_, recording) = turn
+            .run_then(session_log, text, images, |outcome| {
+                registry.finish_turn(&row.id, outcome.clone())
+            })
+            .await;
+        let recorded = recording.await;
         let last = last.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(event) = last {
             emit(event);

@@ -3,6 +3,8 @@
 //! environment, auto-recall, compaction when the window fills, and the
 //! prompt kept for `pincer sessions prompt`.
 
+use std::sync::Arc;
+
 use super::Turn;
 use crate::agent::Event;
 use crate::agent::compaction::{Compacted, CompactionError, Compactor};
@@ -93,7 +95,7 @@ impl Turn<'_> {
     /// prompt` (in memory; [`Turn::run`] writes it to disk at the end).
     pub(super) fn record_prompt(
         &self,
-        request: &Request,
+        request: &Arc<Request>,
         target: &crate::config::ModelTarget,
         estimate: u64,
     ) {
@@ -111,11 +113,12 @@ impl Turn<'_> {
                 format,
                 estimated_tokens: estimate,
                 // As the wire format sends it: no images to a model
-                // without vision.
-                request: if target.vision {
+                // without vision. Shared, not copied, when that is the
+                // request itself (the whole history, on every call).
+                request: if target.vision || !request.has_images() {
                     request.clone()
                 } else {
-                    request.without_images()
+                    Arc::new(request.without_images())
                 },
             },
         );

@@ -75,14 +75,28 @@ impl Turn<'_> {
     /// Runs the turn for the user message `text` with `images` (paths
     /// relative to the workspace; see `context::images`).
     pub async fn run(&self, log: &mut SessionLog, text: String, images: Vec<String>) -> Outcome {
+        self.run_then(log, text, images, |_| ()).await.0
+    }
+
+    /// [`Turn::run`], calling `ended` with the outcome as soon as it is
+    /// known, before the end-of-turn fsync: what `ended` starts (the hub's
+    /// registry write) runs while the transcript is made durable.
+    pub async fn run_then<R>(
+        &self,
+        log: &mut SessionLog,
+        text: String,
+        images: Vec<String>,
+        ended: impl FnOnce(&Outcome) -> R,
+    ) -> (Outcome, R) {
         let outcome = self.run_inner(log, text, images).await;
+        let after = ended(&outcome);
         if let Err(e) = log.transcript.sync() {
             tracing::error!(error = %e, "cannot fsync the transcript");
         }
         self.rt
             .prompts
             .persist(&self.session.id, log.transcript.path());
-        outcome
+        (outcome, after)
     }
 
     async fn run_inner(&self, log: &mut SessionLog, text: String, images: Vec<String>) -> Outcome {
@@ -165,7 +179,7 @@ impl Turn<'_> {
                 return self.aborted(log, "", state.take_segments());
             }
             state.check_stops(&limits, Instant::now());
-            let request = self.request(
+            let request = Arc::new(self.request(
                 log,
                 &guard,
                 images,
@@ -174,7 +188,7 @@ impl Turn<'_> {
                 state.extra(),
                 &specs,
                 state.is_last_call(),
-            );
+            ));
             let raw_estimate = counter.request(&request, tool_tokens);
             let estimate = tokens::projected(log.anchor.as_ref(), raw_estimate);
             if estimate > threshold && state.may_compact() {
@@ -222,9 +236,7 @@ impl Turn<'_> {
                 // A fallback answered: it is the one that received it last.
                 self.record_prompt(&request, &target, estimate);
             }
-            let has_usage = self
-                .account(log, &reply, &target, &counter, raw_estimate)
-                .await;
+            let has_usage = self.account(log, &reply, &target, &counter, raw_estimate);
             if state.may_roll_back(self.config.tools.max_rollbacks)
                 && let Some(rb) = rollback::check(
                     &reply,
@@ -426,7 +438,7 @@ impl Turn<'_> {
 
     /// Anchors the token estimate to the provider's count and records the
     /// call's usage; returns whether the reply had any.
-    async fn account(
+    fn account(
         &self,
         log: &mut SessionLog,
         reply: &Reply,
@@ -446,11 +458,12 @@ impl Turn<'_> {
         );
         let has_usage = reply.usage != Usage::default();
         if has_usage {
-            if let Err(e) = self
-                .rt
-                .registry
-                .add_usage(&self.session.id, reply.usage.input, reply.usage.output)
-                .await
+            // Queued: the turn does not wait for the registry between
+            // calls; its `finish_turn` comes after it.
+            if let Err(e) =
+                self.rt
+                    .registry
+                    .add_usage(&self.session.id, reply.usage.input, reply.usage.output)
             {
                 tracing::warn!(error = %e, "cannot record usage");
             }

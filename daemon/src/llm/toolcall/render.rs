@@ -23,7 +23,7 @@ pub fn tool_prompt(format: ToolFormat, tools: &[ToolSpec]) -> String {
             for t in tools {
                 let sig = serde_json::json!({
                     "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                    "function": {"name": t.name, "description": t.description, "parameters": &*t.parameters},
                 });
                 let _ = writeln!(out, "{sig}");
             }

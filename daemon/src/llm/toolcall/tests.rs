@@ -13,19 +13,22 @@ fn tools() -> Vec<ToolSpec> {
             description: "Read a file".into(),
             parameters: json!({"type": "object", "properties": {
                 "path": {"type": "string"}, "offset": {"type": "integer"},
-                "limit": {"type": ["integer", "null"]}}, "required": ["path"]}),
+                "limit": {"type": ["integer", "null"]}}, "required": ["path"]})
+            .into(),
         },
         ToolSpec {
             name: "mcp__time__get_current_time".into(),
             description: "Now".into(),
-            parameters: json!({"type": "object", "properties": {"timezone": {"type": "string"}}}),
+            parameters: json!({"type": "object", "properties": {"timezone": {"type": "string"}}})
+                .into(),
         },
         ToolSpec {
             name: "set".into(),
             description: "Typed values".into(),
             parameters: json!({"type": "object", "properties": {
                 "flag": {"type": "boolean"}, "ratio": {"type": "number"},
-                "items": {"type": "array"}, "opts": {"type": "object"}, "any": {}}}),
+                "items": {"type": "array"}, "opts": {"type": "object"}, "any": {}}})
+            .into(),
         },
     ]
 }
