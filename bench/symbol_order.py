@@ -102,6 +102,8 @@ def main():
         real.parent.mkdir()
         shutil.copy2(target / "release" / "pincerd", real)
         shutil.copy2(target / "release" / "pincer", work / "pincer")
+        # pincerd opens its exec sandbox's launcher beside itself at start.
+        shutil.copy2(target / "release" / "pincer-sandbox", real.parent / "pincer-sandbox")
         # pincer-idle-rss starts "pincerd" by path: this one runs the real
         # binary under callgrind, a profile per process.
         wrapper = work / "pincerd"
