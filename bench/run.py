@@ -114,6 +114,8 @@ def main():
     ap.add_argument("--out", type=Path, help="where to write table.md and table.json (default target/bench/<date>)")
     ap.add_argument("--release-benches", action="store_true", help="build the criterion benches in `release` (fat LTO) instead of `quick-release`")
     ap.add_argument("--window", type=float, default=20.0, help="seconds of each idle window of the schedules group (default 20)")
+    ap.add_argument("--no-model", action="store_true",
+                    help="leave out the local model's rows (its 10k-chunk index takes 25 minutes or more to build per build on 2 cores)")
     ap.add_argument("--measurement-time", type=int, default=3, help="criterion's measurement time per benchmark, s (default 3)")
     args = ap.parse_args()
 
@@ -134,10 +136,10 @@ def main():
         sys.exit(f"bench: {e}")
     built = time.monotonic()
 
-    ctx = Context(harness=harness, raw=raw, run_dir=run_dir, model=model_dir(),
+    ctx = Context(harness=harness, raw=raw, run_dir=run_dir, model=None if args.no_model else model_dir(),
                   window=args.window, measurement_time=args.measurement_time)
     if ctx.model is None:
-        builds.log("no local embedding model (run `bash tests/setup.sh`): its rows will say \"not measured\"")
+        builds.log("no local embedding model (--no-model, or run `bash tests/setup.sh`): its rows will say \"not measured\"")
     results = {}
     for group in wanted:
         n = min(args.runs, group.max_runs)
