@@ -31,6 +31,12 @@ def main():
         meta = d / "table.json"
         if meta.exists():
             metas.append(json.loads(meta.read_text())["meta"])
+    # Derived rows again from the stored criterion figures: a run made
+    # before a derivation changed shows what the code says now.
+    for side in results.get("agent", {}).values():
+        for r in side.get("runs", []):
+            ids = {k.removeprefix("criterion:"): v for k, v in r.items() if k.startswith("criterion:")}
+            r.update(rows.agent_derived(ids))
     groups = [g for g in rows.GROUPS if g.name in results]
     first = metas[0] if metas else {}
     meta = {

@@ -50,6 +50,8 @@ class Context:
     model: Path | None
     window: float
     measurement_time: int
+    # Chunks of the idle group's index (the local model's index too).
+    idle_chunks: int = 10_000
 
     def prepared(self, build, name):
         """A folder for homes a program prepares once per build (a 10k
@@ -114,6 +116,8 @@ def main():
     ap.add_argument("--out", type=Path, help="where to write table.md and table.json (default target/bench/<date>)")
     ap.add_argument("--release-benches", action="store_true", help="build the criterion benches in `release` (fat LTO) instead of `quick-release`")
     ap.add_argument("--window", type=float, default=20.0, help="seconds of each idle window of the schedules group (default 20)")
+    ap.add_argument("--idle-chunks", type=int, default=10_000,
+                    help="chunks of the idle group's index, and of the one the local model indexes (default 10000)")
     ap.add_argument("--no-model", action="store_true",
                     help="leave out the local model's rows (its 10k-chunk index takes 25 minutes or more to build per build on 2 cores)")
     ap.add_argument("--measurement-time", type=int, default=3, help="criterion's measurement time per benchmark, s (default 3)")
@@ -137,7 +141,8 @@ def main():
     built = time.monotonic()
 
     ctx = Context(harness=harness, raw=raw, run_dir=run_dir, model=None if args.no_model else model_dir(),
-                  window=args.window, measurement_time=args.measurement_time)
+                  window=args.window, measurement_time=args.measurement_time,
+                  idle_chunks=args.idle_chunks)
     if ctx.model is None:
         builds.log("no local embedding model (--no-model, or run `bash tests/setup.sh`): its rows will say \"not measured\"")
     results = {}

@@ -209,9 +209,14 @@ impl Daemon {
         }
     }
 
-    /// The last 20 lines pincerd wrote to stdout and stderr.
+    /// The last 20 lines pincerd wrote to stdout and stderr, else (they
+    /// are empty unless it failed early) of its own log.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.home.join("pincerd.out")).unwrap_or_default();
+        let read = |path: PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+        let mut text = read(self.home.join("pincerd.out"));
+        if text.trim().is_empty() {
+            text = read(self.home.join("logs").join("pincerd.log"));
+        }
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
     }

@@ -478,13 +478,14 @@ struct ModelReading {
     load_ms: f64,
 }
 
-/// How many lines of pincerd's log hold `needle`, and the `ms=` of the last.
+/// How many lines of pincerd's log hold `needle`, and the `"ms"` field of the last.
 fn log_count(home: &Path, needle: &str) -> (usize, f64) {
-    let text = std::fs::read_to_string(home.join("pincerd.out")).unwrap_or_default();
+    // pincerd's own log (JSON lines; its stdout and stderr stay empty).
+    let text = std::fs::read_to_string(home.join("logs").join("pincerd.log")).unwrap_or_default();
     let lines: Vec<&str> = text.lines().filter(|l| l.contains(needle)).collect();
     let ms = lines
         .last()
-        .and_then(|l| l.split("ms=").nth(1))
+        .and_then(|l| l.split("\"ms\":").nth(1))
         .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(f64::NAN);
