@@ -40,14 +40,13 @@ use pincer_testkit::bot_api::{self, BotApi};
 use pincer_testkit::discord_fake::{self, CHANNEL_ID, DiscordFake, OWNER_ID, Options};
 use pincer_testkit::embeddings::Embeddings;
 use pincer_testkit::load::{self, Daemon, mb};
+use pincer_testkit::notes::{self, write_notes};
 use pincer_testkit::scripted::ScriptedLlm;
 
 /// The environment variable that carries the embeddings endpoint's key.
 const KEY_ENV: &str = "PINCER_BENCH_EMBEDDINGS_KEY";
 /// Dimensions of the vectors (all-MiniLM-L6-v2's, the default model's).
 const DIMENSIONS: usize = 384;
-/// Sections (chunks) per notes file.
-const SECTIONS_PER_FILE: usize = 100;
 
 struct Args {
     pincerd: PathBuf,
@@ -213,81 +212,6 @@ fn env() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-/// Prose for the notes: words from a fixed syllable set, seeded.
-struct Prose(u64);
-
-impl Prose {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn word(&mut self) -> String {
-        const SYLLABLES: [&str; 24] = [
-            "ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ze", "ba", "di", "fo", "gu", "ha",
-            "je", "pa", "qui", "ro", "su", "te", "ul", "ver", "wo", "yan",
-        ];
-        let n = 1 + self.next() % 3;
-        (0..n)
-            .map(|_| SYLLABLES[(self.next() % SYLLABLES.len() as u64) as usize])
-            .collect()
-    }
-
-    /// About `chars` characters of sentences.
-    fn paragraph(&mut self, chars: usize) -> String {
-        let mut out = String::new();
-        while out.len() < chars {
-            let words = 6 + self.next() % 10;
-            let sentence: Vec<String> = (0..words).map(|_| self.word()).collect();
-            let mut sentence = sentence.join(" ");
-            if let Some(first) = sentence.get_mut(0..1) {
-                first.make_ascii_uppercase();
-            }
-            out.push_str(&sentence);
-            out.push_str(". ");
-        }
-        out.trim_end().to_string()
-    }
-}
-
-/// Writes `chunks` sections into `workspace/memory/topic-NNN.md`.
-fn write_notes(workspace: &Path, chunks: usize) -> Result<(), String> {
-    let dir = workspace.join("memory");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut prose = Prose(0x2545_F491_4F6C_DD1D);
-    let files = chunks.div_ceil(SECTIONS_PER_FILE);
-    for f in 0..files {
-        let mut text = format!("# Topic {f}\n\n");
-        let sections = SECTIONS_PER_FILE.min(chunks - f * SECTIONS_PER_FILE);
-        for s in 0..sections {
-            // The file's first section is its title's: one chunk.
-            if s > 0 {
-                text.push_str(&format!("## Note {f}.{s}\n\n"));
-            }
-            text.push_str(&prose.paragraph(700));
-            text.push_str("\n\n");
-        }
-        let path = dir.join(format!("topic-{f:03}.md"));
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    Ok(())
-}
-
-/// (chunks, chunks with a vector) in an agent's memory index.
-fn index_size(db: &Path) -> Option<(u64, u64)> {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .ok()?;
-    conn.query_row(
-        "SELECT count(*), coalesce(sum(embedded != 0), 0) FROM chunks",
-        [],
-        |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
-    )
-    .ok()
-}
-
 /// Builds a home whose main agent has `chunks` chunks indexed with
 /// vectors (none when `chunks` is 0), then stops its pincerd.
 async fn prepare(
@@ -321,30 +245,10 @@ async fn prepare(
         return std::fs::write(&done, "").map_err(|e| e.to_string());
     }
     let db = home.join("state").join("memory-main.db");
-    let start = Instant::now();
-    let mut last = (0, 0);
-    loop {
-        if let Some(size) = index_size(&db) {
-            last = size;
-            if size.0 >= chunks as u64 && size.1 == size.0 {
-                break;
-            }
-        }
-        daemon.alive()?;
-        if start.elapsed() > Duration::from_secs(1200) {
-            return Err(format!(
-                "the index holds {} chunks ({} with vectors) of {chunks} after 20 minutes: {}",
-                last.0,
-                last.1,
-                daemon.log_tail()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let took = notes::wait_indexed(&mut daemon, &db, chunks, Duration::from_secs(1200)).await?;
     eprintln!(
-        "indexed {} chunks with vectors in {:.1} s",
-        last.0,
-        start.elapsed().as_secs_f64()
+        "indexed {chunks} chunks with vectors in {:.1} s",
+        took.as_secs_f64()
     );
     daemon.stop();
     std::fs::write(&done, "").map_err(|e| e.to_string())
