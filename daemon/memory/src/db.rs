@@ -32,7 +32,24 @@ use crate::MemoryError;
 /// version is rebuilt from the sources (it holds nothing that is not there).
 pub const SCHEMA_VERSION: i64 = 2;
 
-const SCHEMA: &str = "
+/// The embedding cache's columns, shared by [`SCHEMA`] and
+/// [`upgrade_embedding_cache`], which makes the same table under another
+/// name and so must not drift from it.
+macro_rules! embedding_cache_columns {
+    () => {
+        "
+    id INTEGER PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    UNIQUE (provider, model, hash)
+"
+    };
+}
+
+const SCHEMA: &str = concat!(
+    "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
     id INTEGER PRIMARY KEY,
@@ -53,17 +70,13 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_by_file ON chunks(file_id);
 CREATE INDEX IF NOT EXISTS chunks_unembedded ON chunks(embedded) WHERE embedded = 0;
-CREATE TABLE IF NOT EXISTS embedding_cache (
-    id INTEGER PRIMARY KEY,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    vector BLOB NOT NULL,
-    UNIQUE (provider, model, hash)
-);
+CREATE TABLE IF NOT EXISTS embedding_cache (",
+    embedding_cache_columns!(),
+    ");
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, 'row');
-";
+"
+);
 
 /// Registers sqlite-vec with SQLite for every later connection.
 pub fn register_sqlite_vec() {
@@ -151,20 +164,15 @@ pub fn upgrade_embedding_cache(conn: &Connection) -> Result<bool, MemoryError> {
         return Ok(false);
     }
     let tx = conn.unchecked_transaction()?;
-    tx.execute_batch(
-        "CREATE TABLE embedding_cache_3 (
-             id INTEGER PRIMARY KEY,
-             provider TEXT NOT NULL,
-             model TEXT NOT NULL,
-             hash TEXT NOT NULL,
-             vector BLOB NOT NULL,
-             UNIQUE (provider, model, hash)
-         );
+    tx.execute_batch(concat!(
+        "CREATE TABLE embedding_cache_3 (",
+        embedding_cache_columns!(),
+        ");
          INSERT INTO embedding_cache_3 (provider, model, hash, vector)
              SELECT provider, model, hash, vector FROM embedding_cache;
          DROP TABLE embedding_cache;
-         ALTER TABLE embedding_cache_3 RENAME TO embedding_cache;",
-    )?;
+         ALTER TABLE embedding_cache_3 RENAME TO embedding_cache;"
+    ))?;
     tx.commit()?;
     Ok(true)
 }
