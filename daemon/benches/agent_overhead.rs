@@ -49,13 +49,14 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use futures_util::StreamExt;
 use pincer_daemon::agent::hub::Hub;
 use pincer_daemon::agent::{Event, Runtime};
-use pincer_daemon::config::{self, Config};
+use pincer_daemon::config::{self, AgentSettings, Config};
 use pincer_daemon::context::guard::{self, Guard};
 use pincer_daemon::context::tokens::Counter;
 use pincer_daemon::context::{history, prompt::turn_context};
 use pincer_daemon::home::Home;
 use pincer_daemon::llm::client::ModelClient;
 use pincer_daemon::llm::{Request, ToolSpec};
+use pincer_daemon::routing::ChatOrigin;
 use pincer_daemon::session::registry::{NewSession, Registry};
 use pincer_daemon::session::transcript::{Body, Transcript};
 use pincer_daemon::session::{Principal, SessionKey};
@@ -157,25 +158,38 @@ async fn turn(hub: &Hub, agent: &str, n: u64, marker: &str) {
     }
 }
 
+/// The tool specs a turn of `settings`' agent in `key`'s session is
+/// offered: the registry, the call scope and the policy, as a turn builds
+/// them.
+async fn offered_specs(
+    s: &Setup,
+    settings: &AgentSettings,
+    key: &SessionKey,
+    origin: &ChatOrigin,
+    cancel: &CancellationToken,
+) -> Vec<ToolSpec> {
+    let registry = s.hub.tool_registry().await;
+    let scope = pincer_daemon::agent::call_env::CallScope::outside_turn(
+        s.hub.runtime(),
+        &s.config,
+        settings,
+        key,
+        "probe",
+        origin,
+        cancel,
+    );
+    let env = pincer_daemon::agent::call_env::build(&scope, &registry);
+    env.offered.iter().map(|t| t.spec()).collect()
+}
+
 /// What a turn of `agent` offers and sends on its first call: the tool
 /// specs and the system prompt.
 async fn first_request(s: &Setup, agent: &str, text: &str) -> (Vec<ToolSpec>, String, Request) {
     let key = SessionKey::parse(&format!("agent:{agent}:probe")).expect("key");
     let origin = pincer_daemon::routing::owner(&key);
     let settings = s.config.agent(agent).expect("agent").clone();
-    let registry = s.hub.tool_registry().await;
     let cancel = CancellationToken::new();
-    let scope = pincer_daemon::agent::call_env::CallScope::outside_turn(
-        s.hub.runtime(),
-        &s.config,
-        &settings,
-        &key,
-        "probe",
-        &origin,
-        &cancel,
-    );
-    let env = pincer_daemon::agent::call_env::build(&scope, &registry);
-    let specs: Vec<ToolSpec> = env.offered.iter().map(|t| t.spec()).collect();
+    let specs = offered_specs(s, &settings, &key, &origin, &cancel).await;
     let chat = pincer_daemon::context::chat_kind(&key, &origin);
     let prompt =
         pincer_daemon::context::session_prompt(&s.config.context, &settings, &chat, &specs, None);
@@ -305,19 +319,7 @@ fn bench_parts(c: &mut Criterion, rt: &tokio::runtime::Runtime, llm: &ScriptedLl
         let settings = s.config.agent("main").expect("agent").clone();
         let cancel = CancellationToken::new();
         b.to_async(rt).iter(|| async {
-            let registry = s.hub.tool_registry().await;
-            let scope = pincer_daemon::agent::call_env::CallScope::outside_turn(
-                s.hub.runtime(),
-                &s.config,
-                &settings,
-                &key,
-                "probe",
-                &origin,
-                &cancel,
-            );
-            let env = pincer_daemon::agent::call_env::build(&scope, &registry);
-            let specs: Vec<ToolSpec> = env.offered.iter().map(|t| t.spec()).collect();
-            std::hint::black_box(specs);
+            std::hint::black_box(offered_specs(s, &settings, &key, &origin, &cancel).await);
         })
     });
 
