@@ -75,7 +75,7 @@ use crate::access::{AccessPolicy, Decision};
 use crate::context::{self, ContextBuffer, ContextKey};
 use crate::health::Health;
 use crate::host::{ChatPerson, Command, HELP, Host, HostError, TurnEvent};
-use crate::ledger::{Claim, Key, Ledger, LedgerError};
+use crate::ledger::{Claim, Key, Ledger, LedgerError, SharedLedger, Unfinished};
 use crate::message::{Attachment, ChatKind, Formatting, Inbound};
 use crate::pairings::Pairings;
 use crate::platform::{ButtonPress, Event, Incoming, Platform, Target};
@@ -131,8 +131,8 @@ impl Default for BridgeSettings {
 pub enum BridgeError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
-    #[error("the ledger task failed: {0}")]
-    Join(String),
+    #[error(transparent)]
+    Unfinished(#[from] Unfinished),
 }
 
 /// Random bytes for pairing codes (the OS's, from the daemon).
@@ -172,7 +172,7 @@ pub struct Bridge {
     platform: Arc<dyn Platform>,
     host: Arc<dyn Host>,
     settings: RwLock<Arc<BridgeSettings>>,
-    ledger: Arc<Mutex<Ledger>>,
+    ledger: SharedLedger,
     pairings: Arc<Pairings>,
     context: Mutex<ContextBuffer>,
     health: Arc<Health>,
@@ -237,7 +237,7 @@ impl Bridge {
         platform: Arc<dyn Platform>,
         host: Arc<dyn Host>,
         settings: BridgeSettings,
-        ledger: Arc<Mutex<Ledger>>,
+        ledger: SharedLedger,
         pairings: Arc<Pairings>,
         health: Arc<Health>,
         random: Random,
@@ -303,16 +303,16 @@ impl Bridge {
         is_owner_in(&self.settings(), user_id)
     }
 
-    /// Runs `f` on the ledger in a blocking thread (each commit is an
-    /// fsync).
+    /// Runs `f` on the ledger's thread, after the calls before it (each
+    /// commit is an fsync).
     async fn ledger<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Ledger) -> Result<T, LedgerError> + Send + 'static,
     ) -> Result<T, BridgeError> {
-        let ledger = self.ledger.clone();
-        tokio::task::spawn_blocking(move || f(&mut lock(&ledger)))
+        self.ledger
+            .run(f)
             .await
-            .map_err(|e| BridgeError::Join(e.to_string()))?
+            .map_err(BridgeError::from)?
             .map_err(BridgeError::from)
     }
 

@@ -4,8 +4,8 @@
 //! the platform (the *cursor*), every inbound message it took on (the
 //! *claim*) and every chunk of every answer with the platform's id for it
 //! once the platform confirmed it. The API is synchronous and small; the
-//! daemon calls it from a blocking thread (one [`Ledger`] per file, one
-//! writer).
+//! daemon calls it through [`SharedLedger`], on a thread of the ledger's
+//! own, one call at a time (one [`Ledger`] per file, one writer).
 //!
 //! # The protocol
 //!
@@ -108,6 +108,9 @@ use pincer_migrate::MigrateError;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::message::Inbound;
+
+mod shared;
+pub use shared::{SharedLedger, Unfinished};
 
 /// How long settled messages are kept by default: [`Ledger::prune`] with
 /// `now - RETENTION_SECS`. Far longer than any platform redelivers.

@@ -43,6 +43,7 @@ use pincer_channel::unix_now as now;
 use pincer_channel::{
     Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, Bridge, ChatPerson, HaltKind,
     HaltRequest, Health, HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError, Requester,
+    SharedLedger,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -60,6 +61,8 @@ pub enum ChannelsError {
         path: std::path::PathBuf,
         source: pincer_channel::LedgerError,
     },
+    #[error("cannot start the delivery ledger's thread: {0}")]
+    LedgerThread(std::io::Error),
     #[error(transparent)]
     Pairings(#[from] PairingsError),
 }
@@ -110,7 +113,7 @@ struct Inner {
     hub: Hub,
     // Read by the platform attachments (features).
     #[cfg_attr(not(any(feature = "telegram", feature = "discord")), allow(dead_code))]
-    ledger: Arc<Mutex<Ledger>>,
+    ledger: SharedLedger,
     pairings: Arc<Pairings>,
     running: Mutex<BTreeMap<String, Running>>,
 }
@@ -133,7 +136,7 @@ impl Channels {
         Ok(Self {
             inner: Arc::new(Inner {
                 hub,
-                ledger: Arc::new(Mutex::new(ledger)),
+                ledger: SharedLedger::start(ledger).map_err(ChannelsError::LedgerThread)?,
                 pairings: Arc::new(pairings),
                 running: Mutex::default(),
             }),
@@ -145,7 +148,7 @@ impl Channels {
     }
 
     #[cfg_attr(not(any(feature = "telegram", feature = "discord")), allow(dead_code))]
-    pub(crate) fn ledger(&self) -> &Arc<Mutex<Ledger>> {
+    pub(crate) fn ledger(&self) -> &SharedLedger {
         &self.inner.ledger
     }
 
