@@ -25,7 +25,8 @@ const MAX_LINES: usize = 600;
 const CRATE_DEPS: &[(&str, &[&str])] = &[
     ("proto", &[]),
     ("daemon/fs", &[]),
-    ("daemon/memory", &[]),
+    ("daemon/memory", &["pincer-pages"]),
+    ("daemon/pages", &[]),
     ("daemon/migrate", &[]),
     ("daemon/sandbox", &[]),
     ("bridges/channel", &["pincer-fs", "pincer-migrate"]),
@@ -42,6 +43,7 @@ const CRATE_DEPS: &[(&str, &[&str])] = &[
             "pincer-memory",
             "pincer-fs",
             "pincer-migrate",
+            "pincer-pages",
             "pincer-sandbox",
         ],
     ),

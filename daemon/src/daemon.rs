@@ -244,7 +244,10 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     // The runtime holds the config in force; this copy would outlive a
     // reload.
     drop(config);
-    give_back_freed_memory();
+    // What start-up used and no longer needs: its freed memory and the
+    // code it ran once (the config's parse, the migrations, the schedules
+    // brought into the store).
+    pincer_pages::give_back();
 
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -272,19 +275,6 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
     {
         Some(e) => Err(StartError::from(e)),
         None => Ok(()),
-    }
-}
-
-/// Hands back to the system the memory start-up used and freed (the
-/// config's parse, the schedules brought into the store): glibc keeps
-/// freed pages in its per-thread arenas, and an idle daemon would carry
-/// them for its life.
-fn give_back_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists and
-    // may be called from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

@@ -346,6 +346,37 @@ fn reading(pid: u32) -> Reading {
     }
 }
 
+/// The files mapped into `pid`, by file and permissions, with their
+/// resident KiB, most first (the executable's code `r-xp`, the memory
+/// index read through mmap, libraries).
+fn mapped_files(pid: u32) -> Vec<(String, u64)> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut by_file = std::collections::BTreeMap::<String, u64>::new();
+    let mut file = None;
+    for line in smaps.lines() {
+        if let Some(kib) = line.strip_prefix("Rss:") {
+            if let (Some(f), Some(kib)) = (&file, kib.split_whitespace().next()) {
+                *by_file.entry(String::clone(f)).or_default() += kib.parse::<u64>().unwrap_or(0);
+            }
+        } else if line
+            .split_whitespace()
+            .next()
+            .is_some_and(|a| a.contains('-') && !a.ends_with(':'))
+        {
+            // A mapping's header: address perms offset dev inode [path].
+            let fields: Vec<_> = line.split_whitespace().collect();
+            file = fields
+                .get(5)
+                .filter(|p| p.starts_with('/'))
+                .map(|p| format!("{} ({})", p.rsplit('/').next().unwrap_or(p), fields[1]));
+        }
+    }
+    let mut files: Vec<_> = by_file.into_iter().filter(|(_, kib)| *kib > 0).collect();
+    files.sort_by(|a, b| b.1.cmp(&a.1));
+    files.truncate(5);
+    files
+}
+
 /// One start of `setup` on `home`: its memory `idle` after the bridges
 /// connected.
 async fn measure(
@@ -372,12 +403,14 @@ async fn measure(
 }
 
 /// What the `BothModel` start measured beyond its idle reading.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct ModelReading {
     /// Right after a search loaded the model.
     loaded: Reading,
     /// A minute after the model's idle unload.
     after_unload: Reading,
+    /// Then, the mapped files that hold most of its resident pages.
+    files_after_unload: Vec<(String, u64)>,
     /// The model's load time, from pincerd's log.
     load_ms: f64,
 }
@@ -429,6 +462,7 @@ async fn model_phases(args: &Args, daemon: &mut Daemon) -> Result<ModelReading, 
     Ok(ModelReading {
         loaded,
         after_unload: reading(daemon.pid()),
+        files_after_unload: mapped_files(daemon.pid()),
         load_ms,
     })
 }
@@ -610,6 +644,13 @@ async fn run(args: &Args) -> Result<(), String> {
             "",
             "≤ 20 MB"
         );
+        let files = models[(models.len() - 1) / 2]
+            .files_after_unload
+            .iter()
+            .map(|(f, kib)| format!("{f} {}", mb(*kib)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!("  of its mapped files (the median round's): {files}");
     }
     Ok(())
 }
