@@ -176,7 +176,7 @@ def chat_load(program, platform):
 # --- criterion benches ------------------------------------------------------------
 
 
-def criterion(build, ctx, bench, filt=None, extra=()):
+def criterion(build, ctx, bench, filt=None, extra=(), env_extra=None):
     """{benchmark id: median ms} of one run of a build's criterion bench."""
     exe = build.benches.get(bench)
     if not exe:
@@ -185,7 +185,7 @@ def criterion(build, ctx, bench, filt=None, extra=()):
         cmd = [exe, "--bench", "--warm-up-time", "1", "--measurement-time", str(ctx.measurement_time), *extra]
         if filt:
             cmd.append(filt)
-        env = dict(env_of(ctx), CRITERION_HOME=home)
+        env = dict(env_of(ctx), CRITERION_HOME=home, **(env_extra or {}))
         with open(ctx.raw / f"criterion-{bench}-{build.rev}.log", "a") as log:
             log.write(f"\n$ {' '.join(map(str, cmd))}\n")
             log.flush()
@@ -277,12 +277,17 @@ def workflow(build, ctx):
 SANDBOX_ROWS = [
     Row("exec_bare", "`sh -c true` as `exec` starts it, bare", "ms", decimals=2),
     Row("exec_sandboxed", "  the same through the sandbox", "ms", decimals=2),
-    Row("exec_added", "  the sandbox's added cost per command (bare and sandboxed in turn; sandboxed − bare where a build lacks that row)", "ms", 0.5, decimals=2),
+    Row("exec_added", "  the sandbox's added cost per command (bare and sandboxed in turn, the release launcher as shipped; sandboxed − bare where a build lacks that row)", "ms", 0.5, decimals=2),
 ]
 
 
 def sandbox(build, ctx):
-    ids = criterion(build, ctx, "exec_sandbox")
+    # The launcher as shipped (the release build's), not the bench's own
+    # quick-release build; a build whose bench predates the variable
+    # ignores it.
+    launcher = build.exe("pincer-sandbox")
+    extra_env = {"PINCER_BENCH_LAUNCHER": str(launcher)} if Path(launcher).is_file() else {}
+    ids = criterion(build, ctx, "exec_sandbox", env_extra=extra_env)
     bare, boxed = ids.get("exec_sandbox/bare"), ids.get("exec_sandbox/sandboxed")
     # Bare and sandboxed runs taken in turn measure the difference better
     # than two rows timed one after the other; builds without that row

@@ -13,7 +13,10 @@
 //! Run with `cargo bench -p pincer-daemon --bench exec_sandbox`. The
 //! launcher is another package's binary, which cargo does not build for a
 //! bench of this one, so the bench builds it first, in the bench's own
-//! profile (`release`, or the `--profile` given), into the same folder.
+//! profile (`release`, or the `--profile` given), into the same folder;
+//! `PINCER_BENCH_LAUNCHER` names another one instead (`bench/run.py`
+//! passes the release build's, the launcher as shipped, when the bench
+//! itself is built in `quick-release`).
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -127,9 +130,19 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// `pincer-sandbox`, built in this bench's profile beside pincerd (the
-/// same target folder, wherever that is).
+/// `pincer-sandbox`: the one `PINCER_BENCH_LAUNCHER` names, else built in
+/// this bench's profile beside pincerd (the same target folder, wherever
+/// that is).
 fn launcher() -> PathBuf {
+    if let Some(given) = std::env::var_os("PINCER_BENCH_LAUNCHER") {
+        let given = PathBuf::from(given);
+        assert!(
+            given.is_file(),
+            "PINCER_BENCH_LAUNCHER names {}, which is not a file",
+            given.display()
+        );
+        return given;
+    }
     let pincerd = Path::new(env!("CARGO_BIN_EXE_pincerd"));
     let dir = pincerd.parent().unwrap();
     let launcher = dir.join(pincer_sandbox::BINARY);

@@ -372,7 +372,7 @@ fn mapped_files(pid: u32) -> Vec<(String, u64)> {
         }
     }
     let mut files: Vec<_> = by_file.into_iter().filter(|(_, kib)| *kib > 0).collect();
-    files.sort_by(|a, b| b.1.cmp(&a.1));
+    files.sort_by_key(|f| std::cmp::Reverse(f.1));
     files.truncate(5);
     files
 }
