@@ -32,8 +32,9 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// once; the rest wait their turn. Each call in flight holds a connection
 /// of its own (HTTP/1.1), and the client keeps a connection it opened:
 /// without a bound, 200 chats answered at once opened some 150
-/// connections and kept them, about 19 MB of the daemon's peak RSS
-/// (measured with `pincer-telegram-load`). More would not be faster: the
+/// connections and kept them (measured with `pincer-telegram-load`: the
+/// burst raised the daemon's RSS by 19 MB with them, 9 MB with this
+/// bound). More would not be faster: the
 /// Bot API lets a bot send about 30 messages a second in all, and 8 calls
 /// at a time keep far more than that going at a transatlantic round trip.
 const CALLS_IN_FLIGHT: usize = 8;
