@@ -644,7 +644,10 @@ async fn run(args: &Args) -> Result<(), String> {
             "",
             "≤ 20 MB"
         );
-        let files = models[(models.len() - 1) / 2]
+        // The round whose RSS after the unload is the median shown above.
+        let mut by_rss: Vec<&ModelReading> = models.iter().collect();
+        by_rss.sort_by_key(|m| m.after_unload.rss);
+        let files = by_rss[(by_rss.len() - 1) / 2]
             .files_after_unload
             .iter()
             .map(|(f, kib)| format!("{f} {}", mb(*kib)))
