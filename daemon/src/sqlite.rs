@@ -1,36 +1,42 @@
 //! A SQLite database owned by one thread (WAL, `synchronous = NORMAL`):
 //! it holds the only connection and runs every job in order, so there is
 //! exactly one writer and async tasks never block on SQLite — they send a
-//! closure and await its answer. Schemas grow by numbered migrations kept
-//! in `user_version` (`pincer_migrate`; a file of a newer schema is
-//! refused). The session registry and the workflow runs each own
-//! one.
+//! closure and await its answer (the thread is a [`pincer_worker::Worker`]).
+//! Schemas grow by numbered migrations kept in `user_version`
+//! (`pincer_migrate`; a file of a newer schema is refused). The session
+//! registry, the workflow runs, schedules and approvals each own one.
 
 use std::path::Path;
-use std::thread;
 
 use pincer_migrate::MigrateError;
+use pincer_worker::{Unfinished, Worker};
 use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     #[error("{0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("the database thread has stopped")]
-    Closed,
+    /// The job panicked, or the database thread is gone.
+    #[error("the database call did not finish (it panicked, or the database thread has stopped)")]
+    Unfinished,
     /// The schema could not be brought up to date, or is newer than this
     /// build knows.
     #[error("{0}")]
     Migrate(#[from] MigrateError),
+    #[error("could not start the database thread: {0}")]
+    Thread(std::io::Error),
 }
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+impl From<Unfinished> for DbError {
+    fn from(_: Unfinished) -> Self {
+        Self::Unfinished
+    }
+}
 
 /// A cloneable handle to the database thread.
 #[derive(Clone)]
 pub struct Db {
-    jobs: mpsc::UnboundedSender<Job>,
+    worker: Worker<Connection>,
 }
 
 impl Db {
@@ -42,16 +48,8 @@ impl Db {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         pincer_migrate::migrate(&mut conn, migrations)?;
-        let (jobs, mut rx) = mpsc::unbounded_channel::<Job>();
-        thread::Builder::new()
-            .name(thread.into())
-            .spawn(move || {
-                while let Some(job) = rx.blocking_recv() {
-                    job(&mut conn);
-                }
-            })
-            .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
-        Ok(Self { jobs })
+        let worker = Worker::start(thread, conn).map_err(DbError::Thread)?;
+        Ok(Self { worker })
     }
 
     /// Runs `f` on the database thread and returns its result.
@@ -60,13 +58,7 @@ impl Db {
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        self.jobs
-            .send(Box::new(move |conn| {
-                let _ = tx.send(f(conn));
-            }))
-            .map_err(|_| DbError::Closed)?;
-        Ok(rx.await.map_err(|_| DbError::Closed)??)
+        Ok(self.worker.run(f).await??)
     }
 
     /// Sends `f` to the database thread now and answers a future of its
@@ -77,24 +69,13 @@ impl Db {
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        let sent = self
-            .jobs
-            .send(Box::new(move |conn| {
-                let _ = tx.send(f(conn));
-            }))
-            .map_err(|_| DbError::Closed);
-        async move {
-            sent?;
-            rx.await
-                .map_err(|_| DbError::Closed)?
-                .map_err(DbError::from)
-        }
+        let answer = self.worker.send(f);
+        async move { Ok(answer.await??) }
     }
 
     /// Queues `f` without waiting for it; jobs still run in order. `Err`
     /// when the thread has stopped.
     pub fn queue(&self, f: impl FnOnce(&mut Connection) + Send + 'static) -> Result<(), DbError> {
-        self.jobs.send(Box::new(f)).map_err(|_| DbError::Closed)
+        Ok(self.worker.queue(f)?)
     }
 }

@@ -109,8 +109,12 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::message::Inbound;
 
-mod shared;
-pub use shared::{SharedLedger, Unfinished};
+pub use pincer_worker::Unfinished;
+
+/// The ledger on a thread of its own ([`Ledger::share`]): bridges under load
+/// make a call per message and per chunk, each commit an fsync, and they
+/// wait for the answers as tasks rather than on a lock.
+pub type SharedLedger = pincer_worker::Worker<Ledger>;
 
 /// How long settled messages are kept by default: [`Ledger::prune`] with
 /// `now - RETENTION_SECS`. Far longer than any platform redelivers.
@@ -305,6 +309,13 @@ impl Ledger {
             .map_err(open_err)?;
         migrate(&mut conn)?;
         Ok(Self { conn })
+    }
+
+    /// Moves the ledger onto a thread of its own, which runs every call in
+    /// the order the calls came (see [`pincer_worker`]). Fails only when
+    /// the system will not start a thread.
+    pub fn share(self) -> std::io::Result<SharedLedger> {
+        pincer_worker::Worker::start("pincer-ledger", self)
     }
 
     /// The resume point stored for `(channel, account, scope)`.

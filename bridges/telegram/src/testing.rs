@@ -16,7 +16,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use pincer_channel::{
     BoxFuture, Bridge, BridgeSettings, Command, Health, Host, HostError, Inbound, Ledger, Pairings,
-    Platform, SharedLedger, TurnEvent,
+    Platform, TurnEvent,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -278,7 +278,7 @@ pub(crate) fn bridge(
         platform,
         host.clone(),
         settings,
-        SharedLedger::start(ledger).unwrap(),
+        ledger.share().unwrap(),
         Arc::new(pairings),
         Arc::new(Health::new("telegram", mode)),
         Box::new(|bytes: &mut [u8]| bytes.fill(7)),

@@ -136,7 +136,7 @@ impl Channels {
         Ok(Self {
             inner: Arc::new(Inner {
                 hub,
-                ledger: SharedLedger::start(ledger).map_err(ChannelsError::LedgerThread)?,
+                ledger: ledger.share().map_err(ChannelsError::LedgerThread)?,
                 pairings: Arc::new(pairings),
                 running: Mutex::default(),
             }),

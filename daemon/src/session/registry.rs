@@ -18,8 +18,8 @@ use crate::util::now_rfc3339;
 pub enum RegistryError {
     #[error("session registry: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("session registry: the database thread has stopped")]
-    Closed,
+    #[error("session registry: {0}")]
+    Db(DbError),
     #[error("session registry: {0}")]
     Migrate(pincer_migrate::MigrateError),
 }
@@ -28,8 +28,8 @@ impl From<DbError> for RegistryError {
     fn from(e: DbError) -> Self {
         match e {
             DbError::Sqlite(e) => Self::Sqlite(e),
-            DbError::Closed => Self::Closed,
             DbError::Migrate(e) => Self::Migrate(e),
+            other => Self::Db(other),
         }
     }
 }

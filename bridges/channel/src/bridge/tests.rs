@@ -327,7 +327,10 @@ fn settings() -> BridgeSettings {
 fn rig_in(dir: &Path, max_chars: usize) -> Rig {
     let platform = FakePlatform::new(max_chars);
     let host = ScriptedHost::new(dir.join("workspace"));
-    let ledger = SharedLedger::start(Ledger::open(&dir.join("channels.db")).unwrap()).unwrap();
+    let ledger = Ledger::open(&dir.join("channels.db"))
+        .unwrap()
+        .share()
+        .unwrap();
     let pairings = Arc::new(Pairings::open(&dir.join("pairing.json")).unwrap());
     let bridge = Bridge::new(
         platform.clone(),
