@@ -5,8 +5,9 @@ Each build is two cargo invocations:
 
 - the product, exactly as users get it: the workspace's binaries
   (`pincerd`, `pincer` and whatever else a package ships) in the `release`
-  profile (fat LTO, stripped); the run measures copies of them, so a build
-  during the run cannot change what is measured;
+  profile (fat LTO, stripped), the sandbox's launcher as
+  `packaging/launcher.sh` builds it for the packages; the run measures
+  copies of them, so a build during the run cannot change what is measured;
 - the in-process criterion benches (`daemon/benches`, `daemon/memory/benches`)
   in the `quick-release` profile (opt-level 3 without the fat-LTO link: four
   LTO links per build would add half an hour; `--release-benches` builds them
@@ -127,6 +128,16 @@ def build_tree(src, target, out, logfile, release_benches):
     (out / "bin").mkdir(parents=True, exist_ok=True)
     for name in bins:
         shutil.copy2(target / "release" / name, out / "bin" / name)
+    # The sandbox's launcher as it ships (statically linked), where the
+    # tree has the script that builds it so (older commits shipped cargo's).
+    script = src / "packaging" / "launcher.sh"
+    if script.is_file():
+        log("  the launcher as shipped (packaging/launcher.sh)…")
+        with open(logfile, "a") as lf:
+            done = subprocess.run(["bash", str(script)], cwd=src, env=env, stdout=subprocess.PIPE, stderr=lf, text=True)
+        if done.returncode != 0:
+            raise BuildError(f"packaging/launcher.sh failed in {src}; see {logfile}")
+        shutil.copy2(done.stdout.strip().splitlines()[-1], out / "bin" / "pincer-sandbox")
     profile = ["--release"] if release_benches else ["--profile", "quick-release", *QUICK_RELEASE]
     log(f"  benches of {', '.join(BENCH_PACKAGES)} ({'release' if release_benches else 'quick-release'})…")
     bflags = [a for p in BENCH_PACKAGES for a in ("-p", p)]

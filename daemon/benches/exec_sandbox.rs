@@ -130,9 +130,9 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// `pincer-sandbox`: the one `PINCER_BENCH_LAUNCHER` names, else built in
-/// this bench's profile beside pincerd (the same target folder, wherever
-/// that is).
+/// `pincer-sandbox`: the one `PINCER_BENCH_LAUNCHER` names, else built as
+/// it ships (`packaging/launcher.sh`, statically linked) in this bench's
+/// profile, in the target folder pincerd was built in.
 fn launcher() -> PathBuf {
     if let Some(given) = std::env::var_os("PINCER_BENCH_LAUNCHER") {
         let given = PathBuf::from(given);
@@ -145,32 +145,21 @@ fn launcher() -> PathBuf {
     }
     let pincerd = Path::new(env!("CARGO_BIN_EXE_pincerd"));
     let dir = pincerd.parent().unwrap();
-    let launcher = dir.join(pincer_sandbox::BINARY);
     let profile = dir.file_name().unwrap().to_str().unwrap();
     let profile = if profile == "debug" { "dev" } else { profile };
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = std::process::Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--profile",
-            profile,
-            "-p",
-            "pincer-sandbox",
-        ])
+    let built = std::process::Command::new("bash")
+        .args(["packaging/launcher.sh", "--profile", profile])
         .env("CARGO_TARGET_DIR", dir.parent().unwrap())
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .status();
-    match built {
-        Ok(status) if status.success() => {}
-        // Without cargo here, one built before will do.
-        _ if launcher.is_file() => {}
-        other => panic!(
-            "cannot build {} ({other:?}): run `cargo build --profile {profile} -p pincer-sandbox`",
-            launcher.display()
-        ),
-    }
-    launcher
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "cannot build the launcher: run `bash packaging/launcher.sh --profile {profile}` ({})",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let path = String::from_utf8(built.stdout).unwrap();
+    PathBuf::from(path.trim())
 }
 
 criterion_group!(benches, bench);

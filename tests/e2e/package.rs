@@ -128,6 +128,26 @@ impl Drop for Installed {
     }
 }
 
+/// Whether the ELF file at `path` names a dynamic loader (a `PT_INTERP`
+/// program header): a statically linked executable does not.
+fn names_a_loader(path: &Path) -> bool {
+    const PT_INTERP: u32 = 3;
+    let elf = std::fs::read(path).unwrap();
+    assert_eq!(
+        &elf[..5],
+        b"\x7fELF\x02",
+        "{} is not a 64-bit ELF file",
+        path.display()
+    );
+    let u16_at = |at: usize| usize::from(u16::from_le_bytes([elf[at], elf[at + 1]]));
+    let phoff = usize::try_from(u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap())).unwrap();
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    (0..phnum).any(|i| {
+        let at = phoff + i * phentsize;
+        u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) == PT_INTERP
+    })
+}
+
 fn installed() -> bool {
     Command::new("dpkg-query")
         .args(["-W", "-f=${Status}", "pincer"])
@@ -255,6 +275,10 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
     );
     let launcher = stdout(Command::new("/usr/bin/pincer-sandbox").arg("--version"));
     assert_eq!(launcher.trim(), format!("pincer-sandbox {version}"));
+    // It starts once per sandboxed command: statically linked, it loads no
+    // libc first (packaging/launcher.sh). pincerd itself is dynamic.
+    assert!(!names_a_loader(Path::new("/usr/bin/pincer-sandbox")));
+    assert!(names_a_loader(Path::new("/usr/bin/pincerd")));
     let unit = std::fs::read_to_string("/usr/lib/systemd/user/pincer.service").unwrap();
     assert!(
         unit.lines()
@@ -317,6 +341,9 @@ fn the_deb_installs_pincer_and_pincerd_and_the_user_unit() {
     let launcher =
         stdout(Command::new(unpacked.path().join(&name).join("pincer-sandbox")).arg("--version"));
     assert_eq!(launcher.trim(), format!("pincer-sandbox {version}"));
+    assert!(!names_a_loader(
+        &unpacked.path().join(&name).join("pincer-sandbox")
+    ));
     // A package user fetches the embedding model with the shipped binaries
     // (pincer runs the pincerd beside it); here from an address that
     // refuses, so the test downloads nothing.
