@@ -47,6 +47,8 @@ def main():
         "machine": first.get("machine") or run.machine(),
         "minutes": sum(m.get("minutes", 0) for m in metas),
         "build_minutes": sum(m.get("build_minutes", 0) for m in metas),
+        # Runs written before the label named their index measured 10k.
+        "idle_index": next((m["idle_index"] for m in metas if "idle_index" in m), "10k-chunk index"),
     }
     print(table.markdown(groups, results, meta), end="")
     print(f"\nMerged from {', '.join(str(d) for d in dirs)}.")

@@ -164,6 +164,8 @@ def main():
         "minutes": (time.monotonic() - started) / 60,
         "build_minutes": (built - started) / 60,
         "profile": "release binaries; criterion benches in " + ("release" if args.release_benches else "quick-release"),
+        "idle_index": "10k-chunk index" if args.idle_chunks == 10_000
+        else f"{args.idle_chunks:,}-chunk index (`--idle-chunks {args.idle_chunks}`)",
     }
     md = table.markdown(wanted, results, meta)
     if peer_table:

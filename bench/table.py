@@ -11,6 +11,8 @@ overlap and the medians differ by more than 5 %; otherwise "same".
 import json
 import statistics
 
+import rows
+
 
 def summary(values):
     values = [v for v in values if v is not None]
@@ -97,17 +99,19 @@ def markdown(groups, results, meta):
         b = cell(base, row) if base else (f"not measured: {bskip}" if bskip else "—")
         r = f"{ratio:.2f}×" if ratio is not None and row.kind != "all" else ""
         n = str(head["n"]) if head else ""
-        lines.append(f"| {row.what} | {h} | {b} | {r} | {n} | {row.budget_text()} | {status} |")
+        what = row.what.replace(rows.IDLE_INDEX, meta["idle_index"])
+        lines.append(f"| {what} | {h} | {b} | {r} | {n} | {row.budget_text()} | {status} |")
     return "\n".join(lines) + "\n"
 
 
 def as_json(groups, results, meta):
-    rows = []
+    out = []
     for (group_title, row, head, base, ratio, change, met, hskip, bskip) in build_rows(groups, results):
-        rows.append({
-            "group": group_title, "key": row.key, "what": row.what.strip(), "unit": row.unit,
+        out.append({
+            "group": group_title, "key": row.key,
+            "what": row.what.replace(rows.IDLE_INDEX, meta["idle_index"]).strip(), "unit": row.unit,
             "head": head, "baseline": base, "ratio": ratio, "change": change,
             "budget": row.budget_text(), "met": met,
             "head_not_measured": hskip, "baseline_not_measured": bskip,
         })
-    return json.dumps({"meta": meta, "rows": rows, "raw": results}, indent=1, default=str)
+    return json.dumps({"meta": meta, "rows": out, "raw": results}, indent=1, default=str)
