@@ -9,7 +9,7 @@ Each build is two cargo invocations:
   `packaging/launcher.sh` builds it for the packages; the run measures
   copies of them, so a build during the run cannot change what is measured;
 - the in-process criterion benches (`daemon/benches`, `daemon/memory/benches`)
-  in the `quick-release` profile (opt-level 3 without the fat-LTO link: four
+  in the `quick-release` profile (the release opt-levels without the fat-LTO link: four
   LTO links per build would add half an hour; `--release-benches` builds them
   in `release` instead).
 

@@ -68,40 +68,49 @@ fn drop_clean_pages() {
 
 /// The `(start, end)` of each mapping in `smaps` (the text of
 /// `/proc/self/smaps`) of the file `exe` that is private, not writable,
-/// and has no page of its own, resident (`Anonymous`) or swapped out.
+/// and has no page of its own, resident (`Anonymous`) or swapped out. A
+/// mapping whose `Anonymous` count is missing or unreadable is kept.
 #[cfg(target_os = "linux")]
 fn clean_ranges(smaps: &str, exe: &str) -> Vec<(usize, usize)> {
+    /// The mapping whose fields are being read, while it qualifies.
+    struct Candidate {
+        range: (usize, usize),
+        owned_kb: u64,
+        anonymous_read: bool,
+    }
     let mut ranges = Vec::new();
-    // The mapping whose fields are being read, while it still qualifies.
-    let mut current: Option<(usize, usize)> = None;
-    let mut owned_kb = 0u64;
-    let mut finish = |current: Option<(usize, usize)>, owned_kb: u64| {
-        if let Some(range) = current.filter(|_| owned_kb == 0) {
-            ranges.push(range);
+    let mut current: Option<Candidate> = None;
+    let mut finish = |current: Option<Candidate>| {
+        if let Some(c) = current.filter(|c| c.anonymous_read && c.owned_kb == 0) {
+            ranges.push(c.range);
         }
     };
     for line in smaps.lines() {
-        match mapping(line) {
+        if let Some((range, perms, path)) = mapping(line) {
             // A header: the mapping before it is complete.
-            Some((range, perms, path)) => {
-                finish(current.take(), owned_kb);
-                owned_kb = 0;
-                current = (matches!(perms, "r-xp" | "r--p") && path == exe).then_some(range);
+            finish(current.take());
+            current = (matches!(perms, "r-xp" | "r--p") && path == exe).then_some(Candidate {
+                range,
+                owned_kb: 0,
+                anonymous_read: false,
+            });
+            continue;
+        }
+        let (Some(c), Some((field @ ("Anonymous" | "Swap"), kb))) =
+            (current.as_mut(), line.split_once(':'))
+        else {
+            continue;
+        };
+        // "    12 kB"
+        match kb.trim().trim_end_matches("kB").trim().parse::<u64>() {
+            Ok(kb) => {
+                c.owned_kb += kb;
+                c.anonymous_read |= field == "Anonymous";
             }
-            None => {
-                if let Some(("Anonymous" | "Swap", kb)) = line.split_once(':') {
-                    // "    12 kB"; a value that does not parse counts as owned.
-                    owned_kb += kb
-                        .trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<u64>()
-                        .unwrap_or(1);
-                }
-            }
+            Err(_) => c.owned_kb += 1,
         }
     }
-    finish(current, owned_kb);
+    finish(current);
     ranges
 }
 
@@ -175,7 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn the_last_mapping_counts_too_and_an_unreadable_count_keeps_it() {
+    fn the_last_mapping_counts_too_and_an_unread_count_keeps_it() {
         let last = entry("5600-5700 r--p 00001000 fd:01 9 /usr/bin/pincerd", 0, 0);
         assert_eq!(
             clean_ranges(&last, "/usr/bin/pincerd"),
@@ -183,6 +192,16 @@ mod tests {
         );
         let odd = last.replace("Anonymous:             0 kB", "Anonymous: many");
         assert!(clean_ranges(&odd, "/usr/bin/pincerd").is_empty(), "{odd}");
+        // A kernel whose smaps has no such field: nothing says it is clean.
+        let without: String = last
+            .lines()
+            .filter(|l| !l.starts_with("Anonymous:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(
+            clean_ranges(&without, "/usr/bin/pincerd").is_empty(),
+            "{without}"
+        );
     }
 
     /// The resident kB of the mapping that starts at `start`, from

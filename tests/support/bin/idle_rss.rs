@@ -22,7 +22,10 @@
 //! - **both bridges**: and `[channels.discord]` with its gateway up and
 //!   one guild channel allowlisted — the SPEC's row;
 //! - **both bridges, empty index** and **no bridges, empty index**: the
-//!   same without the notes, to show what the index costs.
+//!   same without the notes, to show what the index costs;
+//! - with `--model`, **both bridges, local model installed**: the index's
+//!   vectors labelled as the model's, then read after start, while a
+//!   search has the model loaded, and a minute after its idle unload.
 //!
 //! Each start: the socket answers, the bridges connect (Telegram: its
 //! first `getUpdates`; Discord: an identified gateway session and its
@@ -121,8 +124,9 @@ enum Setup {
     Both,
     BothEmptyIndex,
     NoBridgesEmptyIndex,
-    /// Both bridges and the index embedded by the local model, installed
-    /// in the home as README's first command installs it.
+    /// Both bridges and the local model installed in the home as README's
+    /// first command installs it, the index's vectors labelled as the
+    /// model's (see [`label_as_model`]).
     BothModel,
 }
 
@@ -212,8 +216,14 @@ fn env() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+/// The folder the local model is installed in, under the home's
+/// `models/`; the local embedder names itself after it.
+const MODEL_FOLDER: &str = "all-MiniLM-L6-v2";
+
 /// Builds a home whose main agent has `chunks` chunks indexed with
-/// vectors (none when `chunks` is 0), then stops its pincerd.
+/// vectors (none when `chunks` is 0), then stops its pincerd. With
+/// `model`, the model is installed in it and the index labelled as its
+/// (see [`label_as_model`]).
 async fn prepare(
     args: &Args,
     peers: &Peers,
@@ -229,14 +239,7 @@ async fn prepare(
     if chunks > 0 {
         write_notes(&home.join("workspace"), chunks)?;
     }
-    let config = match model {
-        Some(folder) => {
-            let to = home.join("models").join("all-MiniLM-L6-v2");
-            copy_dir(folder, &to).map_err(|e| format!("copying the model: {e}"))?;
-            "[memory]\n".to_string()
-        }
-        None => Setup::NoBridges.config(peers),
-    };
+    let config = Setup::NoBridges.config(peers);
     let mut daemon = Daemon::start(&args.pincerd, home, &config, &env())?;
     daemon.ready().await?;
     if chunks == 0 {
@@ -251,7 +254,40 @@ async fn prepare(
         took.as_secs_f64()
     );
     daemon.stop();
+    if let Some(folder) = model {
+        let to = home.join("models").join(MODEL_FOLDER);
+        copy_dir(folder, &to).map_err(|e| format!("copying the model: {e}"))?;
+        label_as_model(&db)?;
+    }
     std::fs::write(&done, "").map_err(|e| e.to_string())
+}
+
+/// Labels the index at `db`, embedded through the 384-d endpoint, as the
+/// local model's (`meta.embedder` and the embedding cache's rows), so that
+/// a pincerd with the model installed keeps its vectors as a user's would
+/// after indexing. Embedding 10,000 chunks with the model itself takes
+/// over 20 minutes per build on 2 cores; the vectors' values are not what
+/// idle memory depends on, their number, size and layout are, and those
+/// are the same (the model's 384 dimensions). The model is still loaded
+/// and run for real by the search that [`model_phases`] makes.
+fn label_as_model(db: &Path) -> Result<(), String> {
+    let conn = rusqlite::Connection::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
+    let identity = format!("local/{MODEL_FOLDER}");
+    let labelled = conn
+        .execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'embedder'",
+            [&identity],
+        )
+        .map_err(|e| format!("labelling {}: {e}", db.display()))?;
+    if labelled != 1 {
+        return Err(format!("{} names no embedder to relabel", db.display()));
+    }
+    conn.execute(
+        "UPDATE embedding_cache SET provider = 'local', model = ?1",
+        [MODEL_FOLDER],
+    )
+    .map_err(|e| format!("relabelling the embedding cache of {}: {e}", db.display()))?;
+    Ok(())
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -516,9 +552,9 @@ async fn run(args: &Args) -> Result<(), String> {
         .into_iter()
         .filter(|s| args.setups.is_empty() || args.setups.iter().any(|k| k == s.key()))
         .collect();
-    let with_model = kept.join(format!("model-{c}"));
+    let with_model = kept.join(format!("model-labelled-{c}"));
     if let Some(model) = &args.model {
-        eprintln!("indexing {c} chunks with the local model (minutes; kept in --prepared)…");
+        eprintln!("indexing {c} chunks for the local model (its vectors labelled as the model's)…");
         prepare(args, &peers, &with_model, c, Some(model)).await?;
         setups.push(Setup::BothModel);
     }
