@@ -128,8 +128,11 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
                 reconcile(&index).await;
             }
             _ = async { idle.as_mut()?.tick().await; Some(()) }, if idle.is_some() => {
-                if let Some(e) = index.embedder() {
-                    e.release_if_idle(settings.release_model_after);
+                if let Some(e) = index.embedder()
+                    && e.release_if_idle(settings.release_model_after)
+                    && let Err(e) = index.release_mapped_pages().await
+                {
+                    tracing::debug!(error = %e, "memory index: could not let go of its mapped pages");
                 }
             }
         }

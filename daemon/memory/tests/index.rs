@@ -428,3 +428,57 @@ async fn the_quantised_vector_leg_finds_the_exact_nearest_chunks() {
     println!("recall of the exact top 6 through the quantised leg: {recall:.3}");
     assert!(recall >= 0.9, "recall {recall:.3}");
 }
+
+/// Resident kB of this process's mappings of `file` (`/proc/self/smaps`).
+fn mapped_kb(file: &Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let name = file.to_string_lossy();
+    let mut ours = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            ours = line.ends_with(name.as_ref());
+        } else if ours && let Some(v) = line.strip_prefix("Rss:") {
+            kb += v
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .unwrap();
+        }
+    }
+    kb
+}
+
+/// Searches read the index through mmap and those pages stay counted in
+/// the process's RSS; letting go of them (as when the model is unloaded)
+/// leaves none resident, and the next search reads the file again.
+#[tokio::test]
+async fn the_mapped_pages_a_search_read_can_be_let_go() {
+    let root = tempfile::tempdir().unwrap();
+    for n in 0..200 {
+        write(
+            root.path(),
+            &format!("memory/topic-{n:03}.md"),
+            &format!("# Topic {n}\n\nThe heron number {n} fishes in the reeds by the mill.\n"),
+        );
+    }
+    let index = open(
+        root.path(),
+        Some(Arc::new(ProjectionEmbedder::new("p", 64))),
+    );
+    index.sync(Scope::All, None).await.unwrap();
+    let db = root.path().join("memory-main.db");
+    assert!(!search(&index, "heron mill").await.is_empty());
+    let before = mapped_kb(&db);
+    assert!(before > 0, "a search reads the index through its mapping");
+    index.release_mapped_pages().await.unwrap();
+    assert_eq!(
+        mapped_kb(&db),
+        0,
+        "none of the file stays resident (was {before} kB)"
+    );
+    assert!(!search(&index, "heron mill").await.is_empty());
+    assert!(mapped_kb(&db) > 0, "the next search maps the file again");
+}

@@ -172,6 +172,19 @@ impl MemoryIndex {
         state.watcher_error = error;
     }
 
+    /// Lets go of the index file's pages that searches read through
+    /// mmap, on both connections ([`db::remap`]). The watcher calls it
+    /// when the embedding model is unloaded, the moment a search's pages
+    /// are known to be done with.
+    pub async fn release_mapped_pages(&self) -> Result<(), MemoryError> {
+        self.with_conn(|conn, inner| {
+            db::remap(conn)?;
+            let reader = inner.reader.lock().unwrap_or_else(|e| e.into_inner());
+            db::remap(&reader)
+        })
+        .await
+    }
+
     /// The vector leg as it stands now.
     pub fn vector_leg(&self) -> VectorLeg {
         match (&self.inner.embedder, &self.state().vector_error) {
