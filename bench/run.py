@@ -119,7 +119,7 @@ def main():
     ap.add_argument("--idle-chunks", type=int, default=10_000,
                     help="chunks of the idle group's index, and of the one the local model indexes (default 10000)")
     ap.add_argument("--no-model", action="store_true",
-                    help="leave out the local model's rows (its 10k-chunk index takes 25 minutes or more to build per build on 2 cores)")
+                    help="leave out the local model's rows (each waits a minute for the model's idle unload)")
     ap.add_argument("--measurement-time", type=int, default=3, help="criterion's measurement time per benchmark, s (default 3)")
     args = ap.parse_args()
 
