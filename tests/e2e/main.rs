@@ -28,6 +28,7 @@ mod models;
 mod package;
 mod plugins;
 mod policy;
+mod retention;
 mod sandbox;
 mod schedules;
 mod scripted;

@@ -46,7 +46,9 @@ pub use host::{
     Answerer, ApprovalAnswer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, ChatPerson, Command,
     HaltKind, HaltRequest, Host, HostError, Requester, TurnEvent,
 };
-pub use ledger::{Chunk, Claim, Key, Ledger, LedgerError, SharedLedger, Unanswered};
+pub use ledger::{
+    Chunk, Claim, Key, Ledger, LedgerError, RETENTION_SECS, SharedLedger, Unanswered,
+};
 pub use message::{Attachment, Capabilities, ChatKind, Formatting, Inbound, Sender};
 pub use pairings::{Pairings, PairingsError};
 /// The opened folder [`Host::inbox`] answers (the workspace opener's).

@@ -36,14 +36,14 @@ fn os_random(buf: &mut [u8]) {
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use pincer_channel::unix_now as now;
 
 use pincer_channel::{
     Answerer, ApprovalEnd, ApprovalOutcome, ApprovalRequest, Bridge, ChatPerson, HaltKind,
-    HaltRequest, Health, HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError, Requester,
-    SharedLedger,
+    HaltRequest, Health, HealthSnapshot, KnownSender, Ledger, Pairings, PairingsError,
+    RETENTION_SECS, Requester, SharedLedger,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -338,6 +338,34 @@ impl Channels {
             tracing::warn!("could not tell an approved sender: {e}");
         }
         Ok((approved.sender_id, approved.sender_name))
+    }
+
+    /// Keeps the delivery ledger from growing without end: settled
+    /// messages (answered, every chunk confirmed) received more than
+    /// [`RETENTION_SECS`] ago leave it, with their chunks, once at start and
+    /// then every hour, until `stop`. Unanswered ones stay for the replay.
+    /// Far longer than any platform redelivers, so a late duplicate is
+    /// still recognised.
+    pub(crate) fn prune_ledger(&self, stop: CancellationToken) {
+        let ledger = self.ledger().clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(60 * 60));
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    _ = stop.cancelled() => return,
+                }
+                let before = now() as i64 - RETENTION_SECS;
+                match ledger.run(move |l| l.prune(before)).await {
+                    Ok(Ok(0)) => {}
+                    Ok(Ok(n)) => tracing::info!(
+                        "delivery ledger: {n} settled messages older than a week let go"
+                    ),
+                    Ok(Err(e)) => tracing::warn!("delivery ledger: could not prune it: {e}"),
+                    Err(e) => tracing::warn!("delivery ledger: {e}"),
+                }
+            }
+        });
     }
 
     /// Forwards every new approval request to the owners' DMs, and every

@@ -120,6 +120,7 @@ impl Part for ChannelsPart {
     fn start<'a>(&'a self, config: &'a Config) -> StartFuture<'a> {
         self.channels.hub().install_outbox(self.channels.outbox());
         self.channels.forward_approvals(self.stop.child_token());
+        self.channels.prune_ledger(self.stop.child_token());
         for (name, settings) in &config.channels {
             if settings.enabled {
                 self.channels.launch(name, settings);

@@ -1,0 +1,72 @@
+//! What pincerd keeps no longer than it must: the delivery ledger lets go
+//! of settled chat messages a week old (SPEC §11's retention), keeping the
+//! unanswered ones for the replay and the recent ones for recognising a
+//! platform's late duplicate.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use pincer_testkit::harness::TestHome;
+
+/// The ledger's retention (`pincer_channel::RETENTION_SECS`).
+const WEEK: i64 = 7 * 24 * 60 * 60;
+
+fn message_ids(db: &std::path::Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT message_id FROM inbound ORDER BY message_id")
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn settled_messages_a_week_old_leave_the_ledger_and_the_others_stay() {
+    let home = TestHome::new();
+    // The first start creates the ledger with its schema.
+    home.start().stop();
+    let db = home.path().join("state").join("channels.db");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let mut add = conn
+            .prepare(
+                "INSERT INTO inbound (channel, account, message_id, payload, received_at, answered_at)
+                 VALUES ('telegram', 'bot', ?1, '{}', ?2, ?3)",
+            )
+            .unwrap();
+        add.execute(rusqlite::params![
+            "old-answered",
+            now - WEEK - 120,
+            now - WEEK - 60
+        ])
+        .unwrap();
+        add.execute(rusqlite::params![
+            "old-unanswered",
+            now - WEEK - 120,
+            None::<i64>
+        ])
+        .unwrap();
+        add.execute(rusqlite::params!["recent-answered", now - 120, now - 60])
+            .unwrap();
+    }
+    assert_eq!(message_ids(&db).len(), 3);
+
+    let daemon = home.start();
+    let want = ["old-unanswered", "recent-answered"];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while message_ids(&db) != want {
+        assert!(
+            Instant::now() < deadline,
+            "the ledger still holds {:?} 10 s after start",
+            message_ids(&db)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    daemon.stop();
+    assert_eq!(message_ids(&db), want, "nothing else went at the stop");
+}
