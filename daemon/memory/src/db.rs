@@ -97,10 +97,16 @@ pub fn register_sqlite_vec() {
     });
 }
 
+/// How much of the index file SQLite reads through mmap (all of it).
+const MMAP_SIZE: u64 = 1 << 30;
+
 /// Per-connection settings, for the writer and the reader alike: wait for
 /// a lock instead of failing, a small page cache, reads through mmap.
-const CONNECTION_PRAGMAS: &str =
-    "PRAGMA busy_timeout = 5000; PRAGMA cache_size = -2000; PRAGMA mmap_size = 1073741824;";
+fn connection_pragmas() -> String {
+    format!(
+        "PRAGMA busy_timeout = 5000; PRAGMA cache_size = -2000; PRAGMA mmap_size = {MMAP_SIZE};"
+    )
+}
 
 /// Maps the file afresh: every page a search read through the mapping
 /// stays counted in the process's RSS (27.8 MB of a 10k-chunk index's 44
@@ -110,7 +116,9 @@ const CONNECTION_PRAGMAS: &str =
 /// stay in the page cache. Run between statements (SQLite keeps the
 /// mapping while a statement holds a page of it).
 pub fn remap(conn: &Connection) -> Result<(), MemoryError> {
-    conn.execute_batch("PRAGMA mmap_size = 0; PRAGMA mmap_size = 1073741824;")?;
+    conn.execute_batch(&format!(
+        "PRAGMA mmap_size = 0; PRAGMA mmap_size = {MMAP_SIZE};"
+    ))?;
     Ok(())
 }
 
@@ -127,7 +135,7 @@ pub fn open(path: &Path) -> Result<Connection, MemoryError> {
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
     )?;
-    conn.execute_batch(CONNECTION_PRAGMAS)?;
+    conn.execute_batch(&connection_pragmas())?;
     let version: Option<i64> = conn
         .query_row(
             "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -155,7 +163,7 @@ pub fn open(path: &Path) -> Result<Connection, MemoryError> {
 /// A second connection to an index [`open`] has set up, for reads only.
 pub fn open_reader(path: &Path) -> Result<Connection, MemoryError> {
     let conn = Connection::open(path)?;
-    conn.execute_batch(CONNECTION_PRAGMAS)?;
+    conn.execute_batch(&connection_pragmas())?;
     Ok(conn)
 }
 
