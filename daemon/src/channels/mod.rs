@@ -341,7 +341,7 @@ impl Channels {
     }
 
     /// Keeps the delivery ledger from growing without end: settled
-    /// messages (answered, every chunk confirmed) received more than
+    /// messages (answered, or needing no answer) received more than
     /// [`RETENTION_SECS`] ago leave it, with their chunks, once at start and
     /// then every hour, until `stop`. Unanswered ones stay for the replay.
     /// Far longer than any platform redelivers, so a late duplicate is
