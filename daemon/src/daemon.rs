@@ -229,6 +229,14 @@ pub async fn run(home: Home, log_to_stderr: bool) -> Result<(), StartError> {
             .with(server),
     );
     parts.start(&loaded).await;
+    crate::session::retention::keep_audit(
+        runtime.registry().clone(),
+        {
+            let runtime = runtime.clone();
+            move || runtime.config().tools.audit_retention
+        },
+        stop.child_token(),
+    );
     // The server takes connections: what need not delay its first answer
     // starts now (the memory watchers and their first scans).
     parts.started();

@@ -1,7 +1,8 @@
 //! What pincerd keeps no longer than it must: the delivery ledger lets go
 //! of settled chat messages a week old (SPEC §11's retention), keeping the
 //! unanswered ones for the replay and the recent ones for recognising a
-//! platform's late duplicate.
+//! platform's late duplicate; the tool audit lets go of rows older than
+//! `[tools] audit_days`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -69,4 +70,64 @@ fn settled_messages_a_week_old_leave_the_ledger_and_the_others_stay() {
     }
     daemon.stop();
     assert_eq!(message_ids(&db), want, "nothing else went at the stop");
+}
+
+fn audit_calls(db: &std::path::Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT call_id FROM tool_audit ORDER BY call_id")
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Audit rows stamped `at`, as pincerd writes them.
+fn add_audit(db: &std::path::Path, rows: &[(&str, &str)]) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    for (at, call_id) in rows {
+        conn.execute(
+            "INSERT INTO tool_audit (at, session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail)
+             VALUES (?1, 'agent:main:main', 'main', 'owner', 'read', ?2, 'h', 'ok', 1, 'tool', '')",
+            rusqlite::params![at, call_id],
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn audit_rows_older_than_audit_days_leave_and_zero_keeps_them_all() {
+    let home = TestHome::new();
+    home.write_config("[tools]\naudit_days = 0\n");
+    home.start().stop();
+    let db = home.path().join("state").join("pincer.db");
+    let rfc3339 = |days_ago: i64| {
+        let t = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * days_ago);
+        t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    };
+    add_audit(
+        &db,
+        &[(&rfc3339(40), "forty-days"), (&rfc3339(2), "two-days")],
+    );
+
+    // 0 keeps every row (pruning, where it happens, is done within
+    // milliseconds of the start; see below).
+    let daemon = home.start();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(audit_calls(&db), ["forty-days", "two-days"]);
+    daemon.stop();
+
+    home.write_config("[tools]\naudit_days = 30\n");
+    let daemon = home.start();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while audit_calls(&db) != ["two-days"] {
+        assert!(
+            Instant::now() < deadline,
+            "the audit still holds {:?} 10 s after start",
+            audit_calls(&db)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    daemon.stop();
 }

@@ -439,6 +439,8 @@ pub struct ToolsSection {
     pub default_timeout_s: Option<u64>,
     /// How long an approval waits before it counts as denied.
     pub approval_timeout_s: Option<u64>,
+    /// Days the audit table keeps a call's row; 0 keeps every row.
+    pub audit_days: Option<u32>,
     #[serde(default)]
     pub web_fetch: WebFetchSection,
     /// The global policy layer.

@@ -373,6 +373,8 @@ pub struct ToolSettings {
     pub timeouts: BTreeMap<String, Duration>,
     pub default_timeout: Duration,
     pub approval_timeout: Duration,
+    /// How long the audit table keeps a call's row (`None`: for ever).
+    pub audit_retention: Option<Duration>,
     pub web_fetch: WebFetchSettings,
     pub subagents: SubagentLimits,
 }

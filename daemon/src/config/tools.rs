@@ -81,6 +81,10 @@ pub(super) fn tool_settings(
             .collect(),
         default_timeout: Duration::from_secs(file.tools.default_timeout_s.unwrap_or(600)),
         approval_timeout: Duration::from_secs(file.tools.approval_timeout_s.unwrap_or(600)),
+        audit_retention: match file.tools.audit_days.unwrap_or(90) {
+            0 => None,
+            days => Some(Duration::from_secs(u64::from(days) * 24 * 60 * 60)),
+        },
         subagents: SubagentLimits {
             max_depth: file.tools.subagents.max_depth.unwrap_or(1),
             max_children: file.tools.subagents.max_children.unwrap_or(5),

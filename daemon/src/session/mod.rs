@@ -8,6 +8,7 @@ pub mod interrupted;
 pub mod key;
 pub mod principal;
 pub mod registry;
+pub mod retention;
 pub mod transcript;
 
 pub use key::SessionKey;

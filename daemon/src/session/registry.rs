@@ -522,6 +522,20 @@ impl Registry {
             .map_err(RegistryError::from)
     }
 
+    /// Lets go of the audit rows of calls made before `before` (the
+    /// table's retention: `[tools] audit_days`); how many went.
+    pub async fn prune_audit(&self, before: time::OffsetDateTime) -> Result<usize, RegistryError> {
+        let before = before
+            .to_offset(time::UtcOffset::UTC)
+            .format(&time::format_description::well_known::Rfc3339)
+            // A time RFC 3339 cannot write (before year 0): nothing is older.
+            .unwrap_or_default();
+        // Stamps are RFC 3339 in UTC (`now_rfc3339`), so text order is
+        // time order to the second.
+        self.call(move |conn| conn.execute("DELETE FROM tool_audit WHERE at < ?1", [before]))
+            .await
+    }
+
     /// The newest `limit` audit rows of a session (all sessions if empty),
     /// oldest first, each with the time of the call (RFC 3339).
     pub async fn audit_rows(
@@ -764,5 +778,48 @@ mod tests {
         let rows = reg.audit_rows(None, 10).await.unwrap();
         let arguments: Vec<&str> = rows.iter().map(|(_, r)| r.arguments.as_str()).collect();
         assert_eq!(arguments, ["", r#"{"command":"ls"}"#]);
+    }
+
+    #[tokio::test]
+    async fn audit_rows_older_than_the_cutoff_go_and_newer_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry::open(&dir.path().join("p.db")).unwrap();
+        let row = |call_id: &str| AuditRecord {
+            session_key: "agent:main:main".into(),
+            agent: "main".into(),
+            sender: "owner".into(),
+            tool: "read".into(),
+            call_id: call_id.into(),
+            args_hash: "h".into(),
+            outcome: "ok".into(),
+            duration_ms: 1,
+            decided_by: "tool".into(),
+            detail: String::new(),
+            arguments: String::new(),
+        };
+        reg.audit(row("new")).unwrap();
+        // Two rows from months ago, as an older pincerd wrote them.
+        reg.call(|conn| {
+            for (at, id) in [("2026-01-02T03:04:05Z", "old"), ("2026-01-02T03:04:05.5Z", "old2")] {
+                conn.execute(
+                    "INSERT INTO tool_audit (at, session_key, agent, sender, tool, call_id, args_hash, outcome, duration_ms, decided_by, detail) VALUES (?1, 'agent:main:main', 'main', 'owner', 'read', ?2, 'h', 'ok', 1, 'tool', '')",
+                    [at, id],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let week_ago = time::OffsetDateTime::now_utc() - time::Duration::days(7);
+        assert_eq!(reg.prune_audit(week_ago).await.unwrap(), 2);
+        let left: Vec<String> = reg
+            .audit_rows(None, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, r)| r.call_id)
+            .collect();
+        assert_eq!(left, ["new"]);
+        assert_eq!(reg.prune_audit(week_ago).await.unwrap(), 0);
     }
 }

@@ -46,6 +46,7 @@ pub(super) fn ctx(dir: &std::path::Path) -> ToolContext {
             timeouts: Default::default(),
             default_timeout: Duration::from_secs(600),
             approval_timeout: Duration::from_secs(600),
+            audit_retention: None,
             web_fetch: Default::default(),
             subagents: crate::config::SubagentLimits {
                 max_depth: 1,
