@@ -85,6 +85,18 @@ impl When {
                 fields,
             });
         }
+        // croner reads a field of commas alone as the empty set and then
+        // searches for seconds before it finds no time (found by fuzzing).
+        if !nickname
+            && let Some(empty) = expr
+                .split_whitespace()
+                .find(|f| f.split(',').all(str::is_empty))
+        {
+            return Err(WhenError::Cron {
+                expr: expr.to_string(),
+                why: format!("the field `{empty}` names no value"),
+            });
+        }
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .year(Year::Disallowed)
@@ -354,6 +366,18 @@ mod tests {
             out.push(t.to_zoned(w.zone()).to_string());
         }
         out
+    }
+
+    #[test]
+    fn a_field_of_commas_alone_is_refused_at_once() {
+        let started = std::time::Instant::now();
+        for expr in ["0 , * * 1-5", ", 9 * * *", "0 0 ,, * *"] {
+            let e = When::cron(expr, Some("UTC")).unwrap_err();
+            assert!(e.to_string().contains("names no value"), "{e}");
+        }
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
+        // A trailing comma beside a value still reads as the value.
+        assert!(When::cron("0 1, * * *", Some("UTC")).is_ok());
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeSet;
 
+use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::Value;
 
@@ -72,7 +73,11 @@ impl Templates {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         env.set_fuel(Some(FUEL));
-        env.set_keep_trailing_newline(true);
+        // The default delimiters with the trailing newline kept: a
+        // builder that cannot fail for them.
+        if let Ok(syntax) = SyntaxConfig::builder().keep_trailing_newline(true).build() {
+            env.set_syntax(syntax);
+        }
         Self { env }
     }
 
@@ -91,12 +96,18 @@ impl Templates {
 
     /// Renders a template against `ctx`.
     pub fn render(&self, source: &str, ctx: &Value) -> Result<String, TemplateError> {
-        Ok(self.env.template_from_str(source)?.render(ctx)?)
+        Ok(self
+            .env
+            .template_from_str(source)?
+            .render(minijinja::value::Serde(ctx))?)
     }
 
     /// Evaluates an expression against `ctx`.
     pub fn eval(&self, source: &str, ctx: &Value) -> Result<Value, TemplateError> {
-        let v = self.env.compile_expression(source)?.eval(ctx)?;
+        let v = self
+            .env
+            .compile_expression(source)?
+            .eval(minijinja::value::Serde(ctx))?;
         serde_json::to_value(&v).map_err(|e| TemplateError {
             line: None,
             reason: format!("the value cannot be used as data: {e}"),
@@ -105,7 +116,11 @@ impl Templates {
 
     /// Whether an expression is true (Jinja's truth: empty is false).
     pub fn is_true(&self, source: &str, ctx: &Value) -> Result<bool, TemplateError> {
-        Ok(self.env.compile_expression(source)?.eval(ctx)?.is_true())
+        Ok(self
+            .env
+            .compile_expression(source)?
+            .eval(minijinja::value::Serde(ctx))?
+            .is_true())
     }
 
     /// Renders every string inside `value`; a string that is one
@@ -177,6 +192,17 @@ mod tests {
             paths.into_iter().collect::<Vec<_>>(),
             ["inputs.folder", "steps.list.output"]
         );
+    }
+
+    /// MiniJinja 2 panicked ("empty lexer stack") on a closing `}}` inside
+    /// an expression, found by fuzzing; 3 refuses it.
+    #[test]
+    fn a_stray_closing_delimiter_in_an_expression_is_an_error() {
+        let t = Templates::new();
+        for source in ["x }} y", "steps.a }} {{ b"] {
+            assert!(t.check_expression(source).is_err(), "{source}");
+            assert!(t.eval(source, &json!({})).is_err(), "{source}");
+        }
     }
 
     #[test]
