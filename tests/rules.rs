@@ -293,6 +293,41 @@ fn every_workspace_crate_has_its_rule() {
     }
 }
 
+/// Each `[[package]]` of a Cargo.lock as (name, version).
+fn locked(path: &Path) -> BTreeSet<(String, String)> {
+    let text = std::fs::read_to_string(path).expect("a lockfile");
+    text.split("[[package]]")
+        .filter_map(|block| {
+            let field = |key: &str| {
+                block.lines().find_map(|l| {
+                    l.strip_prefix(key)
+                        .map(|v| v.trim().trim_matches('"').to_string())
+                })
+            };
+            Some((field("name = ")?, field("version = ")?))
+        })
+        .collect()
+}
+
+/// The fuzzer (outside the workspace, built `--locked`) uses the versions
+/// the workspace uses: a dependency change that forgot fuzz/Cargo.lock
+/// fails here, in seconds, rather than in the fuzzing at the end of the
+/// suite.
+#[test]
+fn the_fuzzers_lockfile_follows_the_workspaces() {
+    let workspace = locked(&repo().join("Cargo.lock"));
+    let names: BTreeSet<&String> = workspace.iter().map(|(n, _)| n).collect();
+    let stale: Vec<_> = locked(&repo().join("fuzz/Cargo.lock"))
+        .into_iter()
+        .filter(|(name, _)| names.contains(name))
+        .filter(|p| !workspace.contains(p))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "fuzz/Cargo.lock has versions the workspace does not: {stale:?}; copy Cargo.lock to fuzz/Cargo.lock and run `cargo metadata` in fuzz/ (CONTRIBUTING.md)"
+    );
+}
+
 #[test]
 fn the_seam_finder_sees_what_it_should() {
     assert!(result_of_string("pub fn a() -> Result<(), String> {"));

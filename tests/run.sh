@@ -3,8 +3,9 @@
 # installs the test peers (tests/setup.sh, cached under ~/.cache), checks
 # formatting and lints (rustfmt, clippy with warnings denied; unwrap/expect
 # are denied outside tests by the workspace lints), then runs every unit and
-# end-to-end test of the workspace with `cargo test`, and closes with the
-# total over all test binaries.
+# end-to-end test of the workspace with `cargo test`, fuzzes every fuzz
+# target for a bounded time (fuzz/run.sh), and closes with the total over
+# all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +44,10 @@ cargo test --workspace --locked --features pincer-daemon/exact-tokens --lib "$@"
 cargo test --workspace --locked --test retrieval_eval "$@" -- --nocapture 2>&1 | tee -a "$log" || status=$?
 # The BFCL parser round trip prints its table of counts per category.
 cargo test --workspace --locked --test bfcl "$@" -- --nocapture 2>&1 | tee -a "$log" || status=$?
+# The hardening suites' fuzzing (docs/src/hardening.md): every fuzz
+# target 10 s from its committed corpus, two at a time; a crash or hang
+# fails the suite and is saved under fuzz/regressions/.
+bash fuzz/run.sh --seconds 10 2>&1 | tee -a "$log" || status=$?
 # One closing line for all the test binaries cargo ran.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "%d passed, %d failed\n", p, f }' "$log"

@@ -5,7 +5,7 @@
 # a virtual environment;
 # the BFCL v4 data; the MiniLM embedding model (fetched by pincerd itself, so this builds it); the MCP servers and conformance suite from npm; and
 # the Telegram Bot API emulator telegram-test-api and the Discord server crabline
-# (@openclaw/crabline, on Node 22) from npm, cargo-deb and mdbook from crates.io, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
+# (@openclaw/crabline, on Node 22) from npm, cargo-deb, cargo-afl (with the AFL++ it builds) and mdbook from crates.io, and dbus-daemon (apt-get install dbus); the downloads cached under ~/.cache/pincer-test (or $PINCER_TEST_PEERS). Safe to run
 # repeatedly: it does nothing when the pinned versions are already there.
 set -euo pipefail
 
@@ -202,6 +202,28 @@ for tool in dpkg-deb dpkg-shlibdeps xz strip; do
   command -v "$tool" >/dev/null 2>&1 || {
     echo "tests/setup.sh: $tool is missing; the .deb test needs it (apt-get install dpkg-dev xz-utils binutils)" >&2; exit 1; }
 done
+
+# cargo-afl (crates.io, MIT/Apache-2.0) and the AFL++ it builds from the
+# source in its crate (Apache-2.0), for fuzz/run.sh: the installed
+# binary into $peers/cargo-afl, AFL++ into $peers/afl-data (its
+# XDG_DATA_HOME). Needs only a C compiler and make.
+cargo_afl_version=0.18.2
+cargo_afl_root="$peers/cargo-afl"
+if [ -x "$cargo_afl_root/bin/cargo-afl" ] &&
+   [[ "$("$cargo_afl_root/bin/cargo-afl" afl --version 2>/dev/null || true)" == "cargo-afl $cargo_afl_version "* ]]; then
+  echo "cargo-afl $cargo_afl_version already installed in $cargo_afl_root"
+else
+  echo "installing cargo-afl $cargo_afl_version into $cargo_afl_root"
+  cargo install cargo-afl --version "$cargo_afl_version" --locked --root "$cargo_afl_root" --quiet
+fi
+# `afl-fuzz -h` exits 1 even when it is there: its banner tells.
+afl_banner=$(XDG_DATA_HOME="$peers/afl-data" PATH="$cargo_afl_root/bin:$PATH" cargo afl fuzz -h 2>&1 || true)
+case "$afl_banner" in
+  *afl-fuzz*) echo "AFL++ already built in $peers/afl-data" ;;
+  *)
+    echo "building AFL++ into $peers/afl-data"
+    XDG_DATA_HOME="$peers/afl-data" PATH="$cargo_afl_root/bin:$PATH" cargo afl config --build --force >/dev/null ;;
+esac
 
 # mdBook (crates.io, MPL-2.0) for the user guide in docs/: the book test
 # (tests/e2e/book.rs) builds it and checks its links, offline. Only the

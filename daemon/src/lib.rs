@@ -12,6 +12,8 @@ pub mod config;
 pub mod context;
 pub mod daemon;
 pub mod doctor;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod home;
 pub mod launch;
 pub mod lifecycle;

@@ -15,8 +15,11 @@ pub mod bridge;
 pub mod chunk;
 pub mod context;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod health;
 pub mod host;
+mod html_check;
 pub mod ledger;
 pub mod message;
 pub mod pairings;

@@ -166,7 +166,7 @@ fn actor(data: &Value) -> Sender {
     }
 }
 
-fn button(id: &str, token: &str, data: &Value) -> Option<Event> {
+pub(crate) fn button(id: &str, token: &str, data: &Value) -> Option<Event> {
     let sender = actor(data);
     Some(Event::Button(ButtonPress {
         id: format!("{id}:{token}"),

@@ -293,7 +293,12 @@ fn gateway_url(base: &str) -> String {
 }
 
 /// One dispatch besides READY / RESUMED.
-fn dispatch(discord: &Arc<Discord>, kind: &str, data: &Value, queue: &mpsc::UnboundedSender<Item>) {
+pub(crate) fn dispatch(
+    discord: &Arc<Discord>,
+    kind: &str,
+    data: &Value,
+    queue: &mpsc::UnboundedSender<Item>,
+) {
     match kind {
         "GUILD_CREATE" => {
             let guild = data["id"].as_str().map(str::to_string);

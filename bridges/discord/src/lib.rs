@@ -19,6 +19,8 @@ mod check;
 mod commands;
 mod discord;
 mod events;
+#[doc(hidden)]
+pub mod fuzz;
 mod gateway;
 mod inbound;
 mod model;

@@ -14,6 +14,8 @@
 mod api;
 mod download;
 mod error;
+#[doc(hidden)]
+pub mod fuzz;
 mod me;
 mod platform;
 mod poll;

@@ -19,6 +19,8 @@ pub mod agent;
 pub mod channels;
 pub mod daemon;
 pub mod fit;
+#[doc(hidden)]
+pub mod fuzz;
 mod lazy;
 pub mod memory;
 mod request;

@@ -2,7 +2,7 @@
 //! Requests are checked and events converted in `pb`; the handlers
 //! call the hub.
 
-mod pb;
+pub(super) mod pb;
 
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;

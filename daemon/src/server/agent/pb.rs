@@ -17,7 +17,7 @@ use crate::tools::arguments::shorten;
 
 /// A chat request, checked: a message to send to a session.
 #[derive(Debug, PartialEq)]
-pub(super) struct ChatInput {
+pub(in crate::server) struct ChatInput {
     pub agent: String,
     pub session: String,
     pub message: String,

@@ -3,7 +3,7 @@
 //! approved or denied (`pincer pairing allowed|revoke`). Converts (`pb`)
 //! and calls [`crate::channels::Channels`]; nothing is decided here.
 
-mod pb;
+pub(super) mod pb;
 
 use tonic::{Request, Response, Status};
 

@@ -16,7 +16,7 @@ use crate::server::request::RequestError;
 
 /// A revoke request, checked: it names a sender.
 #[derive(Debug, PartialEq)]
-pub(super) struct RevokeInput {
+pub(in crate::server) struct RevokeInput {
     pub channel: String,
     pub sender_id: String,
 }
@@ -37,7 +37,7 @@ impl TryFrom<pb::RevokePairingRequest> for RevokeInput {
 
 /// An approve or deny of a pairing code, checked: it names the code.
 #[derive(Debug, PartialEq)]
-pub(super) struct DecideInput {
+pub(in crate::server) struct DecideInput {
     pub channel: String,
     pub code: String,
     pub approve: bool,

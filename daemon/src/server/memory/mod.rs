@@ -3,7 +3,7 @@
 //! so a client can never show keyword-only results as hybrid ones.
 //! Requests are checked and answers converted in `pb`.
 
-mod pb;
+pub(super) mod pb;
 
 use std::time::Instant;
 

@@ -15,7 +15,7 @@ use crate::server::request::RequestError;
 
 /// A search request, checked: the agent and the query for its index.
 #[derive(Debug)]
-pub(super) struct SearchInput {
+pub(in crate::server) struct SearchInput {
     pub agent: String,
     pub query: memory::Query,
 }

@@ -2,7 +2,7 @@
 //! list|show|add|edit|remove|pause|resume|run-now|history`). What each
 //! verb does is `schedule::manage`'s; this converts (`pb`).
 
-mod pb;
+pub(super) mod pb;
 
 use tonic::{Request, Response, Status};
 

@@ -20,7 +20,7 @@ const DEFAULT_HISTORY: u32 = 20;
 
 /// A schedule to make, checked: its name trimmed, its fields read.
 #[derive(Debug, PartialEq)]
-pub(super) struct AddInput {
+pub(in crate::server) struct AddInput {
     pub name: String,
     pub fields: ScheduleFields,
 }
@@ -44,7 +44,7 @@ impl TryFrom<pb::AddScheduleRequest> for AddInput {
 
 /// A change to a schedule, checked: the keys to set, as JSON.
 #[derive(Debug, PartialEq)]
-pub(super) struct EditInput {
+pub(in crate::server) struct EditInput {
     pub name: String,
     pub patch: Map<String, Value>,
 }

@@ -4,7 +4,7 @@
 //! approvals waiting and their answers. Requests are checked and answers
 //! converted in `pb`.
 
-mod pb;
+pub(super) mod pb;
 
 use tonic::{Request, Response, Status};
 

@@ -22,7 +22,7 @@ use crate::tools::policy::Verdict;
 
 /// An answer to a waiting request, checked: the id and one decision.
 #[derive(Debug, PartialEq)]
-pub(super) struct DecideInput {
+pub(in crate::server) struct DecideInput {
     /// As typed; the approvals trim it.
     pub id: String,
     pub decision: Decision,

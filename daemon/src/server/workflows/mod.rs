@@ -2,7 +2,7 @@
 //! (`pincer workflows list|check|show|graph`). The library and its checks
 //! are `workflow`'s; this converts (`pb`).
 
-mod pb;
+pub(super) mod pb;
 
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status};

@@ -51,7 +51,7 @@ fn inputs_of(raw: HashMap<String, String>) -> Map<String, Value> {
 
 /// A resolve request, checked: the run and how its step is settled.
 #[derive(Debug, PartialEq)]
-pub(super) struct ResolveInput {
+pub(in crate::server) struct ResolveInput {
     /// Trimmed.
     pub run: String,
     pub settle: Settle,
