@@ -8,6 +8,7 @@ mod cli;
 mod cli_output;
 mod config_check;
 mod context;
+mod crash;
 mod discord;
 mod discord_crabline;
 mod discord_emulator;

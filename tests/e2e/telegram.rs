@@ -19,7 +19,7 @@ pub(crate) struct Rig {
     pub(crate) tg: TelegramEmulator,
     pub(crate) llm: ScriptedLlm,
     pub(crate) home: TestHome,
-    daemon: Option<Daemon>,
+    pub(crate) daemon: Option<Daemon>,
 }
 
 /// pincerd with the Telegram channel at the emulator; `agent` is added to
@@ -28,7 +28,7 @@ pub(crate) async fn rig(agent: &str, channel: &str) -> Rig {
     rig_with(TelegramEmulator::start(), agent, channel).await
 }
 
-async fn rig_with(tg: TelegramEmulator, agent: &str, channel: &str) -> Rig {
+pub(crate) async fn rig_with(tg: TelegramEmulator, agent: &str, channel: &str) -> Rig {
     rig_model(tg, agent, channel, "").await
 }
 
