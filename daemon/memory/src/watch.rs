@@ -4,7 +4,9 @@
 //! whatever the events missed (changes while the daemon was down, a watch
 //! that failed, an inotify queue overflow). A failing watcher is visible in
 //! the index status and is set up again at the next scan; it never fails
-//! silently.
+//! silently. A re-index that fails (a full disk) is tried again, whole,
+//! with a growing wait ([`Retry`]), so the index catches up once the
+//! cause is gone rather than at the next scan.
 //!
 //! Idle, the watcher wakes nobody: no timer runs between a burst's
 //! deadline and the next scan (SPEC §14, "≈ 0 wake-ups between
@@ -91,7 +93,8 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
     if let Some(w) = watcher.as_mut() {
         watches.ensure(&index, w);
     }
-    reconcile(&index).await;
+    let mut retry = Retry::default();
+    retry.after(reconcile(&index).await, settings.reconcile_every);
     let mut scan = tokio::time::interval(settings.reconcile_every);
     scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     scan.tick().await;
@@ -119,13 +122,20 @@ async fn run(index: MemoryIndex, settings: WatchSettings, stop: CancellationToke
                 let appeared = watcher
                     .as_mut()
                     .is_some_and(|w| watches.ensure(&index, w));
-                handle_events(&index, std::mem::take(&mut burst), appeared).await;
+                // A success here covers only the burst's files: a retry
+                // pending for an earlier failure stays.
+                if !handle_events(&index, std::mem::take(&mut burst), appeared).await {
+                    retry.after(false, settings.reconcile_every);
+                }
             }
             _ = scan.tick() => {
                 if let Some(w) = watcher.as_mut() {
                     watches.ensure(&index, w);
                 }
-                reconcile(&index).await;
+                retry.after(reconcile(&index).await, settings.reconcile_every);
+            }
+            () = tokio::time::sleep_until(retry.due().unwrap_or_else(Instant::now)), if retry.due().is_some() => {
+                retry.after(reconcile(&index).await, settings.reconcile_every);
             }
             _ = async { idle.as_mut()?.tick().await; Some(()) }, if idle.is_some() => {
                 if let Some(e) = index.embedder()
@@ -183,7 +193,8 @@ fn release_after_indexing(index: &MemoryIndex, embedded: usize) {
     }
 }
 
-async fn reconcile(index: &MemoryIndex) {
+/// A scan of everything; whether it could be done.
+async fn reconcile(index: &MemoryIndex) -> bool {
     match index.sync(Scope::All, None).await {
         Ok(report) => {
             release_after_indexing(index, report.chunks_embedded);
@@ -200,12 +211,17 @@ async fn reconcile(index: &MemoryIndex) {
             if let Some(e) = report.embed_error {
                 tracing::warn!(agent = index.agent(), "memory vectors not updated: {e}");
             }
+            true
         }
-        Err(e) => tracing::error!(agent = index.agent(), "memory reconcile scan failed: {e}"),
+        Err(e) => {
+            tracing::error!(agent = index.agent(), "memory reconcile scan failed: {e}");
+            false
+        }
     }
 }
 
-async fn handle_events(index: &MemoryIndex, burst: Burst, appeared: bool) {
+/// Re-indexes what a burst of events names; whether it could be done.
+async fn handle_events(index: &MemoryIndex, burst: Burst, appeared: bool) -> bool {
     let roots = roots(index);
     // Events from a parent watched while a memory folder is missing name
     // its other entries too; only paths inside the memory folders count.
@@ -238,13 +254,49 @@ async fn handle_events(index: &MemoryIndex, burst: Burst, appeared: bool) {
     let scope = if rescan {
         Scope::All
     } else if paths.is_empty() {
-        return;
+        return true;
     } else {
         Scope::Paths(paths.into_iter().collect())
     };
     match index.sync(scope, None).await {
-        Ok(report) => release_after_indexing(index, report.chunks_embedded),
-        Err(e) => tracing::error!(agent = index.agent(), "memory re-index failed: {e}"),
+        Ok(report) => {
+            release_after_indexing(index, report.chunks_embedded);
+            true
+        }
+        Err(e) => {
+            tracing::error!(agent = index.agent(), "memory re-index failed: {e}");
+            false
+        }
+    }
+}
+
+/// When a failed re-index (a full disk, say) is tried again: after
+/// [`RETRY_FIRST`], then twice as long each time up to the reconcile
+/// interval. The index catches up soon after the cause goes away, and a
+/// lasting failure wakes the daemon seldom; none is pending while the
+/// index is fine, so an idle daemon still wakes nobody.
+#[derive(Default)]
+struct Retry {
+    next: Option<(Instant, Duration)>,
+}
+
+/// The first wait before a failed re-index is tried again.
+const RETRY_FIRST: Duration = Duration::from_secs(2);
+
+impl Retry {
+    fn after(&mut self, ok: bool, longest: Duration) {
+        self.next = if ok {
+            None
+        } else {
+            let wait = self.next.map_or(RETRY_FIRST, |(_, last)| {
+                (last * 2).min(longest.max(RETRY_FIRST))
+            });
+            Some((Instant::now() + wait, wait))
+        };
+    }
+
+    fn due(&self) -> Option<Instant> {
+        self.next.map(|(at, _)| at)
     }
 }
 
@@ -345,5 +397,31 @@ impl Watches {
             problem,
         );
         appeared
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_reindex_is_retried_sooner_then_later_and_a_success_ends_it() {
+        let longest = Duration::from_secs(600);
+        let mut retry = Retry::default();
+        assert!(
+            retry.due().is_none(),
+            "nothing pending while the index is fine"
+        );
+        let waits: Vec<Duration> = (0..11)
+            .map(|_| {
+                retry.after(false, longest);
+                retry.next.map(|(_, wait)| wait).unwrap_or_default()
+            })
+            .collect();
+        assert_eq!(waits[0], RETRY_FIRST);
+        assert_eq!(waits[1], RETRY_FIRST * 2);
+        assert_eq!(waits[10], longest, "{waits:?}");
+        retry.after(true, longest);
+        assert!(retry.due().is_none());
     }
 }
