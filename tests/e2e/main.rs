@@ -16,6 +16,7 @@ mod discord_restart;
 mod discord_telegram;
 mod escapes;
 mod fakellm;
+mod faults;
 mod grpc;
 mod guard;
 mod hostile;
