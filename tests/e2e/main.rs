@@ -37,6 +37,7 @@ mod scripted;
 mod service;
 mod sessions_tools;
 mod shutdown;
+mod soak;
 mod telegram;
 mod telegram_approvals;
 mod telegram_emulator;

@@ -33,7 +33,12 @@ pub(crate) async fn rig_with(tg: TelegramEmulator, agent: &str, channel: &str) -
 }
 
 /// [`rig_with`], with `model` added to `[models.default]`.
-async fn rig_model(tg: TelegramEmulator, agent: &str, channel: &str, model: &str) -> Rig {
+pub(crate) async fn rig_model(
+    tg: TelegramEmulator,
+    agent: &str,
+    channel: &str,
+    model: &str,
+) -> Rig {
     rig_env(tg, agent, channel, model, &[]).await
 }
 
