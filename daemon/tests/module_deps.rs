@@ -36,8 +36,10 @@ use std::path::{Path, PathBuf};
 /// `launch` (who started pincerd; the service's environment file) use nothing of ours.
 /// `schedule` starts workflows and agent turns at their times, so it sits
 /// above `workflow`; the chats reach it through a trait of `tools`.
+/// `fuzz` (the fuzzer's entry points, used by `fuzz/` alone) sits beside
+/// `main`: it drives parsers of every layer, the server's among them.
 const LAYERS: &[&[&str]] = &[
-    &["main"],
+    &["main", "fuzz"],
     &["daemon"],
     &["server"],
     &["channels"],

@@ -296,7 +296,7 @@ async fn kill_9_during_workflow_runs_finishes_no_step_twice() {
     let ws = home.workspace();
     std::fs::create_dir_all(ws.join("workflows")).unwrap();
     std::fs::write(ws.join("workflows/eight.toml"), EIGHT_STEPS).unwrap();
-    let mut settled = 0;
+    let mut runs_settled = 0;
     let mut waited = 0;
     for round in 0..rounds() {
         let before: Vec<String> = runs(&home).await;
@@ -337,7 +337,7 @@ async fn kill_9_during_workflow_runs_finishes_no_step_twice() {
             waited += 1;
         }
         let status = run_status(&home, &run, seed, |s| s["run"]["status"] == "succeeded").await;
-        settled += 1;
+        runs_settled += 1;
         let log = std::fs::read_to_string(ws.join("log.txt")).unwrap_or_default();
         for step in 1..=8 {
             let path = format!("s{step}");
@@ -367,7 +367,9 @@ async fn kill_9_during_workflow_runs_finishes_no_step_twice() {
         }
         daemon.stop();
     }
-    eprintln!("crash workflow: {settled} runs killed and settled, {waited} waited for the owner");
+    eprintln!(
+        "crash workflow: {runs_settled} runs killed and settled, {waited} waited for the owner"
+    );
 }
 
 /// The ids of every workflow run, newest first.
@@ -409,6 +411,28 @@ async fn all_answered(home: &TestHome, n: i64, seed: u64) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Once all `sent_in` messages are answered: each was claimed once and
+/// every planned chunk confirmed; how many chunks were confirmed.
+async fn settled(home: &TestHome, sent_in: i64, seed: u64) -> i64 {
+    all_answered(home, sent_in, seed).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        ledger_count(home, "SELECT COUNT(*) FROM inbound"),
+        sent_in,
+        "seed {seed}: each message claimed once"
+    );
+    let confirmed = ledger_count(
+        home,
+        "SELECT COUNT(*) FROM chunks WHERE platform_id IS NOT NULL",
+    );
+    let planned = ledger_count(home, "SELECT COUNT(*) FROM chunks");
+    assert_eq!(
+        confirmed, planned,
+        "seed {seed}: every planned chunk went out"
+    );
+    confirmed
 }
 
 /// Two chunks per answer, so that a kill can fall between the chunks of
@@ -456,22 +480,7 @@ async fn kill_9_during_telegram_bursts_answers_every_message_once_but_for_the_re
                 .start_with_env(&[("TELEGRAM_BOT_TOKEN", r.tg.token())]),
         );
     }
-    all_answered(&r.home, sent_in, seed).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        ledger_count(&r.home, "SELECT COUNT(*) FROM inbound"),
-        sent_in,
-        "seed {seed}: each message claimed once"
-    );
-    let confirmed = ledger_count(
-        &r.home,
-        "SELECT COUNT(*) FROM chunks WHERE platform_id IS NOT NULL",
-    );
-    let planned = ledger_count(&r.home, "SELECT COUNT(*) FROM chunks");
-    assert_eq!(
-        confirmed, planned,
-        "seed {seed}: every planned chunk went out"
-    );
+    let confirmed = settled(&r.home, sent_in, seed).await;
     let mut sent_out = 0;
     for u in &users {
         sent_out += r.tg.bot_messages(u.id).await.len() as i64;
@@ -525,22 +534,7 @@ async fn kill_9_during_discord_bursts_answers_every_message_exactly_once() {
         daemon.kill9();
         r.daemon = Some(r.home.start_with_env(&[("DISCORD_BOT_TOKEN", TOKEN)]));
     }
-    all_answered(&r.home, sent_in, seed).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        ledger_count(&r.home, "SELECT COUNT(*) FROM inbound"),
-        sent_in,
-        "seed {seed}: each message claimed once"
-    );
-    let confirmed = ledger_count(
-        &r.home,
-        "SELECT COUNT(*) FROM chunks WHERE platform_id IS NOT NULL",
-    );
-    let planned = ledger_count(&r.home, "SELECT COUNT(*) FROM chunks");
-    assert_eq!(
-        confirmed, planned,
-        "seed {seed}: every planned chunk went out"
-    );
+    let confirmed = settled(&r.home, sent_in, seed).await;
     let sent_out: i64 = channels
         .iter()
         .map(|c| r.dc.bot_messages(c).len() as i64)

@@ -9,8 +9,10 @@
 //! checkpoints it, and
 //! the databases by a bounded number of bytes per recorded operation.
 //!
-//! `PINCER_SOAK_SECS` seconds (120 by default, what tests/run.sh runs;
-//! 1800 for the long version).
+//! `PINCER_SOAK_SECS` seconds (120 by default; 1800 for the long
+//! version); `PINCER_SOAK_ONLY` (`turns,chat,notes,runs,compactions`)
+//! and `PINCER_SOAK_TEXT_ONLY` (turns without tool calls) narrow the
+//! traffic down to find what grows.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -45,15 +47,7 @@ struct Sample {
 }
 
 fn read(pid: u32, state: &std::path::Path, started: Instant, ops: u64) -> Sample {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
+    let status = pincer_testkit::load::status_fields(pid, &["VmRSS:", "Threads:"]);
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
     let (mut db_bytes, mut wal_bytes) = (0, 0);
     for entry in std::fs::read_dir(state).into_iter().flatten().flatten() {
@@ -67,9 +61,9 @@ fn read(pid: u32, state: &std::path::Path, started: Instant, ops: u64) -> Sample
     }
     Sample {
         secs: started.elapsed().as_secs(),
-        rss_kb: field("VmRSS:"),
+        rss_kb: status[0],
         fds,
-        threads: field("Threads:"),
+        threads: status[1],
         db_bytes,
         wal_bytes,
         ops,

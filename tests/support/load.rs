@@ -251,16 +251,25 @@ impl Drop for Daemon {
 
 /// (VmRSS, VmHWM) of `pid` in KiB; zeros when it is gone.
 pub fn memory(pid: u32) -> (u64, u64) {
+    let f = status_fields(pid, &["VmRSS:", "VmHWM:"]);
+    (f[0], f[1])
+}
+
+/// The numbers `/proc/<pid>/status` gives for `names` (`VmRSS:`,
+/// `Threads:`…), in their order; 0 for a missing one or a gone process.
+pub fn status_fields(pid: u32, names: &[&str]) -> Vec<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    names
+        .iter()
+        .map(|name| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect()
 }
 
 /// Samples VmRSS every 10 ms until stopped; answers the highest seen.
