@@ -133,6 +133,18 @@ async fn registry_matches(home: &TestHome, seed: u64) {
     }
 }
 
+/// Runs `pincer args…` and SIGKILLs `daemon` within `within` of its start
+/// (the time a measured run of it took); whether the kill came before the
+/// command answered. The daemon is reaped.
+async fn kill_during(home: &TestHome, daemon: Daemon, args: &[&str], within: Duration) -> bool {
+    let command = home.cli_spawn(args);
+    let killer = kill_after(&daemon, within);
+    let finished = command.wait_with_output().await.map(|o| o.status.success());
+    killer.join().unwrap();
+    daemon.kill9();
+    finished.is_ok_and(|ok| !ok)
+}
+
 // ---------------------------------------------------------------- turns
 
 #[tokio::test(flavor = "multi_thread")]
@@ -264,24 +276,6 @@ kind = "command"
 command = "echo '{{ run.id }} s8' >> log.txt"
 "#;
 
-/// `pincer workflows status RUN --json` once `done` holds (a minute at most).
-async fn run_status(home: &TestHome, run: &str, seed: u64, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = home.cli(&["--json", "workflows", "status", run]).await;
-        if out.code == 0 && done(&out.json()) {
-            return out.json();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "seed {seed}: run {run} did not settle: {}{}",
-            out.stdout,
-            out.stderr
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_9_during_workflow_runs_finishes_no_step_twice() {
     let mut points = Points::new("workflow");
@@ -312,7 +306,8 @@ async fn kill_9_during_workflow_runs_finishes_no_step_twice() {
             daemon.stop();
             continue;
         };
-        let status = run_status(&home, &run, seed, |s| {
+        let what = format!("run {run} to settle (seed {seed})");
+        let status = crate::workflows::status_until(&home, &run, &what, |s| {
             ["succeeded", "waiting"].contains(&s["run"]["status"].as_str().unwrap_or(""))
         })
         .await;
@@ -336,7 +331,10 @@ async fn kill_9_during_workflow_runs_finishes_no_step_twice() {
             assert_eq!(out.code, 0, "seed {seed}: {}", out.stderr);
             waited += 1;
         }
-        let status = run_status(&home, &run, seed, |s| s["run"]["status"] == "succeeded").await;
+        let status = crate::workflows::status_until(&home, &run, &what, |s| {
+            s["run"]["status"] == "succeeded"
+        })
+        .await;
         runs_settled += 1;
         let log = std::fs::read_to_string(ws.join("log.txt")).unwrap_or_default();
         for step in 1..=8 {
@@ -592,14 +590,10 @@ async fn kill_9_during_a_memory_reindex_leaves_an_index_that_searches_and_catche
     let mut interrupted = 0;
     for round in 0..rounds() {
         let daemon = home.start();
-        let reindex = home.cli_spawn(&["memory", "reindex", "--full"]);
-        let killer = kill_after(&daemon, points.within(took));
-        let finished = reindex.wait_with_output().await.map(|o| o.status.success());
-        if finished.is_ok_and(|ok| !ok) {
+        let at = points.within(took);
+        if kill_during(&home, daemon, &["memory", "reindex", "--full"], at).await {
             interrupted += 1;
         }
-        killer.join().unwrap();
-        daemon.kill9();
 
         let daemon = home.start();
         let out = home.cli(&["memory", "reindex"]).await;
@@ -679,14 +673,10 @@ async fn kill_9_during_a_compaction_keeps_the_session_whole_and_usable() {
     for round in 0..rounds() {
         let daemon = home.start();
         four_turns(&home, &format!("r{round}"), seed).await;
-        let compact = home.cli_spawn(&["sessions", "compact", "main"]);
-        let killer = kill_after(&daemon, points.within(took));
-        let finished = compact.wait_with_output().await.map(|o| o.status.success());
-        if finished.is_ok_and(|ok| !ok) {
+        let at = points.within(took);
+        if kill_during(&home, daemon, &["sessions", "compact", "main"], at).await {
             interrupted += 1;
         }
-        killer.join().unwrap();
-        daemon.kill9();
 
         let daemon = home.start();
         let entries: Vec<Value> = transcripts(&home, true, seed)

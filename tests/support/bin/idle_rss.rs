@@ -365,20 +365,12 @@ struct Reading {
 }
 
 fn reading(pid: u32) -> Reading {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
+    let f = load::status_fields(pid, &["VmRSS:", "RssAnon:", "RssFile:", "VmHWM:"]);
     Reading {
-        rss: field("VmRSS:"),
-        anon: field("RssAnon:"),
-        file: field("RssFile:"),
-        hwm: field("VmHWM:"),
+        rss: f[0],
+        anon: f[1],
+        file: f[2],
+        hwm: f[3],
     }
 }
 
