@@ -67,9 +67,9 @@ const FLUSH_INSTRUCTIONS: &str = "The conversation above is about to be compress
 impl Compactor<'_> {
     /// Tokens of the history the model sees now, by our estimate.
     pub fn active_tokens(log: &SessionLog) -> u64 {
-        let (summary, start) = history::active(&log.entries);
+        let (summary, start) = history::active(log.entries());
         summary.map_or(0, estimate_text)
-            + log.entries[start..]
+            + log.entries()[start..]
                 .iter()
                 .map(compact::entry_tokens)
                 .sum::<u64>()
@@ -85,7 +85,7 @@ impl Compactor<'_> {
     ) -> Result<Compacted, CompactionError> {
         let window = self.agent.context_window();
         let keep = self.config.context.keep_recent_for(window);
-        let Some(plan) = compact::plan(&log.entries, keep, force) else {
+        let Some(plan) = compact::plan(log.entries(), keep, force) else {
             return Ok(Compacted::Nothing);
         };
         let tokens_before = system_tokens + Self::active_tokens(log);
@@ -112,7 +112,7 @@ impl Compactor<'_> {
                 return Err(error);
             }
         };
-        let kept: u64 = log.entries[plan.summarise.end..]
+        let kept: u64 = log.entries()[plan.summarise.end..]
             .iter()
             .map(compact::entry_tokens)
             .sum();
@@ -159,11 +159,11 @@ impl Compactor<'_> {
         plan: &Plan,
         turn: &str,
     ) -> Result<String, LlmError> {
-        let text = compact::render(&log.entries[plan.summarise.clone()]);
+        let text = compact::render(&log.entries()[plan.summarise.clone()]);
         if self.config.context.memory_flush && self.owner {
             self.flush_memory(log, &text, turn).await;
         }
-        let previous = history::active(&log.entries).0.map(str::to_string);
+        let previous = history::active(log.entries()).0.map(str::to_string);
         let models = self.rt.models();
         compact::summarise(
             &models,

@@ -17,7 +17,7 @@ impl Turn<'_> {
         message: String,
     ) -> Outcome {
         tracing::warn!(session = %self.key, code, error = %message, "turn failed");
-        let summary = crate::agent::failure::summary(&log.entries, &self.turn_id, &message);
+        let summary = crate::agent::failure::summary(log.entries(), &self.turn_id, &message);
         let _ = log.append(
             &self.turn_id,
             Body::Meta {

@@ -33,7 +33,7 @@ impl Turn<'_> {
         specs: &[ToolSpec],
         last_call: bool,
     ) -> Request {
-        let mut messages = guard::apply(history::messages(&log.entries, images), guard);
+        let mut messages = guard::apply(history::messages(log.entries(), images), guard);
         if let Some(context) = volatile
             && let Some(current) = messages.iter_mut().rev().find(|m| {
                 m.role == crate::llm::Role::User

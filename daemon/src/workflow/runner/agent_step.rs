@@ -52,13 +52,13 @@ impl Runner {
         // until the items before it have finished.
         self.wait_turn(path).await;
         let mut log = self.log.lock().await;
-        let from = log.entries.len();
+        let from = log.mark();
         if let Some((error, _)) = turn.run(&mut log, prompt, Vec::new()).await {
             return Err(Failure(error));
         }
         let mut answer = None;
         let mut tokens = 0;
-        for entry in &log.entries[from..] {
+        for entry in log.since(from) {
             if let Body::Assistant { text, usage, .. } = &entry.body {
                 if let Some(u) = usage {
                     tokens += u.input + u.output;
