@@ -189,6 +189,9 @@ pub struct Bridge {
     /// Groups not listed that wrote since the start (logged once each).
     unlisted: Mutex<HashSet<String>>,
     tasks: TaskTracker,
+    /// Cancelled when [`Bridge::stop`] begins: ends what only waits.
+    closing: CancellationToken,
+    /// Cancelled when the grace of a stop is over: ends what still works.
     stop: CancellationToken,
 }
 
@@ -259,6 +262,7 @@ impl Bridge {
             approvals: Mutex::default(),
             unlisted: Mutex::default(),
             tasks: TaskTracker::new(),
+            closing: CancellationToken::new(),
             stop: CancellationToken::new(),
         })
     }
@@ -434,8 +438,10 @@ impl Bridge {
     /// Finishes what a previous run left: answers planned but not wholly
     /// sent are sent, messages claimed but never answered are handled
     /// again (each at most [`MAX_ATTEMPTS`] times). Call once, before the
-    /// reader starts.
+    /// reader starts; from then on, answers an outage left owed are sent
+    /// when the platform is reached again.
     pub async fn resume(self: &Arc<Self>) -> Result<usize, BridgeError> {
+        self.tasks.spawn(self.clone().deliver_after_outages());
         let (channel, account) = (self.channel().to_string(), self.account().to_string());
         let owed = self
             .ledger(move |l| l.unanswered(&channel, &account))
@@ -472,6 +478,7 @@ impl Bridge {
 
     /// Stops the bridge: waits, at most `grace`, for answers being sent.
     pub async fn stop(&self, grace: Duration) {
+        self.closing.cancel();
         self.tasks.close();
         if tokio::time::timeout(grace, self.tasks.wait())
             .await

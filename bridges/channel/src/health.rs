@@ -61,6 +61,9 @@ pub struct Health {
     /// The channel's name, for the log line of a recovery.
     channel: String,
     state: Mutex<State>,
+    /// Signalled at each recovery; a recovery while nobody waits is kept
+    /// for the next wait.
+    recovered: tokio::sync::Notify,
 }
 
 impl Health {
@@ -74,7 +77,14 @@ impl Health {
                 },
                 ..Default::default()
             }),
+            recovered: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Waits for the next recovery (a call that worked after failures
+    /// that cut the connection); one since the last wait returns at once.
+    pub async fn recovered(&self) {
+        self.recovered.notified().await;
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -107,6 +117,7 @@ impl Health {
             Some(recovery)
         });
         if let Some(r) = recovery {
+            self.recovered.notify_one();
             tracing::info!(
                 "{}: {} after {} failure{} / {} s",
                 self.channel,

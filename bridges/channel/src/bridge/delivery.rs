@@ -6,8 +6,10 @@
 //! formatting the platform rejects is sent again as plain text, a 429 waits
 //! `retry_after`, a transient error backs off (1 s doubling to 30 s, six
 //! tries), a permanent one (the bot blocked, the chat gone) gives the
-//! answer up and says so in the health. Chunks of one chat go out one
-//! answer at a time, in order.
+//! answer up and says so in the health. An answer whose tries all failed
+//! stays owed in the ledger and is sent when the platform is reached again
+//! (or at the next start). Chunks of one chat go out one answer at a
+//! time, in order.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -61,6 +63,33 @@ impl Bridge {
     /// confirmed yet, in order.
     pub(super) async fn deliver(&self, msg: &Inbound) {
         self.deliver_with(msg, None).await;
+    }
+
+    /// Sends, after each recovery of the platform, the answers that were
+    /// planned but not wholly sent: those whose tries all failed in an
+    /// outage would otherwise wait for the next start. An answer still
+    /// being sent is not sent twice: [`Self::deliver`] waits for its
+    /// chat's gate and then finds its chunks confirmed.
+    pub(super) async fn deliver_after_outages(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                () = self.health.recovered() => {}
+                () = self.closing.cancelled() => return,
+            }
+            let (channel, account) = (self.channel().to_string(), self.account().to_string());
+            let owed = match self.ledger(move |l| l.unanswered(&channel, &account)).await {
+                Ok(owed) => owed,
+                Err(e) => {
+                    tracing::error!("cannot read the answers owed: {e}");
+                    continue;
+                }
+            };
+            for item in owed.into_iter().filter(|o| o.planned) {
+                let this = self.clone();
+                self.tasks
+                    .spawn(async move { this.deliver(&item.inbound).await });
+            }
+        }
     }
 
     /// [`Self::deliver`], editing the preview message into chunk 0.
@@ -145,7 +174,7 @@ impl Bridge {
                     return;
                 }
                 Err(e) => {
-                    // Left owed: the next start sends the rest.
+                    // Left owed: the next recovery or start sends the rest.
                     let why = format!(
                         "an answer in chat {} could not be sent yet: {e}",
                         msg.chat_id

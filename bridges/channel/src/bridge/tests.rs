@@ -1325,3 +1325,46 @@ fn an_approval_button_carries_its_answer() {
     assert_eq!(ApprovalAnswer::from_button("approve"), None);
     assert!(!ApprovalAnswer::Deny.allows() && ApprovalAnswer::AllowAlways.allows());
 }
+
+/// An outage longer than every try of an answer (about 31 s of backoff)
+/// leaves it owed; the reader's next call that works sends it, once, with
+/// no restart. A second recovery sends nothing more.
+#[tokio::test(start_paused = true)]
+async fn an_answer_an_outage_left_owed_is_sent_once_when_the_platform_is_back() {
+    let r = rig();
+    assert_eq!(r.bridge.resume().await.unwrap(), 0);
+    r.platform.sent.lock().unwrap().fail_after = Some(0);
+    r.bridge
+        .receive(incoming(dm("1", "1", "hello"), 1))
+        .await
+        .unwrap();
+    // Every try fails: the answer is left owed, the bridge disconnected.
+    for _ in 0..600 {
+        if !r.bridge.health().snapshot().connected
+            && r.bridge.health().snapshot().last_error.is_some()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(r.platform.texts("1").is_empty());
+    let (c, a) = ("telegram".to_string(), "default".to_string());
+    let owed = r
+        .bridge
+        .ledger(move |l| l.unanswered(&c, &a))
+        .await
+        .unwrap();
+    assert_eq!(owed.len(), 1, "the answer is owed");
+    assert!(owed[0].planned);
+
+    r.platform.sent.lock().unwrap().fail_after = None;
+    assert!(r.bridge.health().connected().is_some(), "a recovery");
+    settled(&r.bridge).await;
+    assert_eq!(r.platform.texts("1"), ["answer: hello"]);
+    r.bridge.health().disconnected("a blip");
+    assert!(r.bridge.health().connected().is_some());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(r.platform.texts("1").len(), 1, "sent once");
+    assert_eq!(r.host.received().len(), 1, "one turn");
+}
