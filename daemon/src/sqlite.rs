@@ -33,6 +33,14 @@ impl From<Unfinished> for DbError {
     }
 }
 
+/// The page cache of each such database, in KiB. SQLite's default (2 MB
+/// a connection) fills as a database grows — several megabytes of a
+/// daemon's memory for pages the OS caches anyway; these databases are
+/// read through their indexes a few pages at a time. The soak measured
+/// it: with the default, anonymous RSS rose by about the databases'
+/// growth for minutes before levelling off.
+pub const CACHE_KB: i64 = 256;
+
 /// A cloneable handle to the database thread.
 #[derive(Clone)]
 pub struct Db {
@@ -47,6 +55,7 @@ impl Db {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "cache_size", -CACHE_KB)?;
         pincer_migrate::migrate(&mut conn, migrations)?;
         let worker = Worker::start(thread, conn).map_err(DbError::Thread)?;
         Ok(Self { worker })

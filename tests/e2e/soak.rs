@@ -99,11 +99,6 @@ kind = "command"
 command = "echo done"
 "#;
 
-// Fails today, and is left out of tests/run.sh until fixed: anonymous
-// RSS grows about 5 KB per operation after the warm-up (+8.6 MB in the
-// last 80 s of a 2-minute run), while descriptors, threads and WAL files
-// hold (docs/src/hardening.md, "Soak"). Run it with `--ignored`.
-#[ignore = "anonymous RSS keeps growing after the warm-up (docs/src/hardening.md, Soak); run with --ignored"]
 #[tokio::test(flavor = "multi_thread")]
 async fn mixed_traffic_for_minutes_grows_no_memory_descriptors_threads_or_databases() {
     let secs = soak_secs();

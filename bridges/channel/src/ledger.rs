@@ -307,6 +307,11 @@ impl Ledger {
             .map_err(open_err)?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(open_err)?;
+        // 256 KiB, not SQLite's 2 MB: the ledger grows with every message
+        // and is read a few index pages at a time; the default cache
+        // filled with its pages for minutes (pincerd's `sqlite::CACHE_KB`).
+        conn.pragma_update(None, "cache_size", -256)
+            .map_err(open_err)?;
         migrate(&mut conn)?;
         Ok(Self { conn })
     }
