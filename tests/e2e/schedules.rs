@@ -124,7 +124,7 @@ async fn a_prompt_schedules_answer_reaches_the_owners_telegram() {
 }
 
 /// Sets the test clock pincerd reads (`PINCER_TEST_CLOCK`).
-fn set_clock(file: &std::path::Path, at: &str) {
+pub(crate) fn set_clock(file: &std::path::Path, at: &str) {
     let tmp = file.with_extension("tmp");
     std::fs::write(&tmp, at).unwrap();
     std::fs::rename(tmp, file).unwrap();
@@ -183,7 +183,7 @@ async fn cli_json(home: &TestHome, args: &[&str]) -> serde_json::Value {
     out.json()
 }
 
-fn ms(at: &str) -> i64 {
+pub(crate) fn ms(at: &str) -> i64 {
     at.parse::<jiff::Timestamp>().unwrap().as_millisecond()
 }
 
@@ -678,7 +678,7 @@ async fn a_schedule_the_config_cannot_serve_is_disabled_without_calling_the_mode
 
 /// Every row of the ledger, skipped stretches too: (schedule, due_at ms,
 /// attempt, state, missed).
-fn ledger(home: &TestHome) -> Vec<(String, i64, u32, String, Option<i64>)> {
+pub(crate) fn ledger(home: &TestHome) -> Vec<(String, i64, u32, String, Option<i64>)> {
     let db = rusqlite::Connection::open(home.path().join("state/schedules.db")).unwrap();
     let mut st = db
         .prepare("SELECT schedule, due_at, attempt, state, missed FROM fires ORDER BY id")
@@ -693,7 +693,7 @@ fn ledger(home: &TestHome) -> Vec<(String, i64, u32, String, Option<i64>)> {
 
 /// Waits until every schedule's next fire is `at` (the scheduler has
 /// brought the file's schedules in on the tests' clock).
-async fn scheduled_at(home: &TestHome, at: &str) {
+pub(crate) async fn scheduled_at(home: &TestHome, at: &str) {
     let start = Instant::now();
     loop {
         let list = cli_json(home, &["schedules", "list"]).await;

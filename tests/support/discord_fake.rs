@@ -449,6 +449,8 @@ struct Inner {
     resumes: Vec<Value>,
     stop_acking: bool,
     replay_on_resume: Option<usize>,
+    /// Discord cannot be reached ([`DiscordFake::outage`]).
+    down: bool,
     origin: String,
     gateway_url: String,
     /// READY's `resume_gateway_url` when not the gateway's own address.
@@ -1387,6 +1389,27 @@ impl DiscordFake {
         self.changed();
     }
 
+    /// Discord cannot be reached until [`Self::outage_over`]: every live
+    /// gateway connection is closed with 1001 (going away, as when
+    /// Discord's edge restarts), a new one is cut before its handshake,
+    /// and every REST call is answered 503. Sessions stay resumable and
+    /// keep their events, as Discord's do.
+    pub fn outage(&self) {
+        let mut inner = self.shared.lock();
+        inner.down = true;
+        for conn in inner.live() {
+            inner.close(conn, 1001, "Discord is unavailable");
+        }
+        drop(inner);
+        self.changed();
+    }
+
+    /// Ends [`Self::outage`].
+    pub fn outage_over(&self) {
+        self.shared.lock().down = false;
+        self.changed();
+    }
+
     /// Heartbeats are no longer acknowledged (a zombied connection), until
     /// [`Self::resume_acking`].
     pub fn stop_acking(&self) {
@@ -1879,6 +1902,9 @@ fn answer(
     headers: &HeaderMap,
     body: Result<Body, Reply>,
 ) -> (Reply, Vec<(&'static str, String)>) {
+    if inner.down {
+        return fault_reply(&Fault::Status(503));
+    }
     if let Some(rule) = inner
         .faults
         .iter_mut()
@@ -2660,6 +2686,9 @@ async fn serve_gateway(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
     // kernel holds a small frame back while an earlier one is not yet
     // acknowledged (Nagle), tens of milliseconds under load.
     let _ = stream.set_nodelay(true);
+    if shared.lock().down {
+        return;
+    }
     let Ok(ws) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
         return;
     };

@@ -38,6 +38,8 @@ pub struct Step {
     pub finish: Option<String>,
     /// The error message sent with `status` (default: "scripted HTTP N").
     pub error: Option<String>,
+    /// Wait this long before answering (a model that thinks).
+    pub delay: Option<Duration>,
 }
 
 impl Step {
@@ -73,6 +75,11 @@ impl Step {
             status: Some(code),
             ..Default::default()
         }
+    }
+    /// This step, answered after `delay`.
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
     }
     /// An HTTP error with the provider's own words (e.g. a context overflow).
     pub fn error(code: u16, message: &str) -> Self {
@@ -373,6 +380,9 @@ async fn openai(State(inner): State<Arc<Mutex<Inner>>>, bytes: axum::body::Bytes
         Ok(step) => step,
         Err(response) => return *response,
     };
+    if let Some(delay) = step.delay {
+        tokio::time::sleep(delay).await;
+    }
     if whole {
         return openai_whole(&step, prompt_tokens);
     }
@@ -453,6 +463,9 @@ async fn anthropic(State(inner): State<Arc<Mutex<Inner>>>, bytes: axum::body::By
         Ok(step) => step,
         Err(response) => return *response,
     };
+    if let Some(delay) = step.delay {
+        tokio::time::sleep(delay).await;
+    }
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut events = vec![ev(
         "message_start",
