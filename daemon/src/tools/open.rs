@@ -8,7 +8,8 @@
 //!   type is checked with `lstat` before opening, and again with `fstat`
 //!   on the descriptor, opened with `O_NONBLOCK` (so even a FIFO swapped in
 //!   between returns at once) and `O_NOFOLLOW` (so a symlink swapped in
-//!   after `confine` is not followed);
+//!   after `confine` is not followed), and the descriptor's own path must
+//!   be the confined one (a folder on the way swapped for a link is);
 //! - no hard links unless `[tools.fs] allow_hard_links`: another name of
 //!   the same file may be outside the workspace, where `confine` cannot
 //!   see it, and reading or writing the workspace's name would read or
@@ -75,7 +76,46 @@ pub fn open_regular(path: &Path, shown: &str, fs: FsSettings) -> Result<File, Op
             shown: shown.to_string(),
         });
     }
+    if !opened_at(&file, path) {
+        return Err(OpenError::BecameLink {
+            shown: shown.to_string(),
+        });
+    }
     Ok(file)
+}
+
+/// Whether `file` is the file at `path` (confined: absolute, no link in
+/// it), by the path the kernel reports for the descriptor. `O_NOFOLLOW`
+/// guards the last component only: a folder on the way swapped for a
+/// link after [`confine`](super::paths::confine) checked the name, and
+/// swapped back before the `lstat` above, would lead the open elsewhere
+/// (the attack suite's race did, to a file outside the workspace). Nothing
+/// has been read from the file yet when this refuses it.
+fn opened_at(file: &File, path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .is_ok_and(|real| real == path)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: F_GETPATH writes at most PATH_MAX bytes, NUL-terminated,
+        // into `buf`, which holds PATH_MAX.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETPATH, buf.as_mut_ptr()) };
+        if rc == -1 {
+            return false;
+        }
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        use std::os::unix::ffi::OsStrExt;
+        Path::new(std::ffi::OsStr::from_bytes(&buf[..end])) == path
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        let _ = (file, path);
+        true
+    }
 }
 
 /// Reads a whole text file of at most `max_bytes` (edit and apply_patch
