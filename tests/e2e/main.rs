@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `pincerd` and `pincer` binaries in temporary
 //! homes, against our scripted model and the real peers of SPEC §15.
 
+mod attacks;
 mod book;
 mod boundary;
 mod chat_tty;
