@@ -87,19 +87,20 @@ pub fn open_regular(path: &Path, shown: &str, fs: FsSettings) -> Result<File, Op
 /// Whether `file` is the file at `path` (confined: absolute, no link in
 /// it), by the path the kernel reports for the descriptor. `O_NOFOLLOW`
 /// guards the last component only: a folder on the way swapped for a
-/// link after [`confine`](super::paths::confine) checked the name, and
-/// swapped back before the `lstat` above, would lead the open elsewhere
-/// (the attack suite's race did, to a file outside the workspace). Nothing
-/// has been read from the file yet when this refuses it.
+/// link after [`confine`](super::paths::confine) checked the name leads
+/// the `lstat` and the open alike elsewhere, so their inodes agree (the
+/// attack suite's race read a file outside the workspace so). Nothing has
+/// been read from the file yet when this refuses it.
 fn opened_at(file: &File, path: &Path) -> bool {
-    use std::os::fd::AsRawFd;
     #[cfg(target_os = "linux")]
     {
+        use std::os::fd::AsRawFd;
         std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             .is_ok_and(|real| real == path)
     }
     #[cfg(target_os = "macos")]
     {
+        use std::os::fd::AsRawFd;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
         // SAFETY: F_GETPATH writes at most PATH_MAX bytes, NUL-terminated,
         // into `buf`, which holds PATH_MAX.
@@ -210,5 +211,31 @@ fn too_big(shown: &str, len: u64, max: u64) -> OpenError {
         shown: shown.to_string(),
         len,
         max,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A confined path whose folder is a link to the outside by the time
+    /// it is opened (the race, made to happen every time): refused.
+    #[test]
+    fn a_folder_that_became_a_link_after_the_check_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let (ws, outside) = (root.join("ws"), root.join("outside"));
+        std::fs::create_dir_all(ws.join("d")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(ws.join("d/f.txt"), "inside").unwrap();
+        std::fs::write(outside.join("f.txt"), "outside").unwrap();
+        let confined = ws.join("d/f.txt");
+        let fs = FsSettings::default();
+        assert!(open_regular(&confined, "d/f.txt", fs).is_ok());
+
+        std::fs::remove_dir_all(ws.join("d")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap();
+        let refused = open_regular(&confined, "d/f.txt", fs).unwrap_err();
+        assert!(matches!(refused, OpenError::BecameLink { .. }), "{refused}");
     }
 }
