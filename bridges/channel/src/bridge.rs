@@ -181,6 +181,10 @@ pub struct Bridge {
     /// One answer at a time per chat: a gate per chat being answered,
     /// dropped by the last sender that held it.
     sending: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Answers their own task is planning or sending: a recovery's
+    /// delivery leaves them to it (it would send the first part anew
+    /// instead of editing the live preview into it).
+    answering: Mutex<HashSet<MsgKey>>,
     turns: Mutex<(HashSet<String>, VecDeque<String>)>,
     presses: Mutex<VecDeque<String>>,
     /// The approval messages sent to the owner, by approval id, until the
@@ -257,6 +261,7 @@ impl Bridge {
             random: Mutex::new(random),
             queues: Mutex::default(),
             sending: Mutex::default(),
+            answering: Mutex::default(),
             turns: Mutex::default(),
             presses: Mutex::default(),
             approvals: Mutex::default(),

@@ -47,16 +47,21 @@ impl Bridge {
             self.settings().max_messages_per_answer,
         );
         let key = MsgKey::of(msg);
-        let at = now();
-        if let Err(e) = self
-            .ledger(move |l| l.planned(key.key(), &chunks, at))
-            .await
-        {
-            tracing::error!("cannot record an answer before sending it: {e}");
-            self.health.error(&e.to_string());
-            return;
+        lock(&self.answering).insert(key.clone());
+        let planned = {
+            let key = key.clone();
+            let at = now();
+            self.ledger(move |l| l.planned(key.key(), &chunks, at))
+                .await
+        };
+        match planned {
+            Ok(_) => self.deliver_with(msg, preview).await,
+            Err(e) => {
+                tracing::error!("cannot record an answer before sending it: {e}");
+                self.health.error(&e.to_string());
+            }
         }
-        self.deliver_with(msg, preview).await;
+        lock(&self.answering).remove(&key);
     }
 
     /// Sends the chunks of `msg`'s planned answer the platform has not
@@ -67,9 +72,10 @@ impl Bridge {
 
     /// Sends, after each recovery of the platform, the answers that were
     /// planned but not wholly sent: those whose tries all failed in an
-    /// outage would otherwise wait for the next start. An answer still
-    /// being sent is not sent twice: [`Self::deliver`] waits for its
-    /// chat's gate and then finds its chunks confirmed.
+    /// outage would otherwise wait for the next start. One its own task
+    /// is still planning or sending is left to that task; one sent
+    /// meanwhile is not sent twice: [`Self::deliver`] waits for its chat's
+    /// gate and then finds its chunks confirmed.
     pub(super) async fn deliver_after_outages(self: Arc<Self>) {
         loop {
             tokio::select! {
@@ -84,7 +90,11 @@ impl Bridge {
                     continue;
                 }
             };
-            for item in owed.into_iter().filter(|o| o.planned) {
+            let theirs = lock(&self.answering).clone();
+            for item in owed
+                .into_iter()
+                .filter(|o| o.planned && !theirs.contains(&MsgKey::of(&o.inbound)))
+            {
                 let this = self.clone();
                 self.tasks
                     .spawn(async move { this.deliver(&item.inbound).await });
