@@ -121,7 +121,7 @@ async fn results_in(r: &Rig, session: &str) -> Vec<String> {
 }
 
 /// Waits until the conversation marked `marker` made `n` requests.
-async fn requests_of(llm: &ScriptedLlm, marker: &str, n: usize) {
+pub(crate) async fn requests_of(llm: &ScriptedLlm, marker: &str, n: usize) {
     let start = Instant::now();
     while llm
         .journal()

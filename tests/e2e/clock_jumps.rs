@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use pincer_testkit::harness::TestHome;
 
-use crate::schedules::{ledger, ms, scheduled_at, set_clock};
+use crate::schedules::{DAILY_ONCE_AND_SKIP, ledger, ms, scheduled_at, set_clock};
 
 type Rows = Vec<(String, i64, u32, String, Option<i64>)>;
 
@@ -43,10 +43,7 @@ fn of<'a>(rows: &'a Rows, name: &str) -> Vec<&'a (String, i64, u32, String, Opti
 #[tokio::test(flavor = "multi_thread")]
 async fn clock_jumps_back_and_forward_neither_double_nor_skip_a_fire() {
     let home = TestHome::new();
-    home.write_config(
-        "[schedules.daily-once]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo once\"\n\
-         [schedules.daily-skip]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo skip\"\nmisfire = \"skip\"\n",
-    );
+    home.write_config(DAILY_ONCE_AND_SKIP);
     let clock = home.path().join("clock");
     set_clock(&clock, "2026-11-27T07:59:50Z");
     let env = [("PINCER_TEST_CLOCK", clock.to_str().unwrap())];

@@ -391,7 +391,7 @@ async fn runs(home: &TestHome) -> Vec<String> {
 // -------------------------------------------------------- Telegram burst
 
 /// A count from the delivery ledger.
-fn ledger_count(home: &TestHome, sql: &str) -> i64 {
+pub(crate) fn ledger_count(home: &TestHome, sql: &str) -> i64 {
     let db = rusqlite::Connection::open(home.path().join("state/channels.db")).expect("the ledger");
     db.query_row(sql, [], |row| row.get(0)).expect(sql)
 }

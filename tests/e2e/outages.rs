@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use pincer_testkit::discord_fake::{CHANNEL_ID, DiscordFake, OTHER_CHANNEL_ID, Say};
-use pincer_testkit::scripted::{ScriptedLlm, Step};
+use pincer_testkit::scripted::Step;
 use pincer_testkit::telegram::{ChatSpec, TelegramEmulator, UserSpec};
 
 fn outage() -> Duration {
@@ -23,35 +23,12 @@ fn outage() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// Waits until `n` model requests carry `marker` (the turns are running).
-async fn requests_reached(llm: &ScriptedLlm, marker: &str, n: usize) {
-    let start = Instant::now();
-    loop {
-        let got = llm
-            .journal()
-            .iter()
-            .filter(|body| body.to_string().contains(marker))
-            .count();
-        if got >= n {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{got} of {n} turns reached the model"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Messages in the ledger not answered yet.
 fn unanswered(home: &pincer_testkit::harness::TestHome) -> i64 {
-    let db = rusqlite::Connection::open(home.path().join("state/channels.db")).expect("ledger");
-    db.query_row(
+    crate::crash::ledger_count(
+        home,
         "SELECT count(*) FROM inbound WHERE answered_at IS NULL",
-        [],
-        |r| r.get(0),
     )
-    .expect("count")
 }
 
 /// Well past the outage and an answer's tries (1 + 2 + 4 + 8 + 16 s).
@@ -73,7 +50,7 @@ async fn a_telegram_outage_loses_no_answer_and_sends_none_twice() {
         r.tg.user_says(&ChatSpec::private(u), u, &format!("[outage] from {}", u.id))
             .await;
     }
-    requests_reached(&r.llm, "[outage]", users.len()).await;
+    crate::boundary::requests_of(&r.llm, "[outage]", users.len()).await;
     // Telegram goes away while the five answers are being written.
     let went = Instant::now();
     r.tg.stop();
@@ -147,7 +124,7 @@ async fn a_discord_outage_loses_no_answer_and_answers_what_came_meanwhile_once()
             Say::text("[before] hello").mention_bot(),
         );
     }
-    requests_reached(&r.llm, "[before]", channels.len()).await;
+    crate::boundary::requests_of(&r.llm, "[before]", channels.len()).await;
     let went = Instant::now();
     r.dc.outage();
     // People go on writing; Discord keeps their messages for the session.

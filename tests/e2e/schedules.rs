@@ -706,6 +706,11 @@ pub(crate) async fn scheduled_at(home: &TestHome, at: &str) {
     }
 }
 
+/// Two daily 08:00 schedules, `misfire = "once"` (the default) and
+/// `"skip"`.
+pub(crate) const DAILY_ONCE_AND_SKIP: &str = "[schedules.daily-once]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo once\"\n\
+     [schedules.daily-skip]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo skip\"\nmisfire = \"skip\"\n";
+
 /// pincerd down over six daily fires (through the real binaries, on the
 /// tests' clock): with `once` the latest runs once and the five before it
 /// are one `skipped` record; with `skip` none runs and all six are one
@@ -713,10 +718,7 @@ pub(crate) async fn scheduled_at(home: &TestHome, at: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn downtime_over_missed_fires_runs_the_latest_once_with_once_and_none_with_skip() {
     let home = TestHome::new();
-    home.write_config(
-        "[schedules.daily-once]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo once\"\n\
-         [schedules.daily-skip]\ncron = \"0 8 * * *\"\ntz = \"UTC\"\ncommand = \"echo skip\"\nmisfire = \"skip\"\n",
-    );
+    home.write_config(DAILY_ONCE_AND_SKIP);
     let clock = home.path().join("clock");
     set_clock(&clock, "2026-11-27T07:00:00Z");
     let env = [("PINCER_TEST_CLOCK", clock.to_str().unwrap())];
